@@ -1,0 +1,1 @@
+"""The torch-free runtime: load a `.pte`, bind kernels, execute methods (numpy + flatbuffers)."""
