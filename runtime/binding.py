@@ -1,0 +1,205 @@
+"""Turns a plan's instruction list into a flat list of pre-bound callables.
+
+Each step is a zero-argument callable; a jump step returns the index of the next
+instruction, every other step's result is ignored. Arguments whose objects never change are captured at load time, so a
+static program's call is `for step in steps: step()` with no lookups. Values that do change
+identity at run time ("rebound": results of prim ops, dynamically shaped tensors, MoveCall
+targets, caller-supplied inputs) are read from the live value list, and every list value
+that holds them is updated in place when they change.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from etbuild.errors import InvalidProgram
+from etbuild.kernels.registry import KernelInfo, canonical_name
+from etbuild.runtime.format import program as fb
+from etbuild.runtime.values import list_items
+
+Step = Callable[[], Any]
+KernelLookup = Callable[[str], "KernelInfo | None"]
+
+
+class Values:
+    """The live values of one loaded method and the lists that must follow their changes."""
+
+    def __init__(self, plan: fb.ExecutionPlan, objects: list[Any]) -> None:
+        self.plan = plan
+        self.objects = objects
+        self.dependents: dict[int, list[tuple[list[Any], int]]] = {}
+        for i, ev in enumerate(plan.values):
+            if isinstance(ev.val, (fb.IntList, fb.TensorList, fb.OptionalTensorList)):
+                for pos, j in enumerate(list_items(plan, i)):
+                    if j >= 0:
+                        self.dependents.setdefault(j, []).append((objects[i], pos))
+
+    def setter(self, i: int) -> Callable[[Any], None]:
+        """A function that stores a new object for value i (and in every list holding it)."""
+        objects, deps = self.objects, self.dependents.get(i, [])
+
+        def store(obj: Any) -> None:
+            objects[i] = obj
+            for lst, pos in deps:
+                lst[pos] = obj
+
+        return store
+
+
+def rebound_values(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -> set[int]:
+    """Indices of values whose object can change between or during calls."""
+    values = plan.values
+    rebound = set(plan.inputs)
+    for ins in instructions:
+        a = ins.instr_args
+        if isinstance(a, fb.MoveCall):
+            rebound.add(a.move_to)
+        elif isinstance(a, fb.KernelCall) and a.args:
+            for r in _result_indices(plan, a.args[-1]):
+                v = values[r].val
+                if not isinstance(v, fb.Tensor) or v.shape_dynamism != fb.TensorShapeDynamism.STATIC:
+                    rebound.add(r)
+    return rebound
+
+
+def _result_indices(plan: fb.ExecutionPlan, ret: int) -> list[int]:
+    v = plan.values[ret].val
+    if isinstance(v, fb.TensorList):
+        return [ret, *list_items(plan, ret)]
+    return [ret]
+
+
+@functools.lru_cache(maxsize=None)
+def _param_count(fn: Callable[..., Any]) -> int:
+    return len(inspect.signature(fn).parameters)
+
+
+class Binder:
+    """Builds the steps of one chain."""
+
+    def __init__(self, values: Values, kernels: KernelLookup, delegates: Mapping[int, Any]) -> None:
+        self.values = values
+        self.plan = values.plan
+        self.kernels = kernels
+        self.delegates = delegates
+        self.rebound: set[int] = set()
+
+    def bind(self, instructions: list[fb.Instruction]) -> tuple[list[Step], list[bool]]:
+        """The steps of a chain and, per step, whether it is a jump."""
+        self.rebound = rebound_values(self.plan, instructions)
+        n = len(instructions)
+        steps = []
+        for pc, ins in enumerate(instructions):
+            a = ins.instr_args
+            where = f"instruction {pc}"
+            if isinstance(a, fb.KernelCall):
+                steps.append(self.kernel_step(a, where))
+            elif isinstance(a, fb.DelegateCall):
+                steps.append(self.delegate_step(a, where))
+            elif isinstance(a, fb.MoveCall):
+                steps.append(self.move_step(a, where))
+            elif isinstance(a, fb.JumpFalseCall):
+                steps.append(self.jump_step(a, pc, n, where))
+            elif isinstance(a, fb.FreeCall):
+                self.check_index(a.value_index, where)
+                steps.append(_noop)
+            else:
+                raise InvalidProgram(f"{where}: no instruction arguments")
+        is_jump = [isinstance(ins.instr_args, fb.JumpFalseCall) for ins in instructions]
+        return steps, is_jump
+
+    def check_index(self, i: int, where: str) -> int:
+        if not 0 <= i < len(self.plan.values):
+            raise InvalidProgram(f"{where}: value index {i} is out of range (0..{len(self.plan.values) - 1})")
+        return i
+
+    def operator_name(self, op_index: int, where: str) -> str:
+        ops = self.plan.operators
+        if not 0 <= op_index < len(ops):
+            raise InvalidProgram(f"{where}: operator index {op_index} is out of range ({len(ops)} operators)")
+        return canonical_name(ops[op_index].name or "", ops[op_index].overload or "")
+
+    def kernel_step(self, call: fb.KernelCall, where: str) -> Step:
+        name = self.operator_name(call.op_index, where)
+        info = self.kernels(name)
+        if info is None:
+            raise InvalidProgram(f"{where}: operator {name} has no kernel in this runtime")
+        nparams = _param_count(info.fn)
+        args = [self.check_index(i, where) for i in call.args]
+        if len(args) not in (nparams, nparams + 1):
+            raise InvalidProgram(
+                f"{where}: {name} takes {nparams} arguments and a result, the program gives {len(args)} values"
+            )
+        call_fn = self._caller(info.fn, args[:nparams])
+        ret = args[nparams] if len(args) > nparams else None
+        store = self._storer(ret) if ret is not None else None
+        if store is None:
+            return call_fn
+        return lambda: store(call_fn())
+
+    def _caller(self, fn: Callable[..., Any], arg_idx: list[int]) -> Callable[[], Any]:
+        objs = self.values.objects
+        if self.rebound.isdisjoint(arg_idx):
+            return functools.partial(fn, *[objs[i] for i in arg_idx])
+        return lambda: fn(*[objs[i] for i in arg_idx])
+
+    def _storer(self, ret: int) -> Callable[[Any], None] | None:
+        targets = [i for i in _result_indices(self.plan, ret) if i in self.rebound]
+        if not targets:
+            return None
+        if isinstance(self.plan.values[ret].val, fb.TensorList):
+            items = list_items(self.plan, ret)
+            setters = [(k, self.values.setter(i)) for k, i in enumerate(items) if i in self.rebound]
+
+            def store_all(result: Any) -> None:
+                for k, set_item in setters:
+                    set_item(result[k])
+
+            return store_all
+        return self.values.setter(ret)
+
+    def delegate_step(self, call: fb.DelegateCall, where: str) -> Step:
+        handle = self.delegates.get(call.delegate_index)
+        if handle is None:
+            raise InvalidProgram(f"{where}: delegate {call.delegate_index} is not loaded")
+        args = [self.check_index(i, where) for i in call.args]
+        objs = self.values.objects
+        return lambda: handle.execute([objs[i] for i in args])
+
+    def move_step(self, call: fb.MoveCall, where: str) -> Step:
+        src = self.check_index(call.move_from, where)
+        store = self.values.setter(self.check_index(call.move_to, where))
+        objs = self.values.objects
+        return lambda: store(objs[src])
+
+    def jump_step(self, call: fb.JumpFalseCall, pc: int, n: int, where: str) -> Step:
+        cond = self.check_index(call.cond_value_index, where)
+        dest = call.destination_instruction
+        if not 0 <= dest <= n:
+            raise InvalidProgram(f"{where}: jump destination {dest} is outside 0..{n}")
+        objs = self.values.objects
+
+        def jump() -> int:
+            return pc + 1 if truth(objs[cond], where) else dest
+
+        return jump
+
+
+def truth(value: Any, where: str) -> bool:
+    """A JumpFalse condition: a bool, or a bool tensor that is true when all elements are."""
+    if isinstance(value, np.ndarray):
+        if value.dtype != np.bool_:
+            raise InvalidProgram(f"{where}: jump condition is a {value.dtype} tensor, expected bool")
+        return bool(value.all())
+    if isinstance(value, (bool, np.bool_)):
+        return bool(value)
+    raise InvalidProgram(f"{where}: jump condition is {type(value).__name__}, expected bool")
+
+
+def _noop() -> None:
+    return None

@@ -1,0 +1,210 @@
+"""Program and Method: load a `.pte`, plan its memory, bind its kernels, run it.
+
+    program = Program.load("mlp.pte")          # mmap; header, identifier, offsets checked
+    forward = program.load_method("forward")   # arenas, zero-copy constants, bound steps
+    outputs = forward(x)                       # copies inputs in, runs, copies outputs out
+"""
+
+from __future__ import annotations
+
+import mmap
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from etbuild.errors import InvalidProgram, KernelError, MethodInputError
+from etbuild.kernels.registry import KernelInfo, load_all
+from etbuild.runtime.binding import Binder, Values
+from etbuild.runtime.format import program as fb
+from etbuild.runtime.format.pte import ExtendedHeader, read_program, segment_bytes
+from etbuild.runtime.inputs import input_setters
+from etbuild.runtime.values import ConstantData, materialize
+
+DEFAULT_INSTRUCTION_BUDGET = 50_000_000
+DEFAULT_MAX_PLANNED_BYTES = 4 << 30
+
+
+class Program:
+    """A loaded `.pte`: its decoded flatbuffer and zero-copy access to its segments."""
+
+    def __init__(self, data: Any, source: str = "<bytes>") -> None:
+        self.data = data
+        self.source = source
+        self.program, self.header = _read(data, source)
+
+    @classmethod
+    def load(cls, path: str | Path) -> Program:
+        """Memory-map and check a `.pte` file."""
+        path = Path(path)
+        with open(path, "rb") as f:
+            if path.stat().st_size == 0:
+                raise InvalidProgram(f"{path}: file is empty")
+            data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        return cls(data, str(path))
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> Program:
+        return cls(data)
+
+    @property
+    def method_names(self) -> list[str]:
+        return [plan.name or "" for plan in self.program.execution_plan]
+
+    def plan(self, name: str) -> fb.ExecutionPlan:
+        """The execution plan called `name`."""
+        for plan in self.program.execution_plan:
+            if plan.name == name:
+                return plan
+        raise MethodInputError(f"{self.source}: no method {name!r}; methods: {', '.join(self.method_names)}")
+
+    def constant_data(self) -> ConstantData:
+        """Views of the constant and mutable-initial-state buffers, by data_buffer_idx."""
+        p = self.program
+        if p.constant_buffer:
+            constants = [memoryview(b.storage) for b in p.constant_buffer]
+        else:
+            constants = self._subsegments(p.constant_segment)
+        mutable = self._subsegments(p.mutable_data_segments[0]) if p.mutable_data_segments else []
+        return ConstantData(constants, mutable)
+
+    def _subsegments(self, sub: fb.SubsegmentOffsets | None) -> list[memoryview]:
+        if sub is None or not sub.offsets:
+            return []
+        seg = segment_bytes(self.data, self.program, self.header, sub.segment_index)
+        views = []
+        for off in sub.offsets:
+            if off > len(seg):
+                raise InvalidProgram(f"{self.source}: sub-segment offset {off} is beyond its {len(seg)}-byte segment")
+            views.append(seg[off:])
+        return views
+
+    def load_method(
+        self,
+        name: str = "forward",
+        *,
+        buffers: Sequence[np.ndarray] | None = None,
+        kernels: Mapping[str, KernelInfo] | None = None,
+        instruction_budget: int = DEFAULT_INSTRUCTION_BUDGET,
+        max_planned_bytes: int = DEFAULT_MAX_PLANNED_BYTES,
+    ) -> Method:
+        """Prepare a method for calls: arenas, tensor views, bound kernels.
+
+        buffers: caller-provided planned memory, one per memory id (default: allocated).
+        kernels: the kernel registry to bind against (default: every shipped kernel).
+        instruction_budget: instructions one call may execute before it is stopped.
+        """
+        plan = self.plan(name)
+        arenas = _arenas(plan, buffers, max_planned_bytes, self.source)
+        registry = kernels if kernels is not None else load_all()
+        try:
+            return Method(plan, arenas, self.constant_data(), registry, instruction_budget)
+        except InvalidProgram as exc:
+            raise type(exc)(f"{self.source}: method {name!r}: {exc}") from None
+
+
+def _read(data: Any, source: str) -> tuple[fb.Program, ExtendedHeader | None]:
+    try:
+        return read_program(data)
+    except InvalidProgram as exc:
+        raise InvalidProgram(f"{source}: {exc}") from None
+
+
+def _arenas(
+    plan: fb.ExecutionPlan, buffers: Sequence[np.ndarray] | None, limit: int, source: str
+) -> list[np.ndarray]:
+    sizes = list(plan.non_const_buffer_sizes[1:])
+    if any(s < 0 for s in sizes) or sum(sizes) > limit:
+        raise InvalidProgram(f"{source}: planned buffer sizes {sizes} are negative or exceed {limit} bytes")
+    if buffers is None:
+        return [np.zeros(s, dtype=np.uint8) for s in sizes]
+    if len(buffers) != len(sizes):
+        raise MethodInputError(f"the plan has {len(sizes)} memory buffers, {len(buffers)} were given")
+    arenas = []
+    for i, (buf, size) in enumerate(zip(buffers, sizes)):
+        arr = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf.view(np.uint8).reshape(-1)
+        if arr.nbytes < size:
+            raise MethodInputError(f"buffer for memory id {i + 1} holds {arr.nbytes} bytes; the plan needs {size}")
+        arenas.append(arr)
+    return arenas
+
+
+class Method:
+    """One loaded method: call it with its inputs, get its flattened outputs."""
+
+    def __init__(
+        self,
+        plan: fb.ExecutionPlan,
+        arenas: list[np.ndarray],
+        consts: ConstantData,
+        kernels: Mapping[str, KernelInfo],
+        instruction_budget: int,
+    ) -> None:
+        self.name = plan.name or ""
+        self.plan = plan
+        self.arenas = arenas
+        self.values = Values(plan, materialize(plan, arenas, consts))
+        self.budget = instruction_budget
+        if len(plan.chains) != 1:
+            raise InvalidProgram(f"expected one chain, found {len(plan.chains)}")
+        instructions = plan.chains[0].instructions
+        self.steps, self.is_jump = Binder(self.values, kernels.get, {}).bind(instructions)
+        self.straight = not any(self.is_jump) and len(self.steps) <= instruction_budget
+        self.input_indices = _checked(plan.inputs, len(plan.values), "input")
+        self.output_indices = _checked(plan.outputs, len(plan.values), "output")
+        self._set_inputs = input_setters(plan, self.values)
+
+    def __call__(self, *inputs: Any) -> list[Any]:
+        if len(inputs) != len(self._set_inputs):
+            raise MethodInputError(
+                f"method {self.name!r} takes {len(self._set_inputs)} inputs, got {len(inputs)}"
+            )
+        for set_input, value in zip(self._set_inputs, inputs):
+            set_input(value)
+        self._run()
+        objs = self.values.objects
+        return [_output(objs[i]) for i in self.output_indices]
+
+    def _run(self) -> None:
+        steps = self.steps
+        pc = 0
+        try:
+            if self.straight:
+                for pc, step in enumerate(steps):  # noqa: B007  (pc names the failing step)
+                    step()
+                return
+            self._run_with_jumps()
+        except (KernelError, InvalidProgram):
+            raise
+        except Exception as exc:  # a kernel rejected its arguments: say which instruction
+            raise KernelError(f"method {self.name!r} instruction {pc}: {type(exc).__name__}: {exc}") from exc
+
+    def _run_with_jumps(self) -> None:
+        steps, is_jump, n = self.steps, self.is_jump, len(self.steps)
+        pc, budget = 0, self.budget
+        while pc < n:
+            budget -= 1
+            if budget < 0:
+                raise InvalidProgram(
+                    f"method {self.name!r} ran {self.budget} instructions without finishing "
+                    "(instruction budget exhausted: a loop that never ends?)"
+                )
+            if is_jump[pc]:
+                pc = steps[pc]()
+            else:
+                steps[pc]()
+                pc += 1
+
+
+def _checked(indices: list[int], n: int, what: str) -> list[int]:
+    for i in indices:
+        if not 0 <= i < n:
+            raise InvalidProgram(f"{what} value index {i} is out of range (0..{n - 1})")
+    return list(indices)
+
+
+def _output(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return np.array(value, copy=True, subok=False)
+    return value

@@ -1,0 +1,138 @@
+"""Turns a plan's EValues into Python objects: tensors become numpy views, zero copy.
+
+A constant tensor is a read-only view of the mapped constant segment; a planned tensor is a
+view of its arena; a tensor with neither is supplied by the caller at run time (None until
+then). Every offset and size is checked against the memory it points into.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from etbuild.errors import InvalidProgram
+from etbuild.runtime.format import program as fb
+from etbuild.runtime.tensor import bounded, numpy_dtype
+
+MAX_RANK = 16
+
+
+@dataclass
+class ConstantData:
+    """Where constant and initial-state tensor bytes come from."""
+
+    constant_buffers: list[memoryview]  # by data_buffer_idx; entry 0 unused
+    mutable_buffers: list[memoryview]  # by data_buffer_idx for mutable_data_segments[0]
+
+
+def tensor_nbytes(t: fb.Tensor, where: str) -> tuple[np.dtype, int]:
+    """The dtype and byte size of a tensor, after checking its sizes and dim_order."""
+    dtype = numpy_dtype(t.scalar_type)
+    if len(t.sizes) > MAX_RANK:
+        raise InvalidProgram(f"{where}: rank {len(t.sizes)} exceeds {MAX_RANK}")
+    if any(s < 0 for s in t.sizes):
+        raise InvalidProgram(f"{where}: negative size in {list(t.sizes)}")
+    order = list(t.dim_order)
+    if order and sorted(order) != list(range(len(t.sizes))):
+        raise InvalidProgram(f"{where}: dim_order {order} is not a permutation of {len(t.sizes)} dims")
+    if t.storage_offset != 0:
+        raise InvalidProgram(f"{where}: storage_offset {t.storage_offset} is not 0")
+    count = 1
+    for s in t.sizes:
+        count *= s
+    return dtype, count * dtype.itemsize
+
+
+def _shaped(flat: np.ndarray, dtype: np.dtype, t: fb.Tensor) -> np.ndarray:
+    """View flat bytes as the tensor's logical shape, honouring a non-default dim_order."""
+    sizes = tuple(t.sizes)
+    order = list(t.dim_order) or list(range(len(sizes)))
+    if order == sorted(order):
+        if t.shape_dynamism != fb.TensorShapeDynamism.STATIC:
+            return bounded(flat, dtype, sizes)
+        return flat.view(dtype).reshape(sizes)
+    physical = flat.view(dtype).reshape([sizes[d] for d in order])
+    return physical.transpose(np.argsort(order))
+
+
+def _check_range(total: int, offset: int, nbytes: int, where: str, what: str) -> None:
+    if offset < 0 or offset + nbytes > total:
+        raise InvalidProgram(f"{where}: {nbytes} bytes at offset {offset} run past the {total}-byte {what}")
+
+
+def _const_bytes(buf: memoryview, nbytes: int, where: str, what: str) -> np.ndarray:
+    _check_range(len(buf), 0, nbytes, where, what)
+    return np.frombuffer(buf, dtype=np.uint8, count=nbytes)
+
+
+def make_tensor(t: fb.Tensor, arenas: list[np.ndarray], consts: ConstantData, where: str) -> Any:
+    """The numpy array for one tensor value (None for a run-time supplied input)."""
+    dtype, nbytes = tensor_nbytes(t, where)
+    alloc = t.allocation_info
+    if alloc is None:
+        if t.data_buffer_idx == 0:
+            return None
+        buf = _pick(consts.constant_buffers, t.data_buffer_idx, where, "constant buffer")
+        return _shaped(_const_bytes(buf, nbytes, where, "constant buffer"), dtype, t)
+    if not 1 <= alloc.memory_id <= len(arenas):
+        raise InvalidProgram(f"{where}: memory_id {alloc.memory_id} has no planned buffer")
+    arena = arenas[alloc.memory_id - 1]
+    _check_range(arena.nbytes, alloc.offset, nbytes, where, f"planned buffer {alloc.memory_id}")
+    flat = arena[alloc.offset : alloc.offset + nbytes]
+    if t.data_buffer_idx:
+        init = _pick(consts.mutable_buffers, t.data_buffer_idx, where, "mutable data")
+        flat[:] = _const_bytes(init, nbytes, where, "mutable data")
+    return _shaped(flat, dtype, t)
+
+
+def _pick(buffers: list[memoryview], idx: int, where: str, what: str) -> memoryview:
+    if not 0 < idx < len(buffers):
+        raise InvalidProgram(f"{where}: data_buffer_idx {idx} has no {what} ({len(buffers)} entries)")
+    return buffers[idx]
+
+
+def materialize(plan: fb.ExecutionPlan, arenas: list[np.ndarray], consts: ConstantData) -> list[Any]:
+    """Python objects for every value of a plan; lists refer to the objects they hold."""
+    vals: list[Any] = [None] * len(plan.values)
+    lists: list[int] = []
+    for i, ev in enumerate(plan.values):
+        v, where = ev.val, f"value {i}"
+        if isinstance(v, fb.Tensor):
+            vals[i] = make_tensor(v, arenas, consts, where)
+        elif isinstance(v, (fb.Int, fb.Bool, fb.Double, fb.String)):
+            vals[i] = _scalar(v)
+        elif isinstance(v, (fb.DoubleList, fb.BoolList)):
+            vals[i] = list(v.items)
+        elif isinstance(v, (fb.IntList, fb.TensorList, fb.OptionalTensorList)):
+            lists.append(i)
+        elif not isinstance(v, fb.Null) and v is not None:
+            raise InvalidProgram(f"{where}: unsupported value type {type(v).__name__}")
+    for i in lists:
+        vals[i] = [vals[j] if j >= 0 else None for j in list_items(plan, i)]
+    return vals
+
+
+def _scalar(v: Any) -> Any:
+    if isinstance(v, fb.Int):
+        return int(v.int_val)
+    if isinstance(v, fb.Bool):
+        return bool(v.bool_val)
+    if isinstance(v, fb.Double):
+        return float(v.double_val)
+    return v.string_val
+
+
+def list_items(plan: fb.ExecutionPlan, i: int) -> list[int]:
+    """The value indices a list value refers to, checked (-1 allowed for optional lists)."""
+    v = plan.values[i].val
+    n = len(plan.values)
+    allow_none = isinstance(v, fb.OptionalTensorList)
+    items = [int(j) for j in v.items]
+    for j in items:
+        if not (0 <= j < n or (allow_none and j == -1)):
+            raise InvalidProgram(f"value {i}: list item {j} is not a value index (0..{n - 1})")
+        if j >= 0 and isinstance(plan.values[j].val, (fb.IntList, fb.TensorList, fb.OptionalTensorList)):
+            raise InvalidProgram(f"value {i}: list item {j} is itself a list")
+    return items
