@@ -1,0 +1,1 @@
+"""From a core-ATen ExportedProgram to an unplanned program in the `.pte` format."""

@@ -1,0 +1,122 @@
+"""Accumulates one ExecutionPlan's values, operators and instructions, and a constant pool."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Sequence
+
+from etbuild.runtime.format import program as fb
+from etbuild.runtime.format.pte import CONSTANT_ALIGNMENT, round_up
+
+
+class ConstantPool:
+    """Constant tensor bytes, stored once per distinct blob, packed into one segment.
+
+    Index 0 is the reserved placeholder; each blob but the last is zero-padded to
+    CONSTANT_ALIGNMENT, as ExecuTorch lays out its constant segment.
+    """
+
+    def __init__(self) -> None:
+        self.blobs: list[bytes] = []
+        self.index: dict[bytes, int] = {}
+
+    def add(self, data: bytes) -> int:
+        """The data_buffer_idx for these bytes (1-based)."""
+        key = hashlib.sha256(data).digest() + len(data).to_bytes(8, "little")
+        if key not in self.index:
+            self.blobs.append(data)
+            self.index[key] = len(self.blobs)
+        return self.index[key]
+
+    def segment(self) -> tuple[bytes, list[int]]:
+        """The segment bytes and offsets (offsets[0] is the placeholder 0)."""
+        offsets, chunks, pos = [0], [], 0
+        for i, blob in enumerate(self.blobs):
+            offsets.append(pos)
+            chunks.append(blob)
+            pos += len(blob)
+            if i + 1 < len(self.blobs):
+                pad = round_up(pos, CONSTANT_ALIGNMENT) - pos
+                chunks.append(bytes(pad))
+                pos += pad
+        return b"".join(chunks), offsets
+
+
+class PlanBuilder:
+    """Builds one method's ExecutionPlan value by value."""
+
+    def __init__(self, name: str, pool: ConstantPool) -> None:
+        self.name = name
+        self.pool = pool
+        self.values: list[fb.EValue] = []
+        self.operators: list[fb.Operator] = []
+        self._op_index: dict[tuple[str, str], int] = {}
+        self.instructions: list[fb.Instruction] = []
+        self.frames: list[fb.FrameList] = []
+
+    def add(self, val: fb.KernelTypes) -> int:
+        self.values.append(fb.EValue(val))
+        return len(self.values) - 1
+
+    def tensor(
+        self, scalar_type: int, sizes: Sequence[int], *, data: bytes | None = None,
+        dim_order: Sequence[int] | None = None, dynamic: bool = False,
+    ) -> int:
+        """A tensor value; with data it is a constant stored in the pool."""
+        order = bytes(dim_order if dim_order is not None else range(len(sizes)))
+        idx = self.pool.add(data) if data is not None else 0
+        dynamism = fb.TensorShapeDynamism.DYNAMIC_BOUND if dynamic else fb.TensorShapeDynamism.STATIC
+        return self.add(fb.Tensor(
+            scalar_type=scalar_type, sizes=[int(s) for s in sizes], dim_order=order,
+            data_buffer_idx=idx, shape_dynamism=dynamism,
+        ))
+
+    def int(self, v: int) -> int:
+        return self.add(fb.Int(int(v)))
+
+    def double(self, v: float) -> int:
+        return self.add(fb.Double(float(v)))
+
+    def bool(self, v: bool) -> int:
+        return self.add(fb.Bool(bool(v)))
+
+    def null(self) -> int:
+        return self.add(fb.Null())
+
+    def string(self, v: str) -> int:
+        return self.add(fb.String(v))
+
+    def int_list(self, item_values: Sequence[int]) -> int:
+        """An IntList whose items are the given Int value indices."""
+        return self.add(fb.IntList(list(item_values)))
+
+    def double_list(self, items: Sequence[float]) -> int:
+        return self.add(fb.DoubleList([float(x) for x in items]))
+
+    def bool_list(self, items: Sequence[bool]) -> int:
+        return self.add(fb.BoolList([bool(x) for x in items]))
+
+    def tensor_list(self, items: Sequence[int]) -> int:
+        return self.add(fb.TensorList(list(items)))
+
+    def optional_tensor_list(self, items: Sequence[int]) -> int:
+        return self.add(fb.OptionalTensorList(list(items)))
+
+    def operator(self, name: str, overload: str) -> int:
+        key = (name, overload)
+        if key not in self._op_index:
+            self._op_index[key] = len(self.operators)
+            self.operators.append(fb.Operator(name, overload))
+        return self._op_index[key]
+
+    def kernel_call(self, name: str, overload: str, args: Sequence[int], frame: fb.Frame | None) -> None:
+        call = fb.KernelCall(self.operator(name, overload), list(args))
+        self.instructions.append(fb.Instruction(call))
+        self.frames.append(fb.FrameList([frame] if frame else []))
+
+    def build(self, inputs: Sequence[int], outputs: Sequence[int]) -> fb.ExecutionPlan:
+        chain = fb.Chain(instructions=self.instructions, stacktrace=self.frames)
+        return fb.ExecutionPlan(
+            name=self.name, values=self.values, inputs=list(inputs), outputs=list(outputs),
+            chains=[chain], operators=self.operators, non_const_buffer_sizes=[0],
+        )

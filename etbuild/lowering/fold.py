@@ -1,0 +1,70 @@
+"""Constant folding: computations on constants alone run once, at build time.
+
+A node is folded when every tensor it reads is a constant (a parameter, a buffer that is
+never mutated, a lifted constant, or an earlier folded node), its op is deterministic and
+its result is no larger than what it reads (folding must not grow the file: an `expand`
+of a bias stays a runtime op). The transpose of a Linear weight is the case that matters:
+the stored constant becomes the transposed weight, and the call does no transposing.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+from torch.fx import Node
+
+SLACK_BYTES = 64
+
+
+def constant_inputs(ep: ExportedProgram) -> dict[Node, torch.Tensor]:
+    """The placeholder nodes that hold parameters, unmutated buffers and lifted constants."""
+    sig = ep.graph_signature
+    mutated = set(sig.buffers_to_mutate.values())
+    names: dict[str, torch.Tensor] = {}
+    for node_name, target in sig.inputs_to_parameters.items():
+        names[node_name] = ep.state_dict[target]
+    for node_name, target in sig.inputs_to_buffers.items():
+        if target not in mutated:
+            names[node_name] = ep.state_dict[target] if target in ep.state_dict else ep.constants[target]
+    for node_name, target in sig.inputs_to_lifted_tensor_constants.items():
+        names[node_name] = ep.constants[target]
+    return {n: names[n.name].detach() for n in ep.graph.nodes if n.op == "placeholder" and n.name in names}
+
+
+def fold_constants(ep: ExportedProgram) -> dict[Node, torch.Tensor]:
+    """Every node whose value is known at build time, with that value."""
+    consts = constant_inputs(ep)
+    for node in ep.graph.nodes:
+        if node.op == "call_function" and _foldable(node, consts):
+            result = _evaluate(node, consts)
+            if result is not None:
+                consts[node] = result
+    return consts
+
+
+def _foldable(node: Node, consts: dict[Node, torch.Tensor]) -> bool:
+    target = node.target
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    if torch.Tag.nondeterministic_seeded in target.tags or target._schema.is_mutable:
+        return False
+    inputs = node.all_input_nodes
+    return bool(inputs) and all(n in consts for n in inputs)
+
+
+def _evaluate(node: Node, consts: dict[Node, torch.Tensor]) -> torch.Tensor | None:
+    def resolve(a: Any) -> Any:
+        return consts[a] if isinstance(a, Node) else a
+
+    args = torch.fx.node.map_aggregate(node.args, resolve)
+    kwargs = torch.fx.node.map_aggregate(node.kwargs, resolve)
+    with torch.no_grad():
+        result = node.target(*args, **kwargs)
+    if not isinstance(result, torch.Tensor):
+        return None
+    read = sum(consts[n].numel() * consts[n].element_size() for n in node.all_input_nodes)
+    if result.numel() * result.element_size() > read + SLACK_BYTES:
+        return None
+    return result.contiguous()

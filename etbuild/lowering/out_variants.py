@@ -1,0 +1,64 @@
+"""Maps core-ATen functional ops to the out-variants the program calls.
+
+View ops first become their `*_copy` counterparts (the program format has no aliasing
+views); each functional overload then maps to the overload of the same operator whose
+schema takes the same arguments plus `out` tensors, found from torch's own schemas.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import torch
+from torch._ops import OpOverload
+
+from etbuild.errors import StageError
+
+aten = torch.ops.aten
+
+# Ops whose copy counterpart does not follow the `<name>_copy` rule.
+_VIEW_RENAMES = {aten._unsafe_view.default: aten.view_copy.default}
+
+
+@lru_cache(maxsize=None)
+def copy_variant(op: OpOverload) -> OpOverload:
+    """`aten.view.default` -> `aten.view_copy.default`; ops that are not views map to themselves."""
+    if op in _VIEW_RENAMES:
+        return _VIEW_RENAMES[op]
+    schema = op._schema
+    returns_alias = any(r.alias_info is not None and not r.alias_info.is_write for r in schema.returns)
+    if not returns_alias:
+        return op
+    packet_name = schema.name.split("::")[1] + "_copy"
+    packet = getattr(aten, packet_name, None)
+    overload = op._overloadname
+    if packet is None or overload not in packet.overloads():
+        raise StageError(f"view operator {schema.name}.{overload} has no copy variant {packet_name}")
+    return getattr(packet, overload)
+
+
+def _functional_args(schema: torch._C.FunctionSchema) -> list[tuple[str, str]]:
+    return [(a.name, str(a.type)) for a in schema.arguments if not a.is_out]
+
+
+@lru_cache(maxsize=None)
+def out_variant(op: OpOverload) -> OpOverload:
+    """The overload of op's operator that writes into `out` tensors; StageError if none."""
+    schema = op._schema
+    if any(a.is_out for a in schema.arguments):
+        return op
+    packet = op.overloadpacket
+    preferred = "out" if op._overloadname == "default" else f"{op._overloadname}_out"
+    names = sorted(packet.overloads(), key=lambda n: n != preferred)
+    want = _functional_args(schema)
+    for name in names:
+        cand = getattr(packet, name)
+        cand_schema = cand._schema
+        if any(a.is_out for a in cand_schema.arguments) and _functional_args(cand_schema) == want:
+            return cand
+    raise StageError(f"operator {schema.name}.{op._overloadname} has no out-variant to call")
+
+
+def operator_name(op: OpOverload) -> tuple[str, str]:
+    """The (name, overload) pair the program's operator table stores, e.g. ('aten::addmm', 'out')."""
+    return op._schema.name, op._schema.overload_name

@@ -1,0 +1,1 @@
+"""Memory planning: tensor lifetimes, placement algorithms, the plan as data."""

@@ -1,0 +1,97 @@
+"""Verify stage: the `.pte` in etbuild's runtime, without torch, against eager PyTorch.
+
+Takes: the final `.pte`, the recipe's model and `verify` section. Gives: `verify.json`
+with, per output, the largest absolute and relative error over `verify.samples` random
+inputs and whether it is within `rtol`/`atol`. The program runs in a subprocess in which
+`import torch` fails, so a pass proves the runtime needs no torch.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils._pytree import tree_flatten
+
+from etbuild.errors import StageError, VerificationError
+from etbuild.fsutil import write_json
+from etbuild.model import build_model, sample_inputs
+from etbuild.recipe import Recipe
+
+_NO_TORCH = "import runpy, sys; sys.modules['torch'] = None; sys.argv[0] = 'runner'; runpy.run_module('etbuild.runtime.runner', run_name='__main__')"
+
+
+def run_without_torch(pte: Path, samples: list[tuple[Any, ...]], method: str = "forward") -> list[list[np.ndarray]]:
+    """Outputs of each sample from etbuild's runtime in a torch-free subprocess."""
+    with tempfile.TemporaryDirectory(prefix="etbuild-verify-") as tmp:
+        ins, outs = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
+        np.savez(ins, **{f"s{j}_in{k}": _numpy(x) for j, s in enumerate(samples) for k, x in enumerate(s)})
+        cmd = [sys.executable, "-c", _NO_TORCH, "samples", str(pte), str(ins), str(outs), "--method", method]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise VerificationError(f"{pte} failed in the etbuild runtime: {proc.stderr.strip()[-2000:]}")
+        with np.load(outs) as npz:
+            count = len([k for k in npz.files if k.startswith("s0_out")])
+            return [[npz[f"s{j}_out{k}"] for k in range(count)] for j in range(len(samples))]
+
+
+def _numpy(x: Any) -> Any:
+    return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
+
+
+def compare(expected: list[list[np.ndarray]], actual: list[list[np.ndarray]], rtol: float, atol: float) -> list[dict[str, Any]]:
+    """Per output: shape, dtype, largest absolute and relative error, pass/fail."""
+    report = []
+    for k in range(len(expected[0])):
+        exp = [np.asarray(s[k]) for s in expected]
+        act = [np.asarray(s[k]) for s in actual]
+        ok = all(e.shape == a.shape and e.dtype == a.dtype for e, a in zip(exp, act))
+        abs_err = rel_err = 0.0
+        if ok:
+            for e, a in zip(exp, act):
+                diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
+                if diff.size:
+                    abs_err = max(abs_err, float(diff.max()))
+                    rel_err = max(rel_err, float((diff / np.maximum(np.abs(e.astype(np.float64)), 1e-12)).max()))
+                ok = ok and bool(np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True))
+        report.append({
+            "index": k, "shape": list(exp[0].shape), "dtype": str(exp[0].dtype),
+            "max_abs_error": abs_err, "max_rel_error": rel_err, "passed": ok,
+        })
+    return report
+
+
+def verify(recipe: Recipe, pte: Path) -> dict[str, Any]:
+    """Compare the program with eager torch on the recipe's verification samples."""
+    cfg = recipe.verify
+    samples = sample_inputs(recipe, cfg.samples, cfg.seed)
+    model = build_model(recipe)
+    with torch.no_grad():
+        expected = [[_numpy(t) for t in tree_flatten(model(*s))[0]] for s in samples]
+    actual = run_without_torch(pte, samples)
+    if len(actual[0]) != len(expected[0]):
+        raise StageError(f"{pte} returns {len(actual[0])} outputs; the model returns {len(expected[0])}")
+    outputs = compare(expected, actual, cfg.rtol, cfg.atol)
+    return {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "outputs": outputs,
+            "passed": all(o["passed"] for o in outputs)}
+
+
+def run_verify(recipe: Recipe, pte: Path, out: Path) -> None:
+    """Write `verify.json`; raise VerificationError (after writing it) when an output fails."""
+    report = verify(recipe, pte)
+    write_json(out, report)
+    if not report["passed"]:
+        bad = [o for o in report["outputs"] if not o["passed"]]
+        details = "; ".join(
+            f"output {o['index']}: max abs error {o['max_abs_error']:.3g}, max rel error {o['max_rel_error']:.3g}"
+            for o in bad
+        )
+        raise VerificationError(
+            f"{recipe.name}: {pte.name} differs from eager PyTorch beyond rtol={recipe.verify.rtol}, "
+            f"atol={recipe.verify.atol} on {recipe.verify.samples} samples: {details} (see {out})"
+        )
