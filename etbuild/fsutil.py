@@ -16,7 +16,7 @@ def atomic_path(path: str | Path) -> Iterator[Path]:
     """A temporary path to write; it replaces `path` only if the block finishes."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.stem}.", suffix=f".tmp{path.suffix}", dir=path.parent)
     os.close(fd)
     try:
         yield Path(tmp)

@@ -54,23 +54,50 @@ class Values:
 def rebound_values(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -> set[int]:
     """Indices of values whose object can change between or during calls."""
     values = plan.values
-    rebound = set(plan.inputs)
+    rebound = {i for i in plan.inputs if not _fixed_tensor(values[i].val)}
     for ins in instructions:
         a = ins.instr_args
         if isinstance(a, fb.MoveCall):
             rebound.add(a.move_to)
         elif isinstance(a, fb.KernelCall) and a.args:
             for r in _result_indices(plan, a.args[-1]):
-                v = values[r].val
-                if not isinstance(v, fb.Tensor) or v.shape_dynamism != fb.TensorShapeDynamism.STATIC:
+                if not _fixed_tensor(values[r].val):
                     rebound.add(r)
     return rebound
+
+
+def check_instruction_indices(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -> None:
+    """Every value index an instruction names exists; raises InvalidProgram otherwise."""
+    n = len(plan.values)
+    for pc, ins in enumerate(instructions):
+        a = ins.instr_args
+        if isinstance(a, (fb.KernelCall, fb.DelegateCall)):
+            indices = list(a.args)
+        elif isinstance(a, fb.MoveCall):
+            indices = [a.move_from, a.move_to]
+        elif isinstance(a, fb.JumpFalseCall):
+            indices = [a.cond_value_index]
+        elif isinstance(a, fb.FreeCall):
+            indices = [a.value_index]
+        else:
+            raise InvalidProgram(f"instruction {pc}: no instruction arguments")
+        for i in indices:
+            if not 0 <= i < n:
+                raise InvalidProgram(f"instruction {pc}: value index {i} is out of range (0..{n - 1})")
+
+
+def _fixed_tensor(v: Any) -> bool:
+    """A planned, statically shaped tensor: the same array object for the method's lifetime."""
+    return (
+        isinstance(v, fb.Tensor) and v.allocation_info is not None
+        and v.shape_dynamism == fb.TensorShapeDynamism.STATIC
+    )
 
 
 def _result_indices(plan: fb.ExecutionPlan, ret: int) -> list[int]:
     v = plan.values[ret].val
     if isinstance(v, fb.TensorList):
-        return [ret, *list_items(plan, ret)]
+        return list_items(plan, ret)  # the list object itself is updated in place
     return [ret]
 
 
@@ -91,6 +118,7 @@ class Binder:
 
     def bind(self, instructions: list[fb.Instruction]) -> tuple[list[Step], list[bool]]:
         """The steps of a chain and, per step, whether it is a jump."""
+        check_instruction_indices(self.plan, instructions)
         self.rebound = rebound_values(self.plan, instructions)
         n = len(instructions)
         steps = []
@@ -105,18 +133,10 @@ class Binder:
                 steps.append(self.move_step(a, where))
             elif isinstance(a, fb.JumpFalseCall):
                 steps.append(self.jump_step(a, pc, n, where))
-            elif isinstance(a, fb.FreeCall):
-                self.check_index(a.value_index, where)
-                steps.append(_noop)
             else:
-                raise InvalidProgram(f"{where}: no instruction arguments")
+                steps.append(_noop)
         is_jump = [isinstance(ins.instr_args, fb.JumpFalseCall) for ins in instructions]
         return steps, is_jump
-
-    def check_index(self, i: int, where: str) -> int:
-        if not 0 <= i < len(self.plan.values):
-            raise InvalidProgram(f"{where}: value index {i} is out of range (0..{len(self.plan.values) - 1})")
-        return i
 
     def operator_name(self, op_index: int, where: str) -> str:
         ops = self.plan.operators
@@ -130,7 +150,7 @@ class Binder:
         if info is None:
             raise InvalidProgram(f"{where}: operator {name} has no kernel in this runtime")
         nparams = _param_count(info.fn)
-        args = [self.check_index(i, where) for i in call.args]
+        args = list(call.args)
         if len(args) not in (nparams, nparams + 1):
             raise InvalidProgram(
                 f"{where}: {name} takes {nparams} arguments and a result, the program gives {len(args)} values"
@@ -167,18 +187,18 @@ class Binder:
         handle = self.delegates.get(call.delegate_index)
         if handle is None:
             raise InvalidProgram(f"{where}: delegate {call.delegate_index} is not loaded")
-        args = [self.check_index(i, where) for i in call.args]
+        args = list(call.args)
         objs = self.values.objects
         return lambda: handle.execute([objs[i] for i in args])
 
     def move_step(self, call: fb.MoveCall, where: str) -> Step:
-        src = self.check_index(call.move_from, where)
-        store = self.values.setter(self.check_index(call.move_to, where))
+        src = call.move_from
+        store = self.values.setter(call.move_to)
         objs = self.values.objects
         return lambda: store(objs[src])
 
     def jump_step(self, call: fb.JumpFalseCall, pc: int, n: int, where: str) -> Step:
-        cond = self.check_index(call.cond_value_index, where)
+        cond = call.cond_value_index
         dest = call.destination_instruction
         if not 0 <= dest <= n:
             raise InvalidProgram(f"{where}: jump destination {dest} is outside 0..{n}")

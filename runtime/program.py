@@ -144,6 +144,8 @@ class Method:
         self.name = plan.name or ""
         self.plan = plan
         self.arenas = arenas
+        self.input_indices = _checked(plan.inputs, len(plan.values), "input")
+        self.output_indices = _checked(plan.outputs, len(plan.values), "output")
         self.values = Values(plan, materialize(plan, arenas, consts))
         self.budget = instruction_budget
         if len(plan.chains) != 1:
@@ -151,8 +153,6 @@ class Method:
         instructions = plan.chains[0].instructions
         self.steps, self.is_jump = Binder(self.values, kernels.get, {}).bind(instructions)
         self.straight = not any(self.is_jump) and len(self.steps) <= instruction_budget
-        self.input_indices = _checked(plan.inputs, len(plan.values), "input")
-        self.output_indices = _checked(plan.outputs, len(plan.values), "output")
         self._set_inputs = input_setters(plan, self.values)
 
     def __call__(self, *inputs: Any) -> list[Any]:

@@ -1,0 +1,143 @@
+"""Runs the doit tasks of chosen recipes, reporting each stage with its time.
+
+    result = build([Path("recipes/mlp.yaml")], build_root=Path("build"))
+    result.executed   # ["export:mlp", "lower:mlp", ...] — tasks that actually ran
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TextIO
+
+from doit.cmd_base import ModuleTaskLoader
+from doit.doit_cmd import DoitMain
+
+from etbuild.recipe import Recipe, load_recipe
+from etbuild.tasks import FAILURES, STAGES, code_version, recipe_tasks
+
+
+@dataclass
+class BuildResult:
+    """What a build did: tasks run, tasks up to date, failures with their messages."""
+
+    executed: list[str] = field(default_factory=list)
+    up_to_date: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    exit_code: int = 0
+
+
+class StageReporter:
+    """A doit reporter: one line per stage with its time; failures as one paragraph."""
+
+    result: BuildResult
+    stream: TextIO
+    debug: bool = False
+
+    def __init__(self, outstream: TextIO, options: dict[str, Any]) -> None:
+        self._start: dict[str, float] = {}
+
+    def initialize(self, tasks: Any, selected_tasks: Any) -> None:
+        pass
+
+    def get_status(self, task: Any) -> None:
+        pass
+
+    def execute_task(self, task: Any) -> None:
+        self._start[task.name] = time.perf_counter()
+        print(f"  {task.name:<32} ...", end="", file=self.stream, flush=True)
+
+    def add_success(self, task: Any) -> None:
+        seconds = time.perf_counter() - self._start.get(task.name, time.perf_counter())
+        self.result.executed.append(task.name)
+        self.result.seconds[task.name] = seconds
+        print(f" {seconds:7.2f} s", file=self.stream, flush=True)
+
+    def add_failure(self, task: Any, fail: Any) -> None:
+        self.result.executed.append(task.name)
+        known = FAILURES.get(task.name)
+        message = str(known) if known else fail.get_msg()
+        self.result.failed[task.name] = message
+        print(" FAILED", file=self.stream, flush=True)
+        if known and not self.debug:
+            print(f"\nerror: {task.name}: {message}\n", file=self.stream)
+        else:
+            print(f"\nerror: {task.name}: internal error\n{fail.get_msg()}", file=self.stream)
+
+    def skip_uptodate(self, task: Any) -> None:
+        if not task.name.startswith("_"):
+            self.result.up_to_date.append(task.name)
+            print(f"  {task.name:<32} up to date", file=self.stream)
+
+    def skip_ignore(self, task: Any) -> None:
+        pass
+
+    def cleanup_error(self, exception: Any) -> None:
+        print(f"error: {exception.get_msg()}", file=self.stream)
+
+    def runtime_error(self, msg: str) -> None:
+        print(f"error: {msg}", file=self.stream)
+
+    def teardown_task(self, task: Any) -> None:
+        pass
+
+    def complete_run(self) -> None:
+        pass
+
+
+def task_namespace(recipes: Sequence[Recipe], build_root: Path, reporter: type | None = None) -> dict[str, Any]:
+    """A doit module namespace: DOIT_CONFIG plus one `task_<stage>` creator per stage."""
+    version = code_version()
+    tasks = [t for r in recipes for t in recipe_tasks(r, build_root, version)]
+    namespace: dict[str, Any] = {
+        "DOIT_CONFIG": {
+            "dep_file": str(build_root / ".doit.db"), "backend": "json", "verbosity": 0,
+            "default_tasks": [f"verify:{r.name}" for r in recipes],
+            **({"reporter": reporter} if reporter else {}),
+        }
+    }
+    for stage in STAGES:
+        stage_tasks = [t for t in tasks if t["basename"] == stage]
+        namespace[f"task_{stage}"] = _creator(stage, stage_tasks)
+    return namespace
+
+
+def _creator(stage: str, tasks: list[dict[str, Any]]) -> Any:
+    def create() -> Any:
+        yield {"basename": stage, "name": None, "doc": f"the {stage} stage of every recipe"}
+        for t in tasks:
+            yield {k: v for k, v in t.items() if k != "basename"}
+
+    create.__name__ = f"task_{stage}"
+    return create
+
+
+def build(
+    recipe_paths: Sequence[Path], build_root: Path = Path("build"), *, debug: bool = False,
+    stream: TextIO = sys.stdout,
+) -> BuildResult:
+    """Build (export … verify) every recipe given, running only tasks that are out of date."""
+    recipes = [load_recipe(p) for p in recipe_paths]
+    _check_unique(recipes)
+    result = BuildResult()
+    reporter = type("Reporter", (StageReporter,), {"result": result, "stream": stream, "debug": debug})
+    build_root.mkdir(parents=True, exist_ok=True)
+    FAILURES.clear()
+    targets = [f"verify:{r.name}" for r in recipes]
+    loader = ModuleTaskLoader(task_namespace(recipes, build_root, reporter))
+    result.exit_code = DoitMain(loader).run(["run", *targets])
+    return result
+
+
+def _check_unique(recipes: Sequence[Recipe]) -> None:
+    from etbuild.errors import RecipeError
+
+    seen: dict[str, Path] = {}
+    for r in recipes:
+        if r.name in seen:
+            raise RecipeError(f"{r.path}: recipe name {r.name!r} is already used by {seen[r.name]}")
+        seen[r.name] = r.path

@@ -1,0 +1,84 @@
+"""The `etbuild` command: build recipes, run and inspect `.pte` files.
+
+`run` and `inspect` import no torch, so they work where only numpy is installed. Errors
+print one paragraph and exit with the error's code; `--debug` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+from etbuild.errors import EtbuildError
+
+
+def _build(args: argparse.Namespace) -> int:
+    from etbuild.build import build
+    from etbuild.recipe import discover_recipes
+
+    paths = [Path(p) for p in args.recipes] or discover_recipes(args.recipes_dir)
+    if not paths:
+        print(f"no recipes under {args.recipes_dir}", file=sys.stderr)
+        return 2
+    result = build(paths, Path(args.build_dir), debug=args.debug)
+    ran, fresh = len(result.executed), len(result.up_to_date)
+    status = "failed" if result.exit_code else "ok"
+    print(f"{status}: {len(paths)} recipe(s), {ran} task(s) run, {fresh} up to date")
+    return 3 if result.exit_code else 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    from etbuild.runtime.runner import run_calls
+
+    run_calls(Path(args.pte), Path(args.inputs), Path(args.out), args.method, args.calls)
+    return 0
+
+
+def _inspect(args: argparse.Namespace) -> int:
+    from etbuild.runtime.inspect import describe, format_description
+
+    d = describe(args.pte)
+    print(json.dumps(d, indent=2) if args.json else format_description(d))
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="etbuild", description=__doc__.splitlines()[0])
+    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    sub = p.add_subparsers(dest="command", required=True)
+    b = sub.add_parser("build", help="build recipes (all under --recipes-dir by default)")
+    b.add_argument("recipes", nargs="*", help="recipe files")
+    b.add_argument("--recipes-dir", default="recipes")
+    b.add_argument("--build-dir", default="build")
+    b.set_defaults(fn=_build)
+    r = sub.add_parser("run", help="run a .pte on inputs in0, in1, … from an .npz file")
+    r.add_argument("pte")
+    r.add_argument("--inputs", required=True)
+    r.add_argument("--out", required=True)
+    r.add_argument("--method", default="forward")
+    r.add_argument("--calls", type=int, default=1)
+    r.set_defaults(fn=_run)
+    i = sub.add_parser("inspect", help="summarize a .pte: methods, operators, sizes")
+    i.add_argument("pte")
+    i.add_argument("--json", action="store_true")
+    i.set_defaults(fn=_inspect)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    fn: Callable[[argparse.Namespace], int] = args.fn
+    try:
+        return fn(args)
+    except EtbuildError as exc:
+        if args.debug:
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

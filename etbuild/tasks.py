@@ -1,0 +1,117 @@
+"""doit tasks for recipes: one task per stage and recipe, named `stage:recipe`.
+
+Each task reads and writes files under `build/<recipe>/`. It is up to date when the files
+it reads (doit's `file_dep`, by content) and a key made of exactly the recipe fields it
+reads plus the etbuild and torch versions (`config_changed`) are unchanged. Editing
+`verify.atol` re-runs verify only; editing `memory` re-runs plan and what follows.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from doit.exceptions import TaskFailed
+from doit.tools import config_changed
+
+import etbuild
+from etbuild.errors import EtbuildError
+from etbuild.recipe import Recipe
+
+STAGES = ("export", "lower", "plan", "emit", "verify")
+FAILURES: dict[str, EtbuildError] = {}
+
+
+@dataclass(frozen=True)
+class Artifacts:
+    """The files of one recipe's build."""
+
+    root: Path
+    name: str
+
+    @property
+    def export(self) -> Path:
+        return self.root / "export.pt2"
+
+    @property
+    def lowered(self) -> Path:
+        return self.root / "lowered.pte"
+
+    @property
+    def plan(self) -> Path:
+        return self.root / "plan.json"
+
+    @property
+    def pte(self) -> Path:
+        return self.root / f"{self.name}.pte"
+
+    @property
+    def verify(self) -> Path:
+        return self.root / "verify.json"
+
+
+def code_version() -> str:
+    """etbuild's version plus a digest of its source, and torch's version."""
+    digest = hashlib.sha256()
+    package_root = Path(etbuild.__file__).resolve().parent.parent
+    for folder in ("etbuild", "runtime", "kernels", "backends", "schema"):
+        for path in sorted((package_root / folder).rglob("*")):
+            if path.suffix in (".py", ".fbs", ".json") and "__pycache__" not in path.parts:
+                digest.update(path.relative_to(package_root).as_posix().encode())
+                digest.update(path.read_bytes())
+    return f"etbuild {etbuild.__version__}+{digest.hexdigest()[:12]}, torch {metadata.version('torch')}"
+
+
+def _key(recipe: Recipe, sections: tuple[str, ...], version: str) -> dict[str, Any]:
+    return {"versions": version, **{s: recipe.section(s) for s in sections}}
+
+
+def _action(task_name: str, fn: Callable[..., None], *args: Any) -> Callable[[], Any]:
+    """A doit python-action that records etbuild errors for a one-paragraph report."""
+
+    def run() -> Any:
+        try:
+            fn(*args)
+        except EtbuildError as exc:
+            FAILURES[task_name] = exc
+            return TaskFailed(str(exc))
+        return None
+
+    run.__name__ = task_name
+    return run
+
+
+def model_files(recipe: Recipe) -> list[Path]:
+    """Files the model stage reads besides the recipe: weights and a path-based factory."""
+    files = [recipe.model.weights] if recipe.model.weights else []
+    source = recipe.model.factory.rsplit(":", 1)[0]
+    if source.endswith(".py"):
+        files.append(Path(source))  # file factories are absolute once loaded
+    return files
+
+
+def recipe_tasks(recipe: Recipe, build_root: Path, version: str) -> Iterator[dict[str, Any]]:
+    """The task dicts of one recipe, in stage order."""
+    from etbuild.stages import emit, export, lower, plan, verify
+
+    a = Artifacts(build_root / recipe.name, recipe.name)
+    model_deps = [str(p) for p in model_files(recipe)]
+    specs = {
+        "export": (export.run_export, (recipe, a.export), model_deps, a.export, ("model",)),
+        "lower": (lower.run_lower, (a.export, a.lowered), [str(a.export)], a.lowered, ()),
+        "plan": (plan.run_plan, (a.lowered, recipe.memory, a.plan), [str(a.lowered)], a.plan, ("memory",)),
+        "emit": (emit.run_emit, (a.lowered, a.plan, a.pte), [str(a.lowered), str(a.plan)], a.pte, ()),
+        "verify": (verify.run_verify, (recipe, a.pte, a.verify), [str(a.pte), *model_deps], a.verify, ("model", "verify")),
+    }
+    for stage in STAGES:
+        fn, args, deps, target, sections = specs[stage]
+        name = f"{stage}:{recipe.name}"
+        yield {
+            "basename": stage, "name": recipe.name, "doc": f"{stage} {recipe.path}",
+            "actions": [_action(name, fn, *args)], "file_dep": deps, "targets": [str(target)],
+            "uptodate": [config_changed(_key(recipe, sections, version))], "clean": True,
+        }

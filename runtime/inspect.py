@@ -1,0 +1,79 @@
+"""A summary of any `.pte` — ours or ExecuTorch's — without loading kernels or torch."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from etbuild.runtime.format import program as fb
+from etbuild.runtime.format.pte import segment_bytes
+from etbuild.runtime.program import Program
+from etbuild.runtime.tensor import numpy_dtype
+
+DYNAMISM = {0: "static", 1: "dynamic-bound", 2: "dynamic-unbound"}
+
+
+def _value_summary(plan: fb.ExecutionPlan, i: int) -> dict[str, Any]:
+    v = plan.values[i].val
+    if isinstance(v, fb.Tensor):
+        return {"kind": "tensor", "shape": list(v.sizes), "dtype": str(numpy_dtype(v.scalar_type)),
+                "shape_dynamism": DYNAMISM.get(v.shape_dynamism, str(v.shape_dynamism))}
+    return {"kind": type(v).__name__ if v is not None else "None"}
+
+
+def _method_summary(plan: fb.ExecutionPlan) -> dict[str, Any]:
+    chain = plan.chains[0] if plan.chains else fb.Chain()
+    ops: Counter[str] = Counter()
+    for ins in chain.instructions:
+        call = ins.instr_args
+        if isinstance(call, fb.KernelCall) and 0 <= call.op_index < len(plan.operators):
+            op = plan.operators[call.op_index]
+            ops[f"{op.name}.{op.overload}" if op.overload else str(op.name)] += 1
+    return {
+        "name": plan.name,
+        "inputs": [_value_summary(plan, i) for i in plan.inputs],
+        "outputs": [_value_summary(plan, i) for i in plan.outputs],
+        "operators": dict(sorted(ops.items())),
+        "instructions": len(chain.instructions),
+        "delegates": [d.id for d in plan.delegates],
+        "planned_bytes": list(plan.non_const_buffer_sizes[1:]),
+    }
+
+
+def describe(path: str | Path) -> dict[str, Any]:
+    """Methods, inputs/outputs, operator counts, sizes of one `.pte` file."""
+    prog = Program.load(path)
+    p = prog.program
+    if p.constant_buffer:
+        constant_bytes = sum(len(b.storage) for b in p.constant_buffer)
+    elif p.constant_segment is not None and p.segments:
+        constant_bytes = len(segment_bytes(prog.data, p, prog.header, p.constant_segment.segment_index))
+    else:
+        constant_bytes = 0
+    return {
+        "file": str(path), "file_bytes": Path(path).stat().st_size, "constant_bytes": constant_bytes,
+        "segments": len(p.segments), "methods": [_method_summary(plan) for plan in p.execution_plan],
+    }
+
+
+def _fmt_value(v: dict[str, Any]) -> str:
+    if v["kind"] != "tensor":
+        return v["kind"]
+    dyn = "" if v["shape_dynamism"] == "static" else f" ({v['shape_dynamism']})"
+    return f"{v['dtype']}{v['shape']}{dyn}"
+
+
+def format_description(d: dict[str, Any]) -> str:
+    """Human-readable text for `describe`'s result."""
+    lines = [f"{d['file']}: {d['file_bytes']:,} bytes, constants {d['constant_bytes']:,} bytes, "
+             f"{d['segments']} segment(s)"]
+    for m in d["methods"]:
+        lines.append(f"method {m['name']}: {m['instructions']} instructions, planned arena bytes "
+                     f"{', '.join(f'{b:,}' for b in m['planned_bytes']) or '0'}")
+        lines += [f"  input  {k}: {_fmt_value(v)}" for k, v in enumerate(m["inputs"])]
+        lines += [f"  output {k}: {_fmt_value(v)}" for k, v in enumerate(m["outputs"])]
+        lines += [f"  {n:>4} x {op}" for op, n in m["operators"].items()]
+        if m["delegates"]:
+            lines.append(f"  delegates: {', '.join(m['delegates'])}")
+    return "\n".join(lines)

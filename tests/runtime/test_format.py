@@ -1,0 +1,92 @@
+"""schema/program.fbs, its Python mirror types, and the reader/writer/container."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from etbuild.errors import InvalidProgram
+from etbuild.runtime.format import program as fb
+from etbuild.runtime.format.fbs import SchemaSyntaxError, load_schema, parse_schema
+from etbuild.runtime.format.pte import read_header, read_program, segment_bytes, write_program
+from etbuild.runtime.format.reader import decode
+from etbuild.runtime.format.writer import encode
+
+
+def test_mirror_types_match_the_schema_field_for_field():
+    schema = load_schema()
+    assert set(schema.tables) == set(fb.TABLE_TYPES)
+    for name, fields in schema.tables.items():
+        mirror = [f.name for f in dataclasses.fields(fb.TABLE_TYPES[name])]
+        assert mirror == [f.name for f in fields], name
+
+
+def test_schema_identifier_root_and_union_order():
+    schema = load_schema()
+    assert schema.file_identifier == "ET12"
+    assert schema.root_type == "Program"
+    assert schema.unions["KernelTypes"][:5] == ["Null", "Int", "Bool", "Double", "Tensor"]
+    assert schema.unions["InstructionArguments"] == ["KernelCall", "DelegateCall", "MoveCall", "JumpFalseCall", "FreeCall"]
+    tensor_slots = {f.name: f.slot for f in schema.tables["Tensor"]}
+    assert tensor_slots["data_buffer_idx"] == 5 and tensor_slots["allocation_info"] == 6
+    evalue = schema.tables["EValue"][0]
+    assert (evalue.name, evalue.slot) == ("val", 1)  # slot 0 is the hidden union type field
+
+
+def test_parser_rejects_unknown_types():
+    with pytest.raises(SchemaSyntaxError, match="unknown type 'Nope'"):
+        parse_schema("table A { x: Nope; } root_type A;")
+
+
+def _sample_program() -> fb.Program:
+    t = fb.Tensor(scalar_type=fb.ScalarType.FLOAT, sizes=[2, 3], dim_order=bytes([0, 1]),
+                  allocation_info=fb.AllocationDetails(1, 32, 0))
+    plan = fb.ExecutionPlan(
+        name="forward",
+        values=[fb.EValue(t), fb.EValue(fb.Int(-5)), fb.EValue(fb.IntList([1])), fb.EValue(fb.Double(2.5)),
+                fb.EValue(fb.Bool(True)), fb.EValue(fb.Null()), fb.EValue(fb.OptionalTensorList([0, -1]))],
+        inputs=[0], outputs=[0],
+        chains=[fb.Chain(stacktrace=[], instructions=[fb.Instruction(fb.KernelCall(0, [0, 0])),
+                                       fb.Instruction(fb.JumpFalseCall(4, 2))])],
+        operators=[fb.Operator("aten::relu", "out")], non_const_buffer_sizes=[0, 64],
+    )
+    return fb.Program(execution_plan=[plan], constant_segment=fb.SubsegmentOffsets(0, [0, 0]))
+
+
+def test_encode_decode_round_trip():
+    program = _sample_program()
+    data = encode(program, load_schema())
+    assert data[4:8] == b"ET12"
+    back = decode(data, load_schema())
+    back.execution_plan[0].values[0].val.dim_order = bytes(back.execution_plan[0].values[0].val.dim_order)
+    assert back == program
+
+
+def test_writer_is_deterministic():
+    assert write_program(_sample_program(), [b"abc"]) == write_program(_sample_program(), [b"abc"])
+
+
+def test_container_without_segment_data_has_no_header():
+    data = write_program(_sample_program(), [b""])
+    assert read_header(data) is None
+    program, _ = read_program(data)
+    assert [(s.offset, s.size) for s in program.segments] == [(0, 0)]
+
+
+def test_container_with_segments_has_extended_header():
+    payloads = [b"x" * 100, b"y" * 10]
+    data = write_program(_sample_program(), payloads)
+    header = read_header(data)
+    assert data[8:12] == b"eh00"
+    assert header.segment_base_offset % 128 == 0
+    assert header.segment_base_offset >= header.program_size
+    assert header.segment_data_size == 128 + 10  # first segment padded to the alignment
+    program, header = read_program(data)
+    assert [bytes(segment_bytes(data, program, header, i)) for i in range(2)] == payloads
+
+
+def test_segment_beyond_file_is_invalid():
+    data = write_program(_sample_program(), [b"x" * 100])
+    with pytest.raises(InvalidProgram, match="segments end at byte"):
+        read_program(data[:-10])

@@ -1,0 +1,93 @@
+"""Program.load / load_method / Method.__call__ on real programs."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from etbuild.errors import MethodInputError
+from etbuild.runtime import Program
+
+
+def test_runs_like_eager(small_mlp, small_mlp_pte):
+    model, (x,) = small_mlp
+    method = Program.load(small_mlp_pte).load_method("forward")
+    (out,) = method(x.numpy())
+    np.testing.assert_allclose(out, model(x).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_outputs_are_copies_not_views_of_the_arena(small_mlp, small_mlp_pte):
+    _, (x,) = small_mlp
+    method = Program.load(small_mlp_pte).load_method()
+    first = method(x.numpy())[0]
+    method(np.zeros_like(x.numpy()))
+    assert not np.shares_memory(first, method.arenas[0])
+    np.testing.assert_array_equal(first, method(x.numpy())[0])
+
+
+def test_constants_are_zero_copy_views_of_the_file(small_mlp_pte):
+    method = Program.load(small_mlp_pte).load_method()
+    consts = [v for v, ev in zip(method.values.objects, method.plan.values)
+              if isinstance(v, np.ndarray) and ev.val.allocation_info is None]
+    assert consts and all(not c.flags.writeable and not c.flags.owndata for c in consts)
+
+
+def test_static_program_binds_every_step_ahead(small_mlp_pte):
+    import functools
+
+    method = Program.load(small_mlp_pte).load_method()
+    assert method.straight
+    assert all(isinstance(step, functools.partial) for step in method.steps)
+
+
+@pytest.mark.parametrize(
+    ("inputs", "message"),
+    [
+        ((), "method 'forward' takes 1 inputs, got 0"),
+        ((np.zeros((2, 16), np.float64),), "input 0: expected dtype float32, got float64"),
+        ((np.zeros((3, 16), np.float32),), "input 0: expected shape [2, 16], got [3, 16]"),
+        (("x",), "input 0: expected a float32 array, got str"),
+    ],
+)
+def test_bad_inputs_get_clear_errors(small_mlp_pte, inputs, message):
+    method = Program.load(small_mlp_pte).load_method()
+    with pytest.raises(MethodInputError) as err:
+        method(*inputs)
+    assert str(err.value) == message
+
+
+def test_unknown_method_names_the_methods(small_mlp_pte):
+    with pytest.raises(MethodInputError, match="no method 'decode'; methods: forward"):
+        Program.load(small_mlp_pte).load_method("decode")
+
+
+def test_caller_buffers_are_used_and_checked(small_mlp, small_mlp_pte):
+    _, (x,) = small_mlp
+    program = Program.load(small_mlp_pte)
+    size = program.plan("forward").non_const_buffer_sizes[1]
+    arena = np.zeros(size, np.uint8)
+    method = program.load_method(buffers=[arena])
+    method(x.numpy())
+    assert arena.any()
+    with pytest.raises(MethodInputError, match=f"memory id 1 holds 8 bytes; the plan needs {size}"):
+        program.load_method(buffers=[np.zeros(8, np.uint8)])
+
+
+def test_runtime_imports_and_runs_without_torch(small_mlp, small_mlp_pte, tmp_path):
+    _, (x,) = small_mlp
+    np.savez(tmp_path / "in.npz", in0=x.numpy())
+    code = (
+        "import sys; sys.modules['torch'] = None\n"
+        "from etbuild.cli import main\n"
+        f"sys.exit(main(['run', {str(small_mlp_pte)!r}, '--inputs', {str(tmp_path / 'in.npz')!r}, "
+        f"'--out', {str(tmp_path / 'out.npz')!r}, '--calls', '2']))\n"
+        "import etbuild.runtime, etbuild.kernels.registry\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    with np.load(tmp_path / "out.npz") as out:
+        assert sorted(out.files) == ["call0_out0", "call1_out0"]
+        np.testing.assert_array_equal(out["call0_out0"], out["call1_out0"])
