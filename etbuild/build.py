@@ -118,13 +118,14 @@ def _creator(stage: str, tasks: list[dict[str, Any]]) -> Any:
 
 def build(
     recipe_paths: Sequence[Path], build_root: Path = Path("build"), *, debug: bool = False,
-    stream: TextIO = sys.stdout,
+    stream: TextIO | None = None,
 ) -> BuildResult:
     """Build (export … verify) every recipe given, running only tasks that are out of date."""
     recipes = [load_recipe(p) for p in recipe_paths]
     _check_unique(recipes)
     result = BuildResult()
-    reporter = type("Reporter", (StageReporter,), {"result": result, "stream": stream, "debug": debug})
+    attrs = {"result": result, "stream": stream or sys.stdout, "debug": debug}
+    reporter = type("Reporter", (StageReporter,), attrs)
     build_root.mkdir(parents=True, exist_ok=True)
     FAILURES.clear()
     targets = [f"verify:{r.name}" for r in recipes]

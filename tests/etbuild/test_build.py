@@ -1,0 +1,129 @@
+"""End-to-end recipe builds through doit: incremental rebuilds, determinism, failures."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from etbuild.build import build
+from etbuild.cli import main
+from etbuild.runtime import Program
+
+RECIPE = """\
+name: tiny
+model:
+  factory: etbuild.zoo:mlp
+  kwargs: {sizes: [12, 24, 6]}
+  inputs: [{shape: [3, 12], dtype: float32}]
+memory: {planner: greedy, alignment: 16}
+verify: {samples: 2, rtol: 1.0e-4, atol: 1.0e-5}
+"""
+STAGES = ["export:tiny", "lower:tiny", "plan:tiny", "emit:tiny", "verify:tiny"]
+
+
+def _build(recipe: Path, root: Path):
+    return build([recipe], root, stream=io.StringIO())
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> tuple[Path, Path]:
+    recipe = tmp_path / "recipes" / "tiny.yaml"
+    recipe.parent.mkdir()
+    recipe.write_text(RECIPE)
+    return recipe, tmp_path / "build"
+
+
+def test_build_runs_every_stage_then_nothing(project):
+    recipe, root = project
+    first = _build(recipe, root)
+    assert (first.exit_code, first.executed) == (0, STAGES)
+    assert json.loads((root / "tiny" / "verify.json").read_text())["passed"] is True
+    second = _build(recipe, root)
+    assert (second.exit_code, second.executed, second.up_to_date) == (0, [], STAGES)
+
+
+def test_editing_verify_reruns_only_verify(project):
+    recipe, root = project
+    _build(recipe, root)
+    recipe.write_text(RECIPE.replace("atol: 1.0e-5", "atol: 2.0e-5"))
+    assert _build(recipe, root).executed == ["verify:tiny"]
+
+
+def test_editing_memory_never_reruns_export_or_lower(project):
+    recipe, root = project
+    _build(recipe, root)
+    recipe.write_text(RECIPE.replace("planner: greedy", "planner: naive"))
+    executed = _build(recipe, root).executed
+    assert executed[0] == "plan:tiny"
+    assert "export:tiny" not in executed and "lower:tiny" not in executed
+    plan = json.loads((root / "tiny" / "plan.json").read_text())
+    assert plan["methods"][0]["planner"] == "naive"
+
+
+def test_same_recipe_gives_byte_identical_files(project, tmp_path):
+    recipe, root = project
+    _build(recipe, root)
+    _build(recipe, tmp_path / "other")
+    assert (root / "tiny" / "tiny.pte").read_bytes() == (tmp_path / "other" / "tiny" / "tiny.pte").read_bytes()
+
+
+def test_no_temporary_files_are_left(project):
+    recipe, root = project
+    _build(recipe, root)
+    assert sorted(p.name for p in (root / "tiny").iterdir()) == [
+        "export.pt2", "lowered.pte", "plan.json", "tiny.pte", "verify.json"]
+
+
+def test_operator_without_kernel_fails_the_build_naming_it(tmp_path):
+    model = tmp_path / "bessel.py"
+    model.write_text(
+        "import torch\n"
+        "class Bessel(torch.nn.Module):\n"
+        "    def forward(self, x):\n"
+        "        return torch.special.bessel_j0(x) + 1\n"
+        "def make():\n"
+        "    return Bessel()\n"
+    )
+    recipe = tmp_path / "bessel.yaml"
+    recipe.write_text("name: bessel\nmodel:\n  factory: bessel.py:make\n  inputs: [{shape: [4], dtype: float32}]\n")
+    out = io.StringIO()
+    result = build([recipe], tmp_path / "build", stream=out)
+    assert result.exit_code != 0
+    assert result.executed == ["export:bessel", "lower:bessel", "plan:bessel", "emit:bessel"]
+    assert result.failed["emit:bessel"] == (
+        "the program calls operators with no kernel in the etbuild runtime: aten::special_bessel_j0.out (1 call)"
+    )
+    assert "Traceback" not in out.getvalue()
+    assert not (tmp_path / "build" / "bessel" / "bessel.pte").exists()
+
+
+def test_cli_build_run_inspect(project, capsys):
+    recipe, root = project
+    assert main(["build", str(recipe), "--build-dir", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert "verify:tiny" in out and "ok: 1 recipe(s), 5 task(s) run, 0 up to date" in out
+    pte = root / "tiny" / "tiny.pte"
+    x = np.random.default_rng(0).standard_normal((3, 12)).astype(np.float32)
+    np.savez(root / "in.npz", in0=x)
+    assert main(["run", str(pte), "--inputs", str(root / "in.npz"), "--out", str(root / "out.npz")]) == 0
+    with np.load(root / "out.npz") as npz:
+        np.testing.assert_array_equal(npz["out0"], Program.load(pte).load_method()(x)[0])
+    assert main(["inspect", str(pte)]) == 0
+    text = capsys.readouterr().out
+    assert "method forward: 3 instructions" in text
+    assert "input  0: float32[3, 12]" in text and "output 0: float32[3, 6]" in text
+    assert "2 x aten::addmm.out" in text and "1 x aten::relu.out" in text
+
+
+def test_cli_reports_errors_in_one_paragraph(tmp_path, capsys):
+    missing = tmp_path / "missing.pte"
+    assert main(["run", str(missing), "--inputs", "x", "--out", "y"]) == 2
+    assert capsys.readouterr().err == f"error: {missing}: No such file or directory\n"
+    bad = tmp_path / "bad.pte"
+    bad.write_bytes(b"\x00" * 64)
+    assert main(["inspect", str(bad)]) == 5
+    assert capsys.readouterr().err == f"error: {bad}: identifier is b'\\x00\\x00\\x00\\x00', expected b'ET12'\n"
