@@ -105,7 +105,9 @@ def recipe_tasks(recipe: Recipe, build_root: Path, version: str) -> Iterator[dic
         "lower": (lower.run_lower, (a.export, a.lowered), [str(a.export)], a.lowered, ()),
         "plan": (plan.run_plan, (a.lowered, recipe.memory, a.plan), [str(a.lowered)], a.plan, ("memory",)),
         "emit": (emit.run_emit, (a.lowered, a.plan, a.pte), [str(a.lowered), str(a.plan)], a.pte, ()),
-        "verify": (verify.run_verify, (recipe, a.pte, a.verify), [str(a.pte), *model_deps], a.verify, ("model", "verify")),
+        "verify": (
+            verify.run_verify, (recipe, a.pte, a.verify), [str(a.pte), *model_deps], a.verify, ("model", "verify")
+        ),
     }
     for stage in STAGES:
         fn, args, deps, target, sections = specs[stage]

@@ -19,18 +19,20 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from etbuild.runtime.program import Method, Program
 
 from etbuild.errors import EtbuildError, MethodInputError
-from etbuild.runtime.program import Method, Program
 
 _KEY = re.compile(r"^(?:s(\d+)_)?in(\d+)$")
 
 
 def _ordered(npz: Any, prefix: str) -> list[np.ndarray]:
-    keys = sorted((k for k in npz.files if re.fullmatch(rf"{prefix}in\d+", k)), key=lambda k: int(k.rsplit("in", 1)[1]))
+    keys = [k for k in npz.files if re.fullmatch(rf"{prefix}in\d+", k)]
+    keys.sort(key=lambda k: int(k.rsplit("in", 1)[1]))
     expected = [f"{prefix}in{i}" for i in range(len(keys))]
     if keys != expected:
-        raise MethodInputError(f"inputs must be named {', '.join(expected) or prefix + 'in0'}…; found {', '.join(npz.files)}")
+        names = ", ".join(expected) or f"{prefix}in0"
+        raise MethodInputError(f"inputs must be named {names}, …; found {', '.join(npz.files)}")
     return [npz[k] for k in keys]
 
 

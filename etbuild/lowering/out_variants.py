@@ -7,7 +7,7 @@ schema takes the same arguments plus `out` tensors, found from torch's own schem
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 import torch
 from torch._ops import OpOverload
@@ -20,7 +20,7 @@ aten = torch.ops.aten
 _VIEW_RENAMES = {aten._unsafe_view.default: aten.view_copy.default}
 
 
-@lru_cache(maxsize=None)
+@cache
 def copy_variant(op: OpOverload) -> OpOverload:
     """`aten.view.default` -> `aten.view_copy.default`; ops that are not views map to themselves."""
     if op in _VIEW_RENAMES:
@@ -41,7 +41,7 @@ def _functional_args(schema: torch._C.FunctionSchema) -> list[tuple[str, str]]:
     return [(a.name, str(a.type)) for a in schema.arguments if not a.is_out]
 
 
-@lru_cache(maxsize=None)
+@cache
 def out_variant(op: OpOverload) -> OpOverload:
     """The overload of op's operator that writes into `out` tensors; StageError if none."""
     schema = op._schema

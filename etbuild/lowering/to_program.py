@@ -46,7 +46,9 @@ class GraphConverter:
                 self.env[node] = self.new_tensor(node.meta["val"])
                 self.inputs.append(self.env[node])
             elif node.op == "placeholder" and node not in self.consts:
-                raise StageError(f"input {node.name} is neither a user input nor a constant (mutable state is not supported yet)")
+                raise StageError(
+                    f"input {node.name} is neither a user input nor a constant (mutable state is not supported yet)"
+                )
             elif node.op == "call_function" and node not in self.consts:
                 self.call(node)
             elif node.op == "output":

@@ -24,7 +24,8 @@ def export_model(recipe: Recipe) -> ExportedProgram:
     try:
         return torch.export.export(model, inputs, strict=False)
     except Exception as exc:  # torch raises many types; the user needs the message
-        raise StageError(f"torch.export failed for {recipe.where('model.factory')}: {type(exc).__name__}: {exc}") from exc
+        where = recipe.where("model.factory")
+        raise StageError(f"torch.export failed for {where}: {type(exc).__name__}: {exc}") from exc
 
 
 def run_export(recipe: Recipe, out: Path) -> None:

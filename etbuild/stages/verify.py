@@ -23,7 +23,10 @@ from etbuild.fsutil import write_json
 from etbuild.model import build_model, sample_inputs
 from etbuild.recipe import Recipe
 
-_NO_TORCH = "import runpy, sys; sys.modules['torch'] = None; sys.argv[0] = 'runner'; runpy.run_module('etbuild.runtime.runner', run_name='__main__')"
+_NO_TORCH = (
+    "import runpy, sys; sys.modules['torch'] = None; sys.argv[0] = 'runner'; "
+    "runpy.run_module('etbuild.runtime.runner', run_name='__main__')"
+)
 
 
 def run_without_torch(pte: Path, samples: list[tuple[Any, ...]], method: str = "forward") -> list[list[np.ndarray]]:
@@ -44,7 +47,9 @@ def _numpy(x: Any) -> Any:
     return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
-def compare(expected: list[list[np.ndarray]], actual: list[list[np.ndarray]], rtol: float, atol: float) -> list[dict[str, Any]]:
+def compare(
+    expected: list[list[np.ndarray]], actual: list[list[np.ndarray]], rtol: float, atol: float
+) -> list[dict[str, Any]]:
     """Per output: shape, dtype, largest absolute and relative error, pass/fail."""
     report = []
     for k in range(len(expected[0])):

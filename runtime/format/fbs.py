@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 SCALAR_SIZES = {
@@ -220,7 +220,7 @@ def parse_schema(text: str) -> Schema:
     return _Parser(text).parse()
 
 
-@lru_cache(maxsize=None)
+@cache
 def load_schema(path: str | Path | None = None) -> Schema:
     """Parse a schema file; by default etbuild's own `schema/program.fbs`."""
     if path is None:

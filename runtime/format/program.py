@@ -8,7 +8,6 @@ instance of one member class (or None). Vectors of `ubyte` are bytes-like object
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
 
 
 class ScalarType:
@@ -132,10 +131,10 @@ class OptionalTensorList:
     items: list[int] = field(default_factory=list)
 
 
-KernelTypes = Union[
-    Null, Int, Bool, Double, Tensor, String, IntList, DoubleList, BoolList, TensorList,
-    OptionalTensorList,
-]
+KernelTypes = (
+    Null | Int | Bool | Double | Tensor | String | IntList | DoubleList | BoolList | TensorList
+    | OptionalTensorList
+)
 
 
 @dataclass(slots=True)
@@ -178,7 +177,7 @@ class FreeCall:
     value_index: int = 0
 
 
-InstructionArguments = Union[KernelCall, DelegateCall, MoveCall, JumpFalseCall, FreeCall]
+InstructionArguments = KernelCall | DelegateCall | MoveCall | JumpFalseCall | FreeCall
 
 
 @dataclass(slots=True)

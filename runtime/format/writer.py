@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import flatbuffers
+from etbuild.runtime.format.fbs import SCALAR_SIZES, Field, Schema
 
 from etbuild.errors import InternalError
-from etbuild.runtime.format.fbs import SCALAR_SIZES, Field, Schema
 
 _SLOT_WRITERS = {
     "bool": "PrependBoolSlot", "byte": "PrependInt8Slot", "ubyte": "PrependUint8Slot",
@@ -84,10 +84,7 @@ class FlatBufferWriter:
             if name in ("ubyte", "byte") and kind == "scalar":
                 return self.bytes_vector(bytes(items), fld.force_align)
             return self._scalar_vector(items, name, fld.force_align)
-        if kind == "string":
-            offsets = [self.b.CreateString(s) for s in items]
-        else:
-            offsets = [self.table(t, name) for t in items]
+        offsets = [self.b.CreateString(s) if kind == "string" else self.table(s, name) for s in items]
         self.b.StartVector(4, len(offsets), 4)
         for off in reversed(offsets):
             self.b.PrependUOffsetTRelative(off)

@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
-
-from etbuild.errors import InvalidProgram
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.fbs import SchemaSyntaxError, load_schema, parse_schema
 from etbuild.runtime.format.pte import read_header, read_program, segment_bytes, write_program
 from etbuild.runtime.format.reader import decode
 from etbuild.runtime.format.writer import encode
+
+from etbuild.errors import InvalidProgram
 
 
 def test_mirror_types_match_the_schema_field_for_field():
@@ -27,7 +27,8 @@ def test_schema_identifier_root_and_union_order():
     assert schema.file_identifier == "ET12"
     assert schema.root_type == "Program"
     assert schema.unions["KernelTypes"][:5] == ["Null", "Int", "Bool", "Double", "Tensor"]
-    assert schema.unions["InstructionArguments"] == ["KernelCall", "DelegateCall", "MoveCall", "JumpFalseCall", "FreeCall"]
+    instructions = ["KernelCall", "DelegateCall", "MoveCall", "JumpFalseCall", "FreeCall"]
+    assert schema.unions["InstructionArguments"] == instructions
     tensor_slots = {f.name: f.slot for f in schema.tables["Tensor"]}
     assert tensor_slots["data_buffer_idx"] == 5 and tensor_slots["allocation_info"] == 6
     evalue = schema.tables["EValue"][0]

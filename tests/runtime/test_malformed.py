@@ -7,11 +7,11 @@ import struct
 
 import numpy as np
 import pytest
-
-from etbuild.errors import EtbuildError, InvalidProgram
 from etbuild.runtime import Program
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import read_program, segment_bytes, write_program
+
+from etbuild.errors import EtbuildError, InvalidProgram
 
 
 def _load_and_call(data: bytes, **kw) -> None:
@@ -52,6 +52,10 @@ def test_root_offset_out_of_range(good):
         Program.from_bytes(struct.pack("<I", 0x7FFFFFF0) + good[4:])
 
 
+def _first_constant(plan: fb.ExecutionPlan) -> fb.Tensor:
+    return next(ev.val for ev in plan.values if isinstance(ev.val, fb.Tensor) and ev.val.data_buffer_idx)
+
+
 EDITS = {
     "value index out of range": (lambda p, plan: setattr(plan.chains[0].instructions[0].instr_args, "args", [999, 0]),
                                  "value index 999 is out of range"),
@@ -69,7 +73,7 @@ EDITS = {
                              "the program gives 1 values"),
     "unknown scalar type": (lambda p, plan: setattr(plan.values[plan.inputs[0]].val, "scalar_type", 99),
                             "scalar type 99 is not supported"),
-    "constant index out of range": (lambda p, plan: setattr(next(ev.val for ev in plan.values if isinstance(ev.val, fb.Tensor) and ev.val.data_buffer_idx), "data_buffer_idx", 50),
+    "constant index out of range": (lambda p, plan: setattr(_first_constant(plan), "data_buffer_idx", 50),
                                     "data_buffer_idx 50 has no constant buffer"),
     "jump out of range": (lambda p, plan: plan.chains[0].instructions.append(fb.Instruction(fb.JumpFalseCall(0, 99))),
                           "jump destination 99 is outside"),
