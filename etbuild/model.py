@@ -1,0 +1,189 @@
+"""Build a recipe's `nn.Module` and its inputs (AOT side: imports torch).
+
+`model.factory` is `package.module:callable` (imported with importlib) or `path/file.py:callable`
+(already absolute once the recipe is loaded; imported under a module name unique to the file).
+Every failure is a `RecipeError` located at the `model.factory` or `model.weights` key.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import MappingProxyType, ModuleType
+from typing import Any
+
+import torch
+
+from etbuild.recipe import InputSpec, Recipe
+
+TORCH_DTYPES: Mapping[str, torch.dtype] = MappingProxyType(
+    {
+        "float32": torch.float32,
+        "float16": torch.float16,
+        "float64": torch.float64,
+        "int64": torch.int64,
+        "int32": torch.int32,
+        "bool": torch.bool,
+        "uint8": torch.uint8,
+        "int8": torch.int8,
+    }
+)
+"""Recipe dtype names (the schema's `dtype` enum) to torch dtypes."""
+
+INT_LOW, INT_HIGH = 0, 10
+"""Random integer inputs are drawn from [low, high): these when the input gives no bounds."""
+
+
+def build_model(recipe: Recipe) -> torch.nn.Module:
+    """Call the recipe's factory (torch seeded with `model.seed`), load weights, return eval()."""
+    factory = _resolve_factory(recipe)
+    kwargs = recipe.section("model")["kwargs"]
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(recipe.model.seed)
+        module = _call_factory(recipe, factory, kwargs)
+    if recipe.model.weights is not None:
+        _load_weights(recipe, module, recipe.model.weights)
+    return module.eval()
+
+
+def example_inputs(recipe: Recipe) -> tuple[torch.Tensor, ...]:
+    """One input sample for export, the same on every call (drawn with `model.seed`)."""
+    return sample_inputs(recipe, 1, recipe.model.seed)[0]
+
+
+def sample_inputs(recipe: Recipe, count: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
+    """`count` random input tuples: floats ~ N(0, 1), ints in [low, high), bools uniform."""
+    if count < 0:
+        raise ValueError(f"count must be >= 0; got {count}")
+    generator = torch.Generator().manual_seed(seed)
+    return [
+        tuple(_random_tensor(spec, generator) for spec in recipe.model.inputs) for _ in range(count)
+    ]
+
+
+def _random_tensor(spec: InputSpec, generator: torch.Generator) -> torch.Tensor:
+    dtype = TORCH_DTYPES[spec.dtype]
+    if dtype == torch.bool:
+        return torch.randint(0, 2, spec.shape, generator=generator).bool()
+    if dtype.is_floating_point:
+        return torch.randn(spec.shape, generator=generator, dtype=dtype)
+    low = INT_LOW if spec.low is None else spec.low
+    high = INT_HIGH if spec.high is None else spec.high
+    return torch.randint(low, high, spec.shape, generator=generator, dtype=dtype)
+
+
+def _resolve_factory(recipe: Recipe) -> Callable[..., Any]:
+    """The callable that `model.factory` names."""
+    target, _, attributes = recipe.model.factory.rpartition(":")
+    if target.endswith(".py"):
+        owner: Any = _import_file(recipe, Path(target))
+        owner_name = f"file {target}"
+    else:
+        owner = _import_module(recipe, target)
+        owner_name = f"module '{target}'"
+    for attribute in attributes.split("."):
+        if not hasattr(owner, attribute):
+            message = f"{owner_name} has no attribute '{attribute}'"
+            raise recipe.error("model.factory", message + _did_you_mean(attribute, owner))
+        owner, owner_name = getattr(owner, attribute), f"'{attribute}'"
+    if not callable(owner):
+        message = f"expected a callable; got {type(owner).__name__} '{recipe.model.factory}'"
+        raise recipe.error("model.factory", message)
+    return owner
+
+
+def _did_you_mean(name: str, owner: Any) -> str:
+    public = [attribute for attribute in dir(owner) if not attribute.startswith("_")]
+    close = difflib.get_close_matches(name, public, n=1)
+    return f" — did you mean '{close[0]}'?" if close else ""
+
+
+def _import_module(recipe: Recipe, name: str) -> ModuleType:
+    try:
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        raise recipe.error("model.factory", f"cannot import module '{name}': {exc}") from exc
+    except Exception as exc:  # user code: whatever it raises is a problem with this recipe
+        message = f"importing module '{name}' raised {type(exc).__name__}: {exc}"
+        raise recipe.error("model.factory", message) from exc
+
+
+def _import_file(recipe: Recipe, path: Path) -> ModuleType:
+    """Execute a factory file as a fresh module named after a hash of its path."""
+    if not path.is_file():
+        raise recipe.error("model.factory", f"factory file {path} does not exist")
+    name = "_etbuild_factory_" + hashlib.sha256(str(path).encode()).hexdigest()[:16]
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise recipe.error("model.factory", f"cannot load {path} as a Python module")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # user code: whatever it raises is a problem with this recipe
+        del sys.modules[name]
+        message = f"importing {path} raised {type(exc).__name__}: {exc}"
+        raise recipe.error("model.factory", message) from exc
+    return module
+
+
+def _call_factory(
+    recipe: Recipe, factory: Callable[..., Any], kwargs: dict[str, Any]
+) -> torch.nn.Module:
+    try:
+        module = factory(**kwargs)
+    except Exception as exc:  # user code: whatever it raises is a problem with this recipe
+        message = f"calling {recipe.model.factory} raised {type(exc).__name__}: {exc}"
+        raise recipe.error("model.factory", message) from exc
+    if not isinstance(module, torch.nn.Module):
+        message = f"expected the factory to return a torch.nn.Module; got {type(module).__name__}"
+        raise recipe.error("model.factory", message)
+    return module
+
+
+def _load_weights(recipe: Recipe, module: torch.nn.Module, path: Path) -> None:
+    """Load a state_dict file into `module`, strictly: same keys, same shapes."""
+    if not path.is_file():
+        raise recipe.error("model.weights", f"weights file {path} does not exist")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch.load raises several unrelated types for a bad file
+        message = f"cannot load {path}: {type(exc).__name__}: {_first_line(exc)}"
+        raise recipe.error("model.weights", message) from exc
+    if not isinstance(state, Mapping):
+        message = f"expected a state_dict (names to tensors) in {path}; got {type(state).__name__}"
+        raise recipe.error("model.weights", message)
+    problem = _state_dict_mismatch(module.state_dict(), state)
+    if problem:
+        raise recipe.error("model.weights", f"{path} does not match the model: {problem}")
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        message = f"{path} does not match the model: {_first_line(exc)}"
+        raise recipe.error("model.weights", message) from exc
+
+
+def _state_dict_mismatch(expected: Mapping[str, Any], given: Mapping[str, Any]) -> str:
+    """Missing keys, unexpected keys and shape differences, or `` when the two agree."""
+    problems = []
+    missing = [key for key in expected if key not in given]
+    unexpected = [key for key in given if key not in expected]
+    if missing:
+        problems.append("missing " + ", ".join(missing))
+    if unexpected:
+        problems.append("unexpected " + ", ".join(map(str, unexpected)))
+    for key, tensor in expected.items():
+        value = given.get(key)
+        if isinstance(value, torch.Tensor) and value.shape != tensor.shape:
+            problems.append(f"{key} has shape {list(value.shape)}, expected {list(tensor.shape)}")
+    return "; ".join(problems)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""

@@ -1,0 +1,416 @@
+"""etbuild.recipe: loading, extends, validation, defaults, and the whole text of every error."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from etbuild.errors import RecipeError
+from etbuild.recipe import (
+    NOT_SUPPORTED_YET,
+    InputSpec,
+    LevelConfig,
+    MemoryConfig,
+    VerifyConfig,
+    discover_recipes,
+    format_key_path,
+    load_recipe,
+    parse_key_path,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+REPO_RECIPES = REPO / "recipes"
+
+GOOD = """
+name: good
+model:
+  factory: etbuild.zoo:mlp
+  inputs: [{shape: [1, 4], dtype: float32}]
+"""
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Run each test in its own directory so that messages show short relative paths."""
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+def write(name: str, text: str) -> str:
+    """Write `text` (dedented) to recipes/<name>; return the relative path."""
+    path = Path("recipes") / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(textwrap.dedent(text).lstrip("\n"), encoding="utf-8")
+    return path.as_posix()
+
+
+def error_of(text: str, name: str = "x.yaml") -> str:
+    """The message load_recipe raises for a recipe with this text."""
+    path = write(name, text)
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    return str(info.value)
+
+
+# ---------------------------------------------------------------------------- good recipes
+
+
+def test_schema_is_a_valid_draft_2020_12_schema() -> None:
+    jsonschema.Draft202012Validator.check_schema(
+        json.loads((REPO / "schema" / "recipe.schema.json").read_text())
+    )
+
+
+def test_repo_mlp_recipe() -> None:
+    recipe = load_recipe(REPO_RECIPES / "mlp.yaml")
+    assert recipe.name == "mlp"
+    assert recipe.model.factory == "etbuild.zoo:mlp"
+    assert recipe.model.kwargs["sizes"] == (784, 512, 256, 10)
+    assert recipe.model.inputs == (InputSpec(shape=(1, 784), dtype="float32"),)
+    assert recipe.memory == MemoryConfig(planner="greedy", alignment=16)
+    assert recipe.verify == VerifyConfig(samples=4, rtol=1e-4, atol=1e-5, seed=1)
+    assert recipe.sources == (REPO_RECIPES / "mlp.yaml",)
+
+
+def test_repo_mlp_batch32_extends_mlp() -> None:
+    recipe = load_recipe(REPO_RECIPES / "mlp-batch32.yaml")
+    base = load_recipe(REPO_RECIPES / "mlp.yaml")
+    assert recipe.name == "mlp-batch32"
+    assert recipe.model.inputs == (InputSpec(shape=(32, 784), dtype="float32"),)
+    assert recipe.model.kwargs == base.model.kwargs
+    assert (recipe.memory, recipe.verify) == (base.memory, base.verify)
+    assert recipe.sources == (REPO_RECIPES / "mlp-batch32.yaml", REPO_RECIPES / "mlp.yaml")
+
+
+def test_defaults_are_filled_from_the_schema() -> None:
+    recipe = load_recipe(write("good.yaml", GOOD))
+    assert recipe.model.kwargs == {}
+    assert (recipe.model.weights, recipe.model.seed) == (None, 0)
+    assert recipe.memory == MemoryConfig()
+    assert recipe.memory.levels == (LevelConfig(name="dram", bytes=None, alignment=16),)
+    assert recipe.verify == VerifyConfig(samples=4, rtol=1e-4, atol=1e-5, seed=1)
+    assert (recipe.quantize, recipe.backends, recipe.operators) == (None, (), None)
+    assert recipe.section("verify") == {"atol": 1e-5, "rtol": 1e-4, "samples": 4, "seed": 1}
+
+
+def test_extends_merges_mappings_and_replaces_lists_and_scalars() -> None:
+    write(
+        "base/common.yaml",
+        """
+        model:
+          factory: etbuild.zoo:mlp
+          kwargs: {sizes: [4, 8, 2], extra: {a: 1, b: 2}}
+          inputs: [{shape: [1, 4], dtype: float32}, {shape: [1], dtype: int64}]
+          seed: 3
+        verify: {samples: 2, atol: 0.5}
+        """,
+    )
+    path = write(
+        "child.yaml",
+        """
+        extends: base/common.yaml
+        name: child
+        model:
+          kwargs: {sizes: [4, 2], extra: {b: 3}}
+          inputs: [{shape: [2, 4], dtype: float32}]
+        verify: {atol: 0.25}
+        """,
+    )
+    recipe = load_recipe(path)
+    assert recipe.section("model")["kwargs"] == {"sizes": [4, 2], "extra": {"a": 1, "b": 3}}
+    assert recipe.model.inputs == (InputSpec(shape=(2, 4), dtype="float32"),)
+    assert recipe.model.seed == 3
+    assert recipe.verify == VerifyConfig(samples=2, rtol=1e-4, atol=0.25, seed=1)
+    assert recipe.where("model.seed") == "recipes/base/common.yaml:5:3"
+    assert recipe.where("model.inputs[0].shape") == "recipes/child.yaml:5:13"
+    assert recipe.where("verify.rtol") == "recipes/child.yaml:6:1"  # defaulted: its parent
+
+
+def test_extends_chain_lists_every_source() -> None:
+    write("base/a.yaml", "verify: {samples: 7}\n")
+    write("base/b.yaml", "extends: a.yaml\nmodel: {factory: 'etbuild.zoo:mlp'}\n")
+    path = write(
+        "c.yaml", "extends: base/b.yaml\nname: c\nmodel: {inputs: [{shape: [1], dtype: bool}]}\n"
+    )
+    recipe = load_recipe(path)
+    assert recipe.verify.samples == 7
+    assert recipe.sources == tuple(
+        Path(p).resolve() for p in ("recipes/c.yaml", "recipes/base/b.yaml", "recipes/base/a.yaml")
+    )
+
+
+def test_file_paths_resolve_against_the_file_that_names_them(in_tmp: Path) -> None:
+    write("base/files.yaml", "model: {factory: 'nets/net.py:build', weights: w.pt}\n")
+    path = write(
+        "p.yaml",
+        "extends: base/files.yaml\nname: p\nmodel: {inputs: [{shape: [1], dtype: int8}]}\n",
+    )
+    recipe = load_recipe(path)
+    base_dir = (in_tmp / "recipes" / "base").resolve()
+    assert recipe.model.factory == f"{(base_dir / 'nets' / 'net.py').as_posix()}:build"
+    assert recipe.model.weights == base_dir / "w.pt"
+
+
+def test_sizes_and_level_alignment_are_normalized() -> None:
+    recipe = load_recipe(
+        write("mem.yaml", GOOD + "memory: {alignment: 64, levels: [{name: sram, bytes: 256KiB}]}\n")
+    )
+    assert recipe.memory.levels == (LevelConfig(name="sram", bytes=256 * 1024, alignment=64),)
+    assert recipe.section("memory")["levels"] == [
+        {"alignment": 64, "bytes": 262144, "name": "sram"}
+    ]
+
+
+def test_floats_without_a_dot_are_numbers() -> None:
+    recipe = load_recipe(write("tol.yaml", GOOD + "verify: {rtol: 1e-3, atol: 2E-6}\n"))
+    assert (recipe.verify.rtol, recipe.verify.atol) == (1e-3, 2e-6)
+
+
+def test_int_input_bounds() -> None:
+    text = GOOD.replace(
+        "{shape: [1, 4], dtype: float32}", "{shape: [3], dtype: int32, low: -5, high: 5}"
+    )
+    assert load_recipe(write("ints.yaml", text)).model.inputs == (
+        InputSpec(shape=(3,), dtype="int32", low=-5, high=5),
+    )
+
+
+def test_section_is_deterministic_and_a_copy() -> None:
+    first, second = load_recipe(write("good.yaml", GOOD)), load_recipe("recipes/good.yaml")
+    for key in ("name", "model", "memory", "verify", "quantize", "backends", "operators"):
+        assert json.dumps(first.section(key)) == json.dumps(second.section(key))
+    model = first.section("model")
+    assert list(model) == sorted(model)
+    model["seed"] = 99
+    assert first.section("model")["seed"] == 0
+    with pytest.raises(KeyError):
+        first.section("nope")
+
+
+def test_recipes_are_frozen_and_hashable() -> None:
+    first, second = load_recipe(write("good.yaml", GOOD)), load_recipe("recipes/good.yaml")
+    assert first == second and hash(first) == hash(second)
+    with pytest.raises(AttributeError):
+        first.name = "other"  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        first.model.kwargs["sizes"] = [1]  # type: ignore[index]
+
+
+def test_where_points_at_keys() -> None:
+    recipe = load_recipe(write("good.yaml", GOOD))
+    assert recipe.where("model.factory") == "recipes/good.yaml:3:3"
+    assert recipe.where(("model", "inputs", 0, "dtype")) == "recipes/good.yaml:4:28"
+    assert recipe.where("memory.planner") == "recipes/good.yaml:1:1"  # absent: the file's root
+    assert (
+        str(recipe.error("model.factory", "boom")) == "recipes/good.yaml:3:3: model.factory: boom"
+    )
+
+
+def test_key_paths_round_trip() -> None:
+    path = ("model", "inputs", 0, "shape", 1)
+    assert format_key_path(path) == "model.inputs[0].shape[1]"
+    assert parse_key_path("model.inputs[0].shape[1]") == path
+
+
+def test_discover_recipes_skips_bases() -> None:
+    for name in (
+        "b.yaml",
+        "a.yaml",
+        "base/m.yaml",
+        "group/c.yaml",
+        "group/base/n.yaml",
+        "notes.txt",
+    ):
+        write(name, "{}\n")
+    assert discover_recipes() == [
+        Path("recipes/a.yaml"),
+        Path("recipes/b.yaml"),
+        Path("recipes/group/c.yaml"),
+    ]
+    repo = discover_recipes(REPO_RECIPES)
+    assert {REPO_RECIPES / "mlp.yaml", REPO_RECIPES / "mlp-batch32.yaml"} <= set(repo)
+    assert repo == sorted(repo)
+
+
+UNSUPPORTED_SETTINGS = {
+    ("quantize",): "quantize: {scheme: int8-static}\n",
+    ("backends", 0): "backends: [{name: cpu}]\n",
+    ("operators",): "operators: {allow: [aten::add.out]}\n",
+    ("model", "dynamic"): "  dynamic: {0: {0: {min: 1, max: 8}}}\n",
+    ("memory", "levels", 1): "memory: {levels: [{name: sram, bytes: 1KiB}, {name: dram}]}\n",
+}
+
+
+@pytest.mark.parametrize("path", NOT_SUPPORTED_YET, ids=format_key_path)
+def test_every_unsupported_key_path_is_rejected(path: tuple[str | int, ...]) -> None:
+    section = format_key_path(tuple(part for part in path if isinstance(part, str)))
+    message = error_of(GOOD + UNSUPPORTED_SETTINGS[path])
+    assert message.endswith(f": {format_key_path(path)}: not supported yet: {section}")
+
+
+def test_an_empty_backends_list_is_not_a_setting() -> None:
+    assert load_recipe(write("good.yaml", GOOD + "backends: []\nquantize: null\n")).backends == ()
+
+
+# ------------------------------------------------------------------- bad recipes: one per kind
+
+
+def test_unknown_key_suggests_the_nearest() -> None:
+    assert error_of(GOOD + "quantise: {scheme: int8-static}\n") == (
+        "recipes/x.yaml:5:1: quantise: unknown key 'quantise' — did you mean 'quantize'?"
+    )
+
+
+def test_unknown_key_without_a_near_miss_lists_the_keys() -> None:
+    assert error_of(GOOD + "verify: {zzz: 1}\n") == (
+        "recipes/x.yaml:5:10: verify.zzz: unknown key 'zzz';"
+        " expected one of samples, rtol, atol, seed"
+    )
+
+
+def test_wrong_type() -> None:
+    assert error_of(GOOD + "verify:\n  samples: four\n") == (
+        "recipes/x.yaml:6:12: verify.samples: expected an integer; got 'four'"
+    )
+
+
+def test_missing_required_key() -> None:
+    assert error_of("name: x\nmodel:\n  inputs: [{shape: [1], dtype: float32}]\n") == (
+        "recipes/x.yaml:3:3: model.factory: missing required key 'factory'"
+    )
+
+
+def test_missing_name_in_the_final_recipe() -> None:
+    assert error_of(GOOD.replace("name: good\n", "")) == (
+        "recipes/x.yaml:1:1: name: missing required key 'name'"
+    )
+
+
+def test_bad_enum_value_suggests_the_nearest() -> None:
+    assert error_of(GOOD.replace("dtype: float32", "dtype: floot32")) == (
+        "recipes/x.yaml:4:35: model.inputs[0].dtype: expected one of float32, float16, float64,"
+        " int64, int32, bool, uint8, int8; got 'floot32' — did you mean 'float32'?"
+    )
+
+
+def test_bad_size_suffix() -> None:
+    assert error_of(GOOD + "memory:\n  levels: [{name: sram, bytes: 256KB}]\n") == (
+        "recipes/x.yaml:6:32: memory.levels[0].bytes: expected a size in bytes: a positive"
+        " integer or a string like '256KiB' (suffix B, KiB, MiB or GiB), or null for no limit;"
+        " got '256KB'"
+    )
+
+
+def test_negative_number() -> None:
+    assert error_of(GOOD + "verify: {atol: -1.0e-5}\n") == (
+        "recipes/x.yaml:5:16: verify.atol: expected a number >= 0; got -1e-05"
+    )
+
+
+def test_not_a_power_of_two() -> None:
+    assert error_of(GOOD + "memory: {alignment: 12}\n") == (
+        "recipes/x.yaml:5:21: memory.alignment: expected a power of two; got 12"
+    )
+
+
+def test_extends_cycle_names_the_chain() -> None:
+    write("a.yaml", "extends: base/b.yaml\nname: a\n")
+    write("base/b.yaml", "extends: ../a.yaml\n")
+    with pytest.raises(RecipeError) as info:
+        load_recipe("recipes/a.yaml")
+    assert str(info.value) == (
+        "recipes/base/b.yaml:1:10: extends: cycle in the extends chain:"
+        " recipes/a.yaml -> recipes/base/b.yaml -> recipes/a.yaml"
+    )
+
+
+def test_extends_missing_file() -> None:
+    assert error_of("extends: base/nope.yaml\n" + GOOD) == (
+        "recipes/x.yaml:1:10: extends: expected an existing recipe file;"
+        " got 'base/nope.yaml' (recipes/base/nope.yaml not found)"
+    )
+
+
+def test_yaml_syntax_error() -> None:
+    assert error_of("name: x\nmodel: {factory: etbuild.zoo:mlp\n") == (
+        "recipes/x.yaml:3:1: invalid YAML: expected ',' or '}', but got '<stream end>'"
+        " (while parsing a flow mapping)"
+    )
+
+
+def test_unsupported_section() -> None:
+    assert error_of(GOOD + "quantize: {scheme: int8-static}\n") == (
+        "recipes/x.yaml:5:1: quantize: not supported yet: quantize"
+    )
+
+
+def test_second_memory_level_is_unsupported() -> None:
+    text = GOOD + "memory:\n  levels: [{name: sram, bytes: 1MiB}, {name: dram}]\n"
+    assert (
+        error_of(text) == "recipes/x.yaml:6:39: memory.levels[1]: not supported yet: memory.levels"
+    )
+
+
+def test_bad_factory_string() -> None:
+    assert error_of(GOOD.replace("etbuild.zoo:mlp", "etbuild.zoo.mlp")) == (
+        "recipes/x.yaml:3:12: model.factory: expected 'module:callable' or"
+        " 'path/file.py:callable'; got 'etbuild.zoo.mlp'"
+    )
+
+
+def test_bad_name() -> None:
+    assert error_of(GOOD.replace("name: good", "name: My Model")) == (
+        "recipes/x.yaml:1:7: name: expected a name of lowercase letters, digits, '.', '_' or '-'"
+        " that starts with a letter or digit; got 'My Model'"
+    )
+
+
+def test_duplicate_key() -> None:
+    assert error_of(GOOD + "verify: {samples: 2}\nverify: {samples: 3}\n") == (
+        "recipes/x.yaml:6:1: verify: duplicate key 'verify' (first set at recipes/x.yaml:5:1)"
+    )
+
+
+def test_error_in_a_base_names_the_base_file() -> None:
+    write("base/defaults.yaml", "verify:\n  samples: 4\n  rtol: loose\n")
+    assert error_of("extends: base/defaults.yaml\n" + GOOD) == (
+        "recipes/base/defaults.yaml:3:9: verify.rtol: expected a number; got 'loose'"
+    )
+
+
+def test_bounds_on_a_float_input() -> None:
+    text = GOOD.replace("dtype: float32}", "dtype: float32, high: 3}")
+    assert error_of(text) == (
+        "recipes/x.yaml:4:44: model.inputs[0].high: expected high only with an integer dtype;"
+        " got dtype float32"
+    )
+
+
+def test_top_level_is_not_a_mapping() -> None:
+    assert error_of("- name: x\n") == (
+        "recipes/x.yaml:1:1: expected a mapping of recipe sections; got a list"
+    )
+
+
+def test_missing_recipe_file() -> None:
+    with pytest.raises(RecipeError) as info:
+        load_recipe("recipes/absent.yaml")
+    assert str(info.value) == "recipes/absent.yaml: cannot read recipe: No such file or directory"
+
+
+def test_extends_must_be_a_path() -> None:
+    assert error_of("extends: [base.yaml]\n" + GOOD) == (
+        "recipes/x.yaml:1:10: extends: expected the path of a base recipe, relative to this file;"
+        " got ['base.yaml']"
+    )
+
+
+def test_int_bounds_out_of_order() -> None:
+    text = GOOD.replace("dtype: float32}", "dtype: int64, low: 5, high: 5}")
+    assert error_of(text) == (
+        "recipes/x.yaml:4:50: model.inputs[0].high: expected an integer > low (5); got 5"
+    )
