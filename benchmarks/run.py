@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from etbuild.runtime import Program
-from etbuild.runtime.format.pte import read_program
 
 from etbuild.build import build
 from etbuild.model import build_model, example_inputs
 from etbuild.recipe import discover_recipes, load_recipe
+from etbuild.runtime import Program
+from etbuild.runtime.format.pte import read_program
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -16,11 +16,11 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
+
+from etbuild.errors import InvalidProgram
 from etbuild.kernels.registry import KernelInfo, canonical_name
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.values import list_items
-
-from etbuild.errors import InvalidProgram
 
 Step = Callable[[], Any]
 KernelLookup = Callable[[str], "KernelInfo | None"]

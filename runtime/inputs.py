@@ -6,11 +6,11 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
+
+from etbuild.errors import MethodInputError
 from etbuild.runtime.binding import Values
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.tensor import numpy_dtype, resize
-
-from etbuild.errors import MethodInputError
 
 Setter = Callable[[Any], None]
 

@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from etbuild.errors import InvalidProgram, KernelError, MethodInputError
 from etbuild.kernels.registry import KernelInfo, load_all
 from etbuild.runtime.binding import Binder, Values
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, read_program, segment_bytes
 from etbuild.runtime.inputs import input_setters
 from etbuild.runtime.values import ConstantData, materialize
-
-from etbuild.errors import InvalidProgram, KernelError, MethodInputError
 
 DEFAULT_INSTRUCTION_BUDGET = 50_000_000
 DEFAULT_MAX_PLANNED_BYTES = 4 << 30

@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from etbuild.runtime.program import Method, Program
 
 from etbuild.errors import EtbuildError, MethodInputError
+from etbuild.runtime.program import Method, Program
 
 _KEY = re.compile(r"^(?:s(\d+)_)?in(\d+)$")
 

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import numpy as np
-from etbuild.runtime.format.program import ScalarType
 
 from etbuild.errors import InvalidProgram, KernelError
+from etbuild.runtime.format.program import ScalarType
 
 SCALAR_TYPE_TO_DTYPE: dict[int, np.dtype] = {
     ScalarType.BYTE: np.dtype(np.uint8),

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-from etbuild.runtime.format import program as fb
-from etbuild.runtime.tensor import bounded, numpy_dtype
 
 from etbuild.errors import InvalidProgram
+from etbuild.runtime.format import program as fb
+from etbuild.runtime.tensor import bounded, numpy_dtype
 
 MAX_RANK = 16
 

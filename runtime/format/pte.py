@@ -12,12 +12,11 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from etbuild.errors import InvalidProgram
 from etbuild.runtime.format.fbs import load_schema
 from etbuild.runtime.format.program import DataSegment, Program
 from etbuild.runtime.format.reader import decode
 from etbuild.runtime.format.writer import encode
-
-from etbuild.errors import InvalidProgram
 
 IDENTIFIER = b"ET12"
 HEADER_MAGIC = b"eh00"

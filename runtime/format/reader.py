@@ -11,10 +11,9 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+from etbuild.errors import InvalidProgram
 from etbuild.runtime.format.fbs import SCALAR_FORMATS, SCALAR_SIZES, Field, Schema
 from etbuild.runtime.format.program import TABLE_TYPES
-
-from etbuild.errors import InvalidProgram
 
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")

@@ -8,9 +8,9 @@ from __future__ import annotations
 from typing import Any
 
 import flatbuffers
-from etbuild.runtime.format.fbs import SCALAR_SIZES, Field, Schema
 
 from etbuild.errors import InternalError
+from etbuild.runtime.format.fbs import SCALAR_SIZES, Field, Schema
 
 _SLOT_WRITERS = {
     "bool": "PrependBoolSlot", "byte": "PrependInt8Slot", "ubyte": "PrependUint8Slot",

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from etbuild.runtime import Program
 
 from etbuild.build import build
 from etbuild.cli import main
+from etbuild.runtime import Program
 
 RECIPE = """\
 name: tiny

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from etbuild.runtime import Program
 
 from etbuild.build import build
 from etbuild.model import build_model, sample_inputs
 from etbuild.recipe import discover_recipes, load_recipe
+from etbuild.runtime import Program
 from tests.conftest import HAS_EXECUTORCH, executorch_pte
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")]
@@ -62,9 +62,8 @@ def test_executorch_pte_runs_in_ours(tmp_path, recipe_path):
 
 
 def test_executorch_pte_works_with_inspect_and_run(tmp_path, small_mlp, executorch_small_mlp_pte):
-    from etbuild.runtime.inspect import describe
-
     from etbuild.cli import main
+    from etbuild.runtime.inspect import describe
 
     d = describe(executorch_small_mlp_pte)
     ops = d["methods"][0]["operators"]

@@ -5,13 +5,13 @@ from __future__ import annotations
 import dataclasses
 
 import pytest
+
+from etbuild.errors import InvalidProgram
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.fbs import SchemaSyntaxError, load_schema, parse_schema
 from etbuild.runtime.format.pte import read_header, read_program, segment_bytes, write_program
 from etbuild.runtime.format.reader import decode
 from etbuild.runtime.format.writer import encode
-
-from etbuild.errors import InvalidProgram
 
 
 def test_mirror_types_match_the_schema_field_for_field():

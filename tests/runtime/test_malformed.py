@@ -7,11 +7,11 @@ import struct
 
 import numpy as np
 import pytest
+
+from etbuild.errors import EtbuildError, InvalidProgram
 from etbuild.runtime import Program
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import read_program, segment_bytes, write_program
-
-from etbuild.errors import EtbuildError, InvalidProgram
 
 
 def _load_and_call(data: bytes, **kw) -> None:

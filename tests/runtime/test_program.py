@@ -7,9 +7,9 @@ import sys
 
 import numpy as np
 import pytest
-from etbuild.runtime import Program
 
 from etbuild.errors import MethodInputError
+from etbuild.runtime import Program
 
 
 def test_runs_like_eager(small_mlp, small_mlp_pte):

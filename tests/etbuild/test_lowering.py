@@ -1,0 +1,116 @@
+"""Lowering: core ATen → folded → out-variant KernelCalls with the format's argument convention."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from etbuild.errors import StageError
+from etbuild.lowering.out_variants import copy_variant, operator_name, out_variant
+from etbuild.runtime.format import program as fb
+from etbuild.stages.lower import lower
+
+aten = torch.ops.aten
+
+
+def _lowered(module: torch.nn.Module, *inputs: torch.Tensor) -> fb.ExecutionPlan:
+    program, _ = lower(torch.export.export(module.eval(), inputs))
+    return program.execution_plan[0]
+
+
+def _calls(plan: fb.ExecutionPlan) -> list[tuple[str, list[str]]]:
+    """Each call as (operator, [kind of each argument value])."""
+    out = []
+    for ins in plan.chains[0].instructions:
+        op = plan.operators[ins.instr_args.op_index]
+        kinds = [type(plan.values[i].val).__name__ for i in ins.instr_args.args]
+        out.append((f"{op.name}.{op.overload}", kinds))
+    return out
+
+
+def _is_constant(plan: fb.ExecutionPlan, i: int) -> bool:
+    v = plan.values[i].val
+    return isinstance(v, fb.Tensor) and v.data_buffer_idx > 0
+
+
+def test_linear_relu_lowers_to_addmm_with_a_prepacked_weight():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU())
+    plan = _lowered(model, torch.randn(2, 6))
+    assert _calls(plan) == [
+        ("aten::addmm.out", ["Tensor", "Tensor", "Tensor", "Int", "Int", "Tensor", "Tensor"]),
+        ("aten::relu.out", ["Tensor", "Tensor", "Tensor"]),
+    ]
+    bias, x, weight, beta, alpha, out, ret = plan.chains[0].instructions[0].instr_args.args
+    assert _is_constant(plan, bias) and _is_constant(plan, weight) and not _is_constant(plan, x)
+    assert plan.values[weight].val.sizes == [6, 4]  # stored transposed: no permute at run time
+    assert (plan.values[beta].val.int_val, plan.values[alpha].val.int_val) == (1, 1)
+    assert out == ret
+
+
+class AddScalar(torch.nn.Module):
+    def forward(self, x):
+        return x + 2.5
+
+
+def test_python_scalar_operand_becomes_a_0d_constant():
+    plan = _lowered(AddScalar(), torch.randn(3))
+    ((name, kinds),) = _calls(plan)
+    assert (name, kinds) == ("aten::add.out", ["Tensor", "Tensor", "Int", "Tensor", "Tensor"])
+    scalar = plan.values[plan.chains[0].instructions[0].instr_args.args[1]].val
+    assert scalar.sizes == [] and scalar.data_buffer_idx > 0
+
+
+class Views(torch.nn.Module):
+    def forward(self, x):
+        return x.view(4, 3).t() * 2
+
+
+def test_views_become_copies():
+    names = [name for name, _ in _calls(_lowered(Views(), torch.randn(3, 4)))]
+    assert names == ["aten::view_copy.out", "aten::permute_copy.out", "aten::mul.out"]
+
+
+class ExpandBias(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.randn(1, 4))
+
+    def forward(self, x):
+        return x + self.bias.expand(64, 4)
+
+
+def test_folding_never_grows_constants():
+    plan = _lowered(ExpandBias(), torch.randn(64, 4))
+    assert "aten::expand_copy.out" in [name for name, _ in _calls(plan)]
+    sizes = [ev.val.sizes for ev in plan.values if isinstance(ev.val, fb.Tensor) and ev.val.data_buffer_idx]
+    assert sizes == [[1, 4]]
+
+
+class MaxDim(torch.nn.Module):
+    def forward(self, x):
+        return torch.max(x, dim=1)
+
+
+def test_multi_output_ops_pass_each_out_then_a_tensor_list():
+    plan = _lowered(MaxDim(), torch.randn(3, 5))
+    ((name, kinds),) = _calls(plan)
+    assert name == "aten::max.dim_max"
+    assert kinds == ["Tensor", "Int", "Bool", "Tensor", "Tensor", "TensorList"]
+    args = plan.chains[0].instructions[0].instr_args.args
+    assert plan.values[args[-1]].val.items == args[3:5]
+    assert plan.outputs == args[3:5]
+
+
+def test_out_variant_and_copy_variant_lookup():
+    assert out_variant(aten.addmm.default) is aten.addmm.out
+    assert out_variant(aten.slice_copy.Tensor) is aten.slice_copy.Tensor_out
+    assert out_variant(aten.max.dim) is aten.max.dim_max
+    assert copy_variant(aten.view.default) is aten.view_copy.default
+    assert copy_variant(aten.relu.default) is aten.relu.default
+    assert operator_name(aten.addmm.out) == ("aten::addmm", "out")
+
+
+def test_op_without_out_variant_is_a_stage_error():
+    with pytest.raises(StageError, match="operator aten::_local_scalar_dense.default has no out-variant"):
+        out_variant(aten._local_scalar_dense.default)
