@@ -1,0 +1,20 @@
+"""Portable kernels: the numpy reference semantics, one operator family per module.
+
+Importing this package registers every family; a trimmed runtime imports only the
+family modules its programs need. `common` holds shared helpers and registers nothing.
+"""
+
+from etbuild.kernels.portable import (  # noqa: F401
+    activation,
+    compare,
+    convolution,
+    copy,
+    elementwise,
+    index,
+    linalg,
+    normalization,
+    pooling,
+    reduction,
+    shape,
+    softmax,
+)

@@ -1,0 +1,145 @@
+"""Activations: relu, gelu, sigmoid, hardtanh (ReLU6), silu, leaky_relu, elu, softplus, glu, ...
+
+Each computes in opmath (float16 in float32) and rounds once into `out`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from etbuild.errors import KernelError
+from etbuild.kernels.portable.common import cast, erf, float_dtype, opmath, quiet, result_dtype, store, wrap_dim
+from etbuild.kernels.registry import FLOAT_DTYPES, REAL_DTYPES, kernel
+from etbuild.runtime.tensor import resize
+
+
+def _apply(x: np.ndarray, out: np.ndarray, fn: Callable[[np.ndarray], np.ndarray]) -> np.ndarray:
+    """out = fn(x) with x in the opmath float dtype (integers compute in float32)."""
+    return store(out, fn(cast(x, opmath(float_dtype(x.dtype)))))
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+def _softplus(x: np.ndarray, beta: float = 1.0, threshold: float = 20.0) -> np.ndarray:
+    bx = x * beta
+    return np.where(bx > threshold, x, np.log1p(np.exp(bx)) / beta)
+
+
+@kernel("aten::relu.out", dtypes=REAL_DTYPES)
+def relu_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    out = resize(out, x.shape)
+    np.maximum(x, x.dtype.type(0), out=out, casting="unsafe")
+    return out
+
+
+@kernel("aten::gelu.out", dtypes=FLOAT_DTYPES)
+@quiet
+def gelu_out(x: np.ndarray, approximate: str, out: np.ndarray) -> np.ndarray:
+    """x·Φ(x) with the exact erf, or the tanh approximation when approximate == 'tanh'."""
+    if approximate == "none":
+        return _apply(x, out, lambda v: 0.5 * v * (1 + erf(v / math.sqrt(2)).astype(v.dtype)))
+    if approximate == "tanh":
+        k = math.sqrt(2 / math.pi)
+        return _apply(x, out, lambda v: 0.5 * v * (1 + np.tanh(k * (v + 0.044715 * v * v * v))))
+    raise KernelError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
+
+
+@kernel("aten::sigmoid.out", dtypes=REAL_DTYPES)
+@quiet
+def sigmoid_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return _apply(x, out, _sigmoid)
+
+
+@kernel("aten::silu.out", dtypes=FLOAT_DTYPES)
+@quiet
+def silu_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return _apply(x, out, lambda v: v * _sigmoid(v))
+
+
+@kernel("aten::hardtanh.out", dtypes=REAL_DTYPES)
+def hardtanh_out(x: np.ndarray, lo: float, hi: float, out: np.ndarray) -> np.ndarray:
+    """clamp(x, lo, hi) in x's dtype; nn.ReLU6 lowers to hardtanh(x, 0, 6)."""
+    ct = opmath(x.dtype)
+    return store(out, np.minimum(np.maximum(x.astype(ct, copy=False), cast(lo, ct)), cast(hi, ct)))
+
+
+@kernel("aten::leaky_relu.out", dtypes=FLOAT_DTYPES)
+@quiet
+def leaky_relu_out(x: np.ndarray, slope: float, out: np.ndarray) -> np.ndarray:
+    return _apply(x, out, lambda v: np.where(v > 0, v, v * slope))
+
+
+@kernel("aten::hardswish.out", dtypes=FLOAT_DTYPES)
+@quiet
+def hardswish_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """x · relu6(x + 3) / 6."""
+    return _apply(x, out, lambda v: v * np.clip(v + 3, 0, 6) / 6)
+
+
+@kernel("aten::hardsigmoid.out", dtypes=FLOAT_DTYPES)
+def hardsigmoid_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """relu6(x + 3) / 6."""
+    return _apply(x, out, lambda v: np.clip(v + 3, 0, 6) / 6)
+
+
+@kernel("aten::elu.out", dtypes=FLOAT_DTYPES)
+@quiet
+def elu_out(x: np.ndarray, alpha: float, scale: float, input_scale: float, out: np.ndarray) -> np.ndarray:
+    """x > 0 ? scale·x : alpha·scale·(exp(input_scale·x) − 1)."""
+    return _apply(x, out, lambda v: np.where(v > 0, v * scale, np.expm1(v * input_scale) * (alpha * scale)))
+
+
+@kernel("aten::celu.out", dtypes=FLOAT_DTYPES)
+@quiet
+def celu_out(x: np.ndarray, alpha: float, out: np.ndarray) -> np.ndarray:
+    return _apply(x, out, lambda v: np.where(v > 0, v, np.expm1(v / alpha) * alpha))
+
+
+@kernel("aten::softplus.out", dtypes=FLOAT_DTYPES)
+@quiet
+def softplus_out(x: np.ndarray, beta: float, threshold: float, out: np.ndarray) -> np.ndarray:
+    """log(1 + exp(beta·x)) / beta, linear above the threshold."""
+    return _apply(x, out, lambda v: _softplus(v, beta, threshold))
+
+
+@kernel("aten::mish.out", dtypes=FLOAT_DTYPES)
+@quiet
+def mish_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return _apply(x, out, lambda v: v * np.tanh(_softplus(v)))
+
+
+@kernel("aten::threshold.out", dtypes=REAL_DTYPES)
+def threshold_out(x: np.ndarray, threshold: float, value: float, out: np.ndarray) -> np.ndarray:
+    """x <= threshold ? value : x, in the promoted dtype of x and both scalars."""
+    ct = opmath(result_dtype(x, threshold, value))
+    v = cast(x, ct)
+    return store(out, np.where(v <= cast(threshold, ct), cast(value, ct), v))
+
+
+@kernel("aten::logit.out", dtypes=FLOAT_DTYPES)
+@quiet
+def logit_out(x: np.ndarray, eps: float | None, out: np.ndarray) -> np.ndarray:
+    """log(x / (1 − x)), with x clamped to [eps, 1 − eps] when eps is given."""
+
+    def logit(v: np.ndarray) -> np.ndarray:
+        if eps is not None:
+            v = np.clip(v, eps, 1 - eps)
+        return np.log(v / (1 - v))
+
+    return _apply(x, out, logit)
+
+
+@kernel("aten::glu.out", dtypes=FLOAT_DTYPES)
+@quiet
+def glu_out(x: np.ndarray, dim: int, out: np.ndarray) -> np.ndarray:
+    """a · sigmoid(b) where a, b are the two halves of x along dim."""
+    axis = wrap_dim(dim, x.ndim)
+    if x.ndim == 0 or x.shape[axis] % 2:
+        raise KernelError(f"glu: dim {dim} of shape {list(x.shape)} must have an even size")
+    a, b = np.split(cast(x, opmath(x.dtype)), 2, axis=axis)
+    return store(out, a * _sigmoid(b))

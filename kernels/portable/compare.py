@@ -1,0 +1,110 @@
+"""Comparisons, logical and bitwise ops, isnan/isinf.
+
+Comparisons promote both operands to their torch result dtype first (int64 == float16
+compares in float16, like torch), then write bools (or whatever out holds).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from etbuild.kernels.portable.common import Operand, broadcast_shape, cast, named, result_dtype
+from etbuild.kernels.registry import ALL_DTYPES, INT_DTYPES, kernel
+from etbuild.runtime.tensor import resize
+
+Ufunc = Callable[..., np.ndarray]
+
+# Tensor and Scalar overloads of each comparison, in the promoted dtype of both operands.
+COMPARE: dict[str, Ufunc] = {
+    "aten::eq.Tensor_out": np.equal,
+    "aten::eq.Scalar_out": np.equal,
+    "aten::ne.Tensor_out": np.not_equal,
+    "aten::ne.Scalar_out": np.not_equal,
+    "aten::lt.Tensor_out": np.less,
+    "aten::lt.Scalar_out": np.less,
+    "aten::le.Tensor_out": np.less_equal,
+    "aten::le.Scalar_out": np.less_equal,
+    "aten::gt.Tensor_out": np.greater,
+    "aten::gt.Scalar_out": np.greater,
+    "aten::ge.Tensor_out": np.greater_equal,
+    "aten::ge.Scalar_out": np.greater_equal,
+}
+# Truth-value ops: any dtype, non-zero is true.
+LOGICAL: dict[str, Ufunc] = {
+    "aten::logical_and.out": np.logical_and,
+    "aten::logical_or.out": np.logical_or,
+    "aten::logical_xor.out": np.logical_xor,
+}
+# Bitwise ops on integers and bools, in the promoted dtype.
+BITWISE: dict[str, Ufunc] = {
+    "aten::bitwise_and.Tensor_out": np.bitwise_and,
+    "aten::bitwise_and.Scalar_out": np.bitwise_and,
+    "aten::bitwise_or.Tensor_out": np.bitwise_or,
+    "aten::bitwise_or.Scalar_out": np.bitwise_or,
+    "aten::bitwise_xor.Tensor_out": np.bitwise_xor,
+    "aten::bitwise_xor.Scalar_out": np.bitwise_xor,
+}
+BITWISE_DTYPES = INT_DTYPES + ("bool",)
+
+
+def _promoted(fn: Ufunc) -> Callable[[Operand, Operand, np.ndarray], np.ndarray]:
+    def binary(a: Operand, b: Operand, out: np.ndarray) -> np.ndarray:
+        dtype = result_dtype(a, b)
+        out = resize(out, broadcast_shape(a, b))
+        fn(cast(a, dtype), cast(b, dtype), out=out, casting="unsafe")
+        return out
+
+    return binary
+
+
+def _logical(fn: Ufunc) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
+    def binary(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+        out = resize(out, broadcast_shape(a, b))
+        fn(a, b, out=out, casting="unsafe")
+        return out
+
+    return binary
+
+
+for _name, _fn in COMPARE.items():
+    kernel(_name, dtypes=ALL_DTYPES)(named(_promoted(_fn), _name, __name__))
+for _name, _fn in BITWISE.items():
+    kernel(_name, dtypes=BITWISE_DTYPES)(named(_promoted(_fn), _name, __name__))
+for _name, _fn in LOGICAL.items():
+    kernel(_name, dtypes=ALL_DTYPES)(named(_logical(_fn), _name, __name__))
+
+
+@kernel("aten::logical_not.out", dtypes=ALL_DTYPES)
+def logical_not_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    out = resize(out, x.shape)
+    np.logical_not(x, out=out, casting="unsafe")
+    return out
+
+
+@kernel("aten::bitwise_not.out", dtypes=BITWISE_DTYPES)
+def bitwise_not_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    out = resize(out, x.shape)
+    np.invert(x, out=out, casting="unsafe")
+    return out
+
+
+def _float_test(fn: Ufunc, x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """fn on float inputs; integers and bools are never NaN or infinite."""
+    out = resize(out, x.shape)
+    if x.dtype.kind == "f":
+        fn(x, out=out, casting="unsafe")
+    else:
+        out.fill(False)
+    return out
+
+
+@kernel("aten::isnan.out", dtypes=ALL_DTYPES)
+def isnan_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return _float_test(np.isnan, x, out)
+
+
+@kernel("aten::isinf.out", dtypes=ALL_DTYPES)
+def isinf_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return _float_test(np.isinf, x, out)

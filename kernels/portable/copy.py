@@ -1,0 +1,49 @@
+"""Copies that change dtype or layout: _to_dim_order_copy, _clone_dim_order, _to_copy, copy_.
+
+`out` is already a view in its planned dim order, so a layout change is just a copy into
+it; a dtype change casts like torch (floats truncate toward zero into integers, non-zero
+is True). The requested dim_order is checked to be a permutation of out's dims.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from etbuild.errors import KernelError
+from etbuild.kernels.portable.common import quiet, store
+from etbuild.kernels.registry import ALL_DTYPES, kernel
+
+
+def _check_dim_order(dim_order: list[int] | None, ndim: int) -> None:
+    if dim_order is not None and sorted(dim_order) != list(range(ndim)):
+        raise KernelError(f"dim_order {dim_order} is not a permutation of {ndim} dims")
+
+
+@kernel("dim_order_ops::_to_dim_order_copy.out", dtypes=ALL_DTYPES)
+@quiet
+def to_dim_order_copy_out(
+    x: np.ndarray, non_blocking: bool, dim_order: list[int] | None, out: np.ndarray
+) -> np.ndarray:
+    """x cast to out's dtype and laid out in dim_order (out's own layout)."""
+    _check_dim_order(dim_order, x.ndim)
+    return store(out, x)
+
+
+@kernel("dim_order_ops::_clone_dim_order.out", dtypes=ALL_DTYPES)
+def clone_dim_order_out(x: np.ndarray, non_blocking: bool, dim_order: list[int] | None, out: np.ndarray) -> np.ndarray:
+    _check_dim_order(dim_order, x.ndim)
+    return store(out, x)
+
+
+@kernel("aten::_to_copy.out", dtypes=ALL_DTYPES)
+@quiet
+def to_copy_out(x: np.ndarray, non_blocking: bool, memory_format: int | None, out: np.ndarray) -> np.ndarray:
+    return store(out, x)
+
+
+@kernel("aten::copy_", dtypes=ALL_DTYPES)
+@quiet
+def copy_(dst: np.ndarray, src: np.ndarray, non_blocking: bool) -> np.ndarray:
+    """In place: src (broadcast, cast) into dst, which is returned (mutable-buffer write-back)."""
+    np.copyto(dst, src, casting="unsafe")
+    return dst

@@ -1,0 +1,235 @@
+"""Indexing and tensor creation: gather, index, index_select, embedding, where, scatter,
+index_put, masked_fill, select/slice_scatter, nonzero, arange, full/zeros/ones(_like).
+
+Indices follow torch: int32 or int64, negative values wrap where torch wraps them (index,
+index_select), bool tensors in `index`/`index_put` are masks. Out-of-range indices raise
+KernelError. Creation ops take their dtype from `out`.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from etbuild.errors import KernelError
+from etbuild.kernels.portable.common import broadcast_shape, cast, result_dtype, store, wrap_dim
+from etbuild.kernels.registry import ALL_DTYPES, REAL_DTYPES, kernel
+from etbuild.runtime.tensor import resize
+
+
+def _indices(index: np.ndarray, size: int, what: str) -> np.ndarray:
+    """index as intp, checked against [-size, size)."""
+    idx = index.astype(np.intp, copy=False)
+    if idx.size and (idx.min() < -size or idx.max() >= size):
+        raise KernelError(
+            f"{what}: index {int(idx.max() if idx.max() >= size else idx.min())} is out of range for size {size}"
+        )
+    return idx
+
+
+def _scatter_index(index: np.ndarray, axis: int, size: int, what: str) -> tuple[np.ndarray, ...]:
+    """Full coordinates for scatter/gather: index along `axis`, positions elsewhere."""
+    idx = _indices(index, size, what)
+    if (idx < 0).any():
+        raise KernelError(f"{what}: negative index {int(idx.min())}")
+    grid = list(np.indices(index.shape, sparse=True))
+    grid[axis] = idx
+    return tuple(grid)
+
+
+def _advanced(x: np.ndarray, indices: list[np.ndarray | None]) -> tuple[object, ...]:
+    """A numpy index for torch's Tensor?[] indices: None holes are full slices."""
+    if len(indices) > max(x.ndim, 1):
+        raise KernelError(f"too many indices ({len(indices)}) for a {x.ndim}-d tensor")
+    key: list[object] = []
+    for d, ix in enumerate(indices):
+        if ix is None:
+            key.append(slice(None))
+        elif ix.dtype in (np.bool_, np.uint8):
+            key.append(ix.astype(bool, copy=False))
+        else:
+            key.append(_indices(ix, x.shape[d], "index"))
+    return tuple(key)
+
+
+@kernel("aten::gather.out", dtypes=ALL_DTYPES)
+def gather_out(x: np.ndarray, dim: int, index: np.ndarray, sparse_grad: bool, out: np.ndarray) -> np.ndarray:
+    """out[i][j] = x[index[i][j]][j] (for dim 0); index may be smaller than x off dim."""
+    if x.ndim == 0:
+        _indices(index, 1, "gather")
+        return store(out, np.broadcast_to(x, index.shape))
+    axis = wrap_dim(dim, x.ndim)
+    return store(out, x[_scatter_index(index, axis, x.shape[axis], "gather")])
+
+
+@kernel("aten::index.Tensor_out", dtypes=ALL_DTYPES)
+def index_tensor_out(x: np.ndarray, indices: list[np.ndarray | None], out: np.ndarray) -> np.ndarray:
+    """Advanced indexing, x[i0, :, i2]; numpy's and torch's placement rules agree."""
+    return store(out, x[_advanced(x, indices)])
+
+
+@kernel("aten::index_select.out", dtypes=ALL_DTYPES)
+def index_select_out(x: np.ndarray, dim: int, index: np.ndarray, out: np.ndarray) -> np.ndarray:
+    if x.ndim == 0:
+        _indices(index, 1, "index_select")
+        return store(out, x)
+    axis = wrap_dim(dim, x.ndim)
+    return store(out, np.take(x, _indices(index, x.shape[axis], "index_select"), axis=axis))
+
+
+@kernel("aten::embedding.out", dtypes=ALL_DTYPES)
+def embedding_out(
+    weight: np.ndarray, indices: np.ndarray, padding_idx: int, scale_grad: bool, sparse: bool, out: np.ndarray
+) -> np.ndarray:
+    """weight rows by index: (*indices.shape, embedding_dim)."""
+    return store(out, np.take(weight, _indices(indices, weight.shape[0], "embedding"), axis=0))
+
+
+@kernel("aten::where.self_out", dtypes=ALL_DTYPES)
+def where_self_out(cond: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    dtype = result_dtype(a, b)
+    out = resize(out, broadcast_shape(cond, a, b))
+    np.copyto(out, np.where(cond.astype(bool, copy=False), cast(a, dtype), cast(b, dtype)), casting="unsafe")
+    return out
+
+
+def _scatter_into(out: np.ndarray, dim: int, index: np.ndarray, what: str) -> tuple[np.ndarray, ...]:
+    if out.ndim == 0:
+        _indices(index, 1, what)
+        return ()
+    axis = wrap_dim(dim, out.ndim)
+    return _scatter_index(index, axis, out.shape[axis], what)
+
+
+@kernel("aten::scatter.src_out", dtypes=ALL_DTYPES)
+def scatter_src_out(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = x, then out[index[i][j]][j] = src[i][j] (dim 0); duplicates: the last one wins."""
+    out = store(out, x)
+    key = _scatter_into(out, dim, index, "scatter")
+    out[key] = src[tuple(slice(0, n) for n in index.shape)]
+    return out
+
+
+@kernel("aten::scatter.value_out", dtypes=ALL_DTYPES)
+def scatter_value_out(x: np.ndarray, dim: int, index: np.ndarray, value: float, out: np.ndarray) -> np.ndarray:
+    out = store(out, x)
+    out[_scatter_into(out, dim, index, "scatter")] = cast(value, out.dtype)
+    return out
+
+
+@kernel("aten::scatter_add.out", dtypes=REAL_DTYPES)
+def scatter_add_out(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = x, then out[index[i][j]][j] += src[i][j] (dim 0), duplicates accumulating."""
+    out = store(out, x)
+    key = _scatter_into(out, dim, index, "scatter_add")
+    np.add.at(out, key, src[tuple(slice(0, n) for n in index.shape)].astype(out.dtype, copy=False))
+    return out
+
+
+@kernel("aten::index_put.out", dtypes=ALL_DTYPES)
+def index_put_out(
+    x: np.ndarray, indices: list[np.ndarray | None], values: np.ndarray, accumulate: bool, out: np.ndarray
+) -> np.ndarray:
+    """out = x, then out[indices] = values (or += with accumulate, duplicates adding up)."""
+    out = store(out, x)
+    key = _advanced(out, indices)
+    if accumulate:
+        np.add.at(out, key, values.astype(out.dtype, copy=False))
+    else:
+        out[key] = values
+    return out
+
+
+@kernel("aten::masked_fill.Scalar_out", dtypes=ALL_DTYPES)
+def masked_fill_scalar_out(x: np.ndarray, mask: np.ndarray, value: float, out: np.ndarray) -> np.ndarray:
+    out = store(out, x)
+    np.copyto(out, cast(value, out.dtype), where=np.broadcast_to(mask.astype(bool, copy=False), out.shape))
+    return out
+
+
+@kernel("aten::select_scatter.out", dtypes=ALL_DTYPES)
+def select_scatter_out(x: np.ndarray, src: np.ndarray, dim: int, index: int, out: np.ndarray) -> np.ndarray:
+    """out = x with x.select(dim, index) replaced by src."""
+    out = store(out, x)
+    axis = wrap_dim(dim, x.ndim)
+    np.copyto(out[(slice(None),) * axis + (index,)], src, casting="unsafe")
+    return out
+
+
+@kernel("aten::slice_scatter.out", dtypes=ALL_DTYPES)
+def slice_scatter_out(
+    x: np.ndarray, src: np.ndarray, dim: int, start: int | None, end: int | None, step: int, out: np.ndarray
+) -> np.ndarray:
+    """out = x with x[start:end:step] along dim replaced by src."""
+    out = store(out, x)
+    axis = wrap_dim(dim, x.ndim)
+    np.copyto(out[(slice(None),) * axis + (slice(start, end, step),)], src, casting="unsafe")
+    return out
+
+
+@kernel("aten::nonzero.out", dtypes=ALL_DTYPES)
+def nonzero_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """(count, ndim) coordinates of the non-zero elements, in row-major order."""
+    return store(out, np.argwhere(x))
+
+
+def _fill(out: np.ndarray, shape: tuple[int, ...] | list[int], value: float) -> np.ndarray:
+    out = resize(out, shape)
+    np.copyto(out, cast(value, out.dtype))
+    return out
+
+
+def _arange(start: float, end: float, step: float, out: np.ndarray) -> np.ndarray:
+    """start + i * step for i < ceil((end - start) / step), computed in float64 or int64."""
+    if step == 0 or (end - start) * step < 0:
+        raise KernelError(f"arange: cannot go from {start} to {end} in steps of {step}")
+    if all(isinstance(v, int) for v in (start, end, step)):
+        return store(out, np.arange(start, end, step, dtype=np.int64))
+    count = math.ceil((end - start) / step)
+    return store(out, start + step * np.arange(count, dtype=np.float64))
+
+
+@kernel("aten::arange.start_out", dtypes=REAL_DTYPES)
+def arange_start_out(start: float, end: float, step: float, out: np.ndarray) -> np.ndarray:
+    return _arange(start, end, step, out)
+
+
+@kernel("aten::arange.out", dtypes=REAL_DTYPES)
+def arange_out(end: float, out: np.ndarray) -> np.ndarray:
+    return _arange(0, end, 1, out)
+
+
+@kernel("aten::full.out", dtypes=ALL_DTYPES)
+def full_out(size: list[int], value: float, out: np.ndarray) -> np.ndarray:
+    return _fill(out, size, value)
+
+
+@kernel("aten::zeros.out", dtypes=ALL_DTYPES)
+def zeros_out(size: list[int], out: np.ndarray) -> np.ndarray:
+    return _fill(out, size, 0)
+
+
+@kernel("aten::ones.out", dtypes=ALL_DTYPES)
+def ones_out(size: list[int], out: np.ndarray) -> np.ndarray:
+    return _fill(out, size, 1)
+
+
+@kernel("aten::full_like.out", dtypes=ALL_DTYPES)
+def full_like_out(x: np.ndarray, value: float, memory_format: int | None, out: np.ndarray) -> np.ndarray:
+    return _fill(out, x.shape, value)
+
+
+@kernel("aten::zeros_like.out", dtypes=ALL_DTYPES)
+def zeros_like_out(x: np.ndarray, memory_format: int | None, out: np.ndarray) -> np.ndarray:
+    return _fill(out, x.shape, 0)
+
+
+@kernel("aten::ones_like.out", dtypes=ALL_DTYPES)
+def ones_like_out(x: np.ndarray, memory_format: int | None, out: np.ndarray) -> np.ndarray:
+    return _fill(out, x.shape, 1)
+
+
+@kernel("aten::scalar_tensor.out", dtypes=ALL_DTYPES)
+def scalar_tensor_out(value: float, out: np.ndarray) -> np.ndarray:
+    return _fill(out, (), value)

@@ -1,0 +1,78 @@
+"""Matrix products: mm, bmm, addmm, baddbmm, linear, mv, dot.
+
+float16 products accumulate in float32 and round once, as torch's CPU kernels do.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from etbuild.kernels.portable.common import cast, opmath, result_dtype, store
+from etbuild.kernels.registry import FLOAT_DTYPES, kernel
+from etbuild.runtime.tensor import resize
+
+
+def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """out = a @ b, straight into out when no float16 rounding step is needed."""
+    out = resize(out, shape)
+    ct = opmath(result_dtype(a, b))
+    if out.dtype == ct:
+        np.matmul(cast(a, ct), cast(b, ct), out=out)
+    else:
+        np.copyto(out, np.matmul(cast(a, ct), cast(b, ct)), casting="unsafe")
+    return out
+
+
+def _scaled_add(
+    bias: np.ndarray, a: np.ndarray, b: np.ndarray, beta: float, alpha: float, out: np.ndarray
+) -> np.ndarray:
+    """out = beta * bias + alpha * (a @ b); beta == 0 ignores bias (even its NaNs)."""
+    ct = opmath(result_dtype(bias, a, b))
+    value = np.matmul(cast(a, ct), cast(b, ct))
+    if alpha != 1:
+        value *= cast(alpha, ct)
+    if beta != 0:
+        value = value + (cast(bias, ct) if beta == 1 else cast(bias, ct) * cast(beta, ct))
+    return store(out, value)
+
+
+@kernel("aten::mm.out", dtypes=FLOAT_DTYPES)
+def mm_out(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return _matmul(a, b, out, (a.shape[0], b.shape[1]))
+
+
+@kernel("aten::bmm.out", dtypes=FLOAT_DTYPES)
+def bmm_out(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return _matmul(a, b, out, (a.shape[0], a.shape[1], b.shape[2]))
+
+
+@kernel("aten::mv.out", dtypes=FLOAT_DTYPES)
+def mv_out(a: np.ndarray, v: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return _matmul(a, v, out, (a.shape[0],))
+
+
+@kernel("aten::dot.out", dtypes=FLOAT_DTYPES)
+def dot_out(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return _matmul(a, b, out, ())
+
+
+@kernel("aten::addmm.out", dtypes=FLOAT_DTYPES)
+def addmm_out(bias: np.ndarray, a: np.ndarray, b: np.ndarray, beta: float, alpha: float, out: np.ndarray) -> np.ndarray:
+    """out = beta * bias + alpha * (a @ b); bias broadcasts over the rows."""
+    return _scaled_add(bias, a, b, beta, alpha, out)
+
+
+@kernel("aten::baddbmm.out", dtypes=FLOAT_DTYPES)
+def baddbmm_out(
+    bias: np.ndarray, a: np.ndarray, b: np.ndarray, beta: float, alpha: float, out: np.ndarray
+) -> np.ndarray:
+    """out = beta * bias + alpha * (a @ b) per batch."""
+    return _scaled_add(bias, a, b, beta, alpha, out)
+
+
+@kernel("aten::linear.out", dtypes=FLOAT_DTYPES)
+def linear_out(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, out: np.ndarray) -> np.ndarray:
+    """out = x @ weight.T + bias over the last dim of x (any leading dims)."""
+    if bias is None:
+        return _matmul(x, weight.T, out, (*x.shape[:-1], weight.shape[0]))
+    return _scaled_add(bias, x, weight.T, 1, 1, out)

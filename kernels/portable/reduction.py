@@ -1,0 +1,276 @@
+"""Reductions: sum, mean, prod, amax/amin, argmax/argmin, max/min with indices, var/std,
+any/all, cumsum/cumprod, logsumexp, vector norms.
+
+`dim` None (or [] for the IntList overloads) reduces every dim, as in torch; integer and
+bool sums and products accumulate in int64 unless a `dtype` code says otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from etbuild.errors import KernelError
+from etbuild.kernels.portable.common import (
+    INT64,
+    cast,
+    float_dtype,
+    opmath,
+    quiet,
+    reduce_axes,
+    store,
+    wrap_dim,
+)
+from etbuild.kernels.registry import ALL_DTYPES, FLOAT_DTYPES, REAL_DTYPES, kernel
+from etbuild.runtime.tensor import numpy_dtype
+
+Dims = Sequence[int] | int | None
+
+
+def _acc_dtype(x: np.ndarray, dtype: int | None) -> np.dtype:
+    """The dtype a sum/prod accumulates in: the `dtype` argument, else int64 for integers."""
+    if dtype is not None:
+        return numpy_dtype(dtype)
+    return x.dtype if x.dtype.kind == "f" else INT64
+
+
+def _reduce(
+    fn: Callable[..., np.ndarray], x: np.ndarray, dim: Dims, keepdim: bool, ct: np.dtype, out: np.ndarray, **kw: object
+) -> np.ndarray:
+    axes = reduce_axes(dim, x.ndim)
+    return store(out, fn(cast(x, opmath(ct)), axis=axes, keepdims=keepdim, **kw))
+
+
+@kernel("aten::sum.IntList_out", dtypes=ALL_DTYPES)
+def sum_intlist_out(
+    x: np.ndarray, dim: list[int] | None, keepdim: bool, dtype: int | None, out: np.ndarray
+) -> np.ndarray:
+    return _reduce(np.sum, x, dim, keepdim, _acc_dtype(x, dtype), out)
+
+
+@kernel("aten::sum.out", dtypes=ALL_DTYPES)
+def sum_out(x: np.ndarray, dtype: int | None, out: np.ndarray) -> np.ndarray:
+    return _reduce(np.sum, x, None, False, _acc_dtype(x, dtype), out)
+
+
+@kernel("aten::prod.int_out", dtypes=ALL_DTYPES)
+def prod_int_out(x: np.ndarray, dim: int, keepdim: bool, dtype: int | None, out: np.ndarray) -> np.ndarray:
+    return _reduce(np.prod, x, dim, keepdim, _acc_dtype(x, dtype), out)
+
+
+@kernel("aten::prod.out", dtypes=ALL_DTYPES)
+def prod_out(x: np.ndarray, dtype: int | None, out: np.ndarray) -> np.ndarray:
+    return _reduce(np.prod, x, None, False, _acc_dtype(x, dtype), out)
+
+
+@kernel("aten::mean.out", dtypes=FLOAT_DTYPES)
+@quiet
+def mean_out(x: np.ndarray, dim: list[int] | None, keepdim: bool, dtype: int | None, out: np.ndarray) -> np.ndarray:
+    ct = numpy_dtype(dtype) if dtype is not None else x.dtype
+    return _reduce(np.mean, x, dim, keepdim, ct, out)
+
+
+def _extreme(fn: Callable[..., np.ndarray], x: np.ndarray, dim: Dims, keepdim: bool, out: np.ndarray) -> np.ndarray:
+    axes = reduce_axes(dim, x.ndim)
+    if any(x.shape[a] == 0 for a in axes) and x.ndim:
+        raise KernelError(f"cannot take the max/min over an empty dim of {list(x.shape)}")
+    return store(out, fn(x, axis=axes, keepdims=keepdim))
+
+
+@kernel("aten::amax.out", dtypes=ALL_DTYPES)
+def amax_out(x: np.ndarray, dim: list[int], keepdim: bool, out: np.ndarray) -> np.ndarray:
+    return _extreme(np.max, x, dim, keepdim, out)
+
+
+@kernel("aten::amin.out", dtypes=ALL_DTYPES)
+def amin_out(x: np.ndarray, dim: list[int], keepdim: bool, out: np.ndarray) -> np.ndarray:
+    return _extreme(np.min, x, dim, keepdim, out)
+
+
+@kernel("aten::max.unary_out", dtypes=ALL_DTYPES)
+def max_unary_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return _extreme(np.max, x, None, False, out)
+
+
+@kernel("aten::min.unary_out", dtypes=ALL_DTYPES)
+def min_unary_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return _extreme(np.min, x, None, False, out)
+
+
+def _arg(fn: Callable[..., np.ndarray], x: np.ndarray, dim: int | None, keepdim: bool) -> np.ndarray:
+    """Index of the first max/min (NaN counts as the extreme); dim None flattens."""
+    if x.ndim == 0:
+        return np.zeros((), dtype=INT64)
+    if dim is None:
+        flat = fn(x.reshape(-1))
+        return np.full((1,) * x.ndim, flat) if keepdim else np.asarray(flat)
+    return fn(x, axis=wrap_dim(dim, x.ndim), keepdims=keepdim)
+
+
+@kernel("aten::argmax.out", dtypes=REAL_DTYPES)
+def argmax_out(x: np.ndarray, dim: int | None, keepdim: bool, out: np.ndarray) -> np.ndarray:
+    return store(out, _arg(np.argmax, x, dim, keepdim))
+
+
+@kernel("aten::argmin.out", dtypes=REAL_DTYPES)
+def argmin_out(x: np.ndarray, dim: int | None, keepdim: bool, out: np.ndarray) -> np.ndarray:
+    return store(out, _arg(np.argmin, x, dim, keepdim))
+
+
+def _with_indices(
+    value_fn: Callable[..., np.ndarray],
+    index_fn: Callable[..., np.ndarray],
+    x: np.ndarray,
+    dim: int,
+    keepdim: bool,
+    values: np.ndarray,
+    indices: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    values = _extreme(value_fn, x, dim, keepdim, values)
+    return values, store(indices, _arg(index_fn, x, dim, keepdim))
+
+
+@kernel("aten::max.dim_max", dtypes=REAL_DTYPES)
+def max_dim_max(
+    x: np.ndarray, dim: int, keepdim: bool, values: np.ndarray, indices: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    return _with_indices(np.max, np.argmax, x, dim, keepdim, values, indices)
+
+
+@kernel("aten::min.dim_min", dtypes=REAL_DTYPES)
+def min_dim_min(
+    x: np.ndarray, dim: int, keepdim: bool, values: np.ndarray, indices: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    return _with_indices(np.min, np.argmin, x, dim, keepdim, values, indices)
+
+
+def _var(x: np.ndarray, dim: Dims, correction: float | None, keepdim: bool) -> np.ndarray:
+    axes = reduce_axes(dim, x.ndim)
+    ddof = 1 if correction is None else correction
+    return np.var(cast(x, opmath(x.dtype)), axis=axes, ddof=ddof, keepdims=keepdim)
+
+
+@kernel("aten::var.correction_out", dtypes=FLOAT_DTYPES)
+@quiet
+def var_correction_out(
+    x: np.ndarray, dim: list[int] | None, correction: float | None, keepdim: bool, out: np.ndarray
+) -> np.ndarray:
+    """Variance with Bessel-style `correction` (default 1); N <= correction gives inf/nan."""
+    return store(out, _var(x, dim, correction, keepdim))
+
+
+@kernel("aten::std.correction_out", dtypes=FLOAT_DTYPES)
+@quiet
+def std_correction_out(
+    x: np.ndarray, dim: list[int] | None, correction: float | None, keepdim: bool, out: np.ndarray
+) -> np.ndarray:
+    return store(out, np.sqrt(_var(x, dim, correction, keepdim)))
+
+
+@kernel("aten::var_mean.correction_out", dtypes=FLOAT_DTYPES)
+@quiet
+def var_mean_correction_out(
+    x: np.ndarray,
+    dim: list[int] | None,
+    correction: float | None,
+    keepdim: bool,
+    var: np.ndarray,
+    mean: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    axes = reduce_axes(dim, x.ndim)
+    mean_value = np.mean(cast(x, opmath(x.dtype)), axis=axes, keepdims=keepdim)
+    return store(var, _var(x, dim, correction, keepdim)), store(mean, mean_value)
+
+
+def _logical(
+    fn: Callable[..., np.ndarray], x: np.ndarray, axes: tuple[int, ...], keepdim: bool, out: np.ndarray
+) -> np.ndarray:
+    return store(out, fn(x.astype(bool, copy=False), axis=axes, keepdims=keepdim))
+
+
+@kernel("aten::any.out", dtypes=ALL_DTYPES)
+def any_out(x: np.ndarray, dim: int, keepdim: bool, out: np.ndarray) -> np.ndarray:
+    return _logical(np.any, x, reduce_axes(dim, x.ndim), keepdim, out)
+
+
+@kernel("aten::any.dims_out", dtypes=ALL_DTYPES)
+def any_dims_out(x: np.ndarray, dim: list[int] | None, keepdim: bool, out: np.ndarray) -> np.ndarray:
+    """dim None reduces everything; [] reduces nothing (unlike sum)."""
+    axes = () if dim == [] else reduce_axes(dim, x.ndim)
+    return _logical(np.any, x, axes, keepdim, out)
+
+
+@kernel("aten::any.all_out", dtypes=ALL_DTYPES)
+def any_all_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return _logical(np.any, x, reduce_axes(None, x.ndim), False, out)
+
+
+@kernel("aten::all.out", dtypes=ALL_DTYPES)
+def all_out(x: np.ndarray, dim: int, keepdim: bool, out: np.ndarray) -> np.ndarray:
+    return _logical(np.all, x, reduce_axes(dim, x.ndim), keepdim, out)
+
+
+@kernel("aten::all.dims_out", dtypes=ALL_DTYPES)
+def all_dims_out(x: np.ndarray, dim: list[int] | None, keepdim: bool, out: np.ndarray) -> np.ndarray:
+    """dim None reduces everything; [] reduces nothing (unlike sum)."""
+    axes = () if dim == [] else reduce_axes(dim, x.ndim)
+    return _logical(np.all, x, axes, keepdim, out)
+
+
+@kernel("aten::all.all_out", dtypes=ALL_DTYPES)
+def all_all_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return _logical(np.all, x, reduce_axes(None, x.ndim), False, out)
+
+
+def _scan(fn: Callable[..., np.ndarray], x: np.ndarray, dim: int, dtype: int | None, out: np.ndarray) -> np.ndarray:
+    ct = opmath(_acc_dtype(x, dtype))
+    if x.ndim == 0:
+        wrap_dim(dim, 0)
+        return store(out, cast(x, ct))
+    return store(out, fn(cast(x, ct), axis=wrap_dim(dim, x.ndim)))
+
+
+@kernel("aten::cumsum.out", dtypes=ALL_DTYPES)
+def cumsum_out(x: np.ndarray, dim: int, dtype: int | None, out: np.ndarray) -> np.ndarray:
+    return _scan(np.cumsum, x, dim, dtype, out)
+
+
+@kernel("aten::cumprod.out", dtypes=ALL_DTYPES)
+def cumprod_out(x: np.ndarray, dim: int, dtype: int | None, out: np.ndarray) -> np.ndarray:
+    return _scan(np.cumprod, x, dim, dtype, out)
+
+
+@kernel("aten::logsumexp.out", dtypes=REAL_DTYPES)
+@quiet
+def logsumexp_out(x: np.ndarray, dim: list[int], keepdim: bool, out: np.ndarray) -> np.ndarray:
+    """log Σ exp(x), shifted by the max (an infinite max is not shifted)."""
+    axes = reduce_axes(dim, x.ndim)
+    v = cast(x, opmath(float_dtype(x.dtype)))
+    m = np.max(v, axis=axes, keepdims=True, initial=-np.inf)
+    m = np.where(np.isfinite(m), m, 0)
+    value = np.log(np.sum(np.exp(v - m), axis=axes, keepdims=True)) + m
+    return store(out, value if keepdim else np.squeeze(value, axis=axes))
+
+
+def _norm(v: np.ndarray, p: float, axes: tuple[int, ...], keepdim: bool) -> np.ndarray:
+    a = np.abs(v)
+    if p == np.inf:
+        return np.max(a, axis=axes, keepdims=keepdim, initial=0)
+    if p == -np.inf:
+        return np.min(a, axis=axes, keepdims=keepdim)
+    if p == 0:
+        return np.sum(a != 0, axis=axes, keepdims=keepdim).astype(v.dtype)
+    if p == 2:
+        return np.sqrt(np.sum(a * a, axis=axes, keepdims=keepdim))
+    return np.sum(a**p, axis=axes, keepdims=keepdim) ** (1.0 / p)
+
+
+@kernel("aten::linalg_vector_norm.out", dtypes=FLOAT_DTYPES)
+@quiet
+def linalg_vector_norm_out(
+    x: np.ndarray, ord: float, dim: list[int] | None, keepdim: bool, dtype: int | None, out: np.ndarray
+) -> np.ndarray:
+    """(Σ|x|^ord)^(1/ord); ord inf/-inf are max/min |x|, ord 0 counts non-zeros."""
+    ct = opmath(numpy_dtype(dtype) if dtype is not None else x.dtype)
+    return store(out, _norm(cast(x, ct), float(ord), reduce_axes(dim, x.ndim), keepdim))

@@ -1,0 +1,269 @@
+"""Layout copies: view/permute/expand/slice/select/squeeze/split/cat/stack/pad/repeat/flip/...
+
+Each builds a numpy view of the result (no copy) and copies it once into `out`; inputs of
+several dtypes (cat, stack) are promoted like torch does before the cast into out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from etbuild.errors import KernelError
+from etbuild.kernels.portable.common import result_dtype, store, wrap_dim
+from etbuild.kernels.registry import ALL_DTYPES, kernel
+from etbuild.runtime.tensor import resize
+
+
+def _along(axis: int, index: int | slice) -> tuple[int | slice, ...]:
+    """An index tuple that applies `index` to one axis."""
+    return (slice(None),) * axis + (index,)
+
+
+def _split_outs(x: np.ndarray, sizes: Sequence[int], dim: int, out: list[np.ndarray]) -> list[np.ndarray]:
+    axis = wrap_dim(dim, x.ndim)
+    if sum(sizes) != x.shape[axis] or len(sizes) != len(out):
+        raise KernelError(f"split sizes {list(sizes)} do not cover dim {dim} of {list(x.shape)} in {len(out)} outs")
+    bounds = np.cumsum([0, *sizes])
+    return [store(o, x[_along(axis, slice(lo, hi))]) for o, lo, hi in zip(out, bounds, bounds[1:])]
+
+
+@kernel("aten::view_copy.out", dtypes=ALL_DTYPES)
+def view_copy_out(x: np.ndarray, size: list[int], out: np.ndarray) -> np.ndarray:
+    return store(out, x.reshape(size))
+
+
+@kernel("aten::_unsafe_view.out", dtypes=ALL_DTYPES)
+def unsafe_view_out(x: np.ndarray, size: list[int], out: np.ndarray) -> np.ndarray:
+    return store(out, x.reshape(size))
+
+
+@kernel("aten::permute_copy.out", dtypes=ALL_DTYPES)
+def permute_copy_out(x: np.ndarray, dims: list[int], out: np.ndarray) -> np.ndarray:
+    return store(out, np.transpose(x, [wrap_dim(d, x.ndim) for d in dims]) if x.ndim else x)
+
+
+@kernel("aten::t_copy.out", dtypes=ALL_DTYPES)
+def t_copy_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    if x.ndim > 2:
+        raise KernelError(f"t expects a tensor of at most 2 dims, got {x.ndim}")
+    return store(out, x.T)
+
+
+@kernel("aten::transpose_copy.int_out", dtypes=ALL_DTYPES)
+def transpose_copy_int_out(x: np.ndarray, dim0: int, dim1: int, out: np.ndarray) -> np.ndarray:
+    if x.ndim == 0:
+        return store(out, x)
+    return store(out, np.swapaxes(x, wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)))
+
+
+@kernel("aten::expand_copy.out", dtypes=ALL_DTYPES)
+def expand_copy_out(x: np.ndarray, size: list[int], implicit: bool, out: np.ndarray) -> np.ndarray:
+    """Broadcast x to size; -1 keeps the existing extent, new dims are prepended."""
+    lead = len(size) - x.ndim
+    if lead < 0:
+        raise KernelError(f"expand: size {size} has fewer dims than the tensor {list(x.shape)}")
+    shape = [x.shape[i - lead] if s == -1 else s for i, s in enumerate(size)]
+    return store(out, np.broadcast_to(x, shape))
+
+
+@kernel("aten::alias_copy.out", dtypes=ALL_DTYPES)
+def alias_copy_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return store(out, x)
+
+
+@kernel("aten::clone.out", dtypes=ALL_DTYPES)
+def clone_out(x: np.ndarray, memory_format: int | None, out: np.ndarray) -> np.ndarray:
+    """A copy; the memory format is out's planned layout, already fixed by its view."""
+    return store(out, x)
+
+
+@kernel("aten::slice_copy.Tensor_out", dtypes=ALL_DTYPES)
+def slice_copy_tensor_out(
+    x: np.ndarray, dim: int, start: int | None, end: int | None, step: int, out: np.ndarray
+) -> np.ndarray:
+    """x[start:end:step] along dim; bounds clamp like Python slices, step must be positive."""
+    if step <= 0:
+        raise KernelError(f"slice step must be positive, got {step}")
+    axis = wrap_dim(dim, x.ndim)
+    return store(out, x[_along(axis, slice(start, end, step))])
+
+
+@kernel("aten::narrow_copy.out", dtypes=ALL_DTYPES)
+def narrow_copy_out(x: np.ndarray, dim: int, start: int, length: int, out: np.ndarray) -> np.ndarray:
+    axis = wrap_dim(dim, x.ndim)
+    start = start % x.shape[axis] if start < 0 else start
+    if length < 0 or start + length > x.shape[axis]:
+        raise KernelError(f"narrow: [{start}, {start + length}) is outside dim {dim} of {list(x.shape)}")
+    return store(out, x[_along(axis, slice(start, start + length))])
+
+
+@kernel("aten::select_copy.int_out", dtypes=ALL_DTYPES)
+def select_copy_int_out(x: np.ndarray, dim: int, index: int, out: np.ndarray) -> np.ndarray:
+    axis = wrap_dim(dim, x.ndim)
+    if not -x.shape[axis] <= index < x.shape[axis]:
+        raise KernelError(f"select: index {index} is out of range for dim {dim} of {list(x.shape)}")
+    return store(out, x[_along(axis, index)])
+
+
+@kernel("aten::squeeze_copy.dims_out", dtypes=ALL_DTYPES)
+def squeeze_copy_dims_out(x: np.ndarray, dims: list[int], out: np.ndarray) -> np.ndarray:
+    """Drop the listed dims that have size 1 (others stay)."""
+    axes = tuple({wrap_dim(d, x.ndim) for d in dims if x.ndim and x.shape[wrap_dim(d, x.ndim)] == 1})
+    return store(out, np.squeeze(x, axis=axes) if axes else x)
+
+
+@kernel("aten::squeeze_copy.dim_out", dtypes=ALL_DTYPES)
+def squeeze_copy_dim_out(x: np.ndarray, dim: int, out: np.ndarray) -> np.ndarray:
+    return squeeze_copy_dims_out(x, [dim], out)
+
+
+@kernel("aten::squeeze_copy.out", dtypes=ALL_DTYPES)
+def squeeze_copy_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return store(out, np.squeeze(x))
+
+
+@kernel("aten::unsqueeze_copy.out", dtypes=ALL_DTYPES)
+def unsqueeze_copy_out(x: np.ndarray, dim: int, out: np.ndarray) -> np.ndarray:
+    return store(out, np.expand_dims(x, wrap_dim(dim, x.ndim + 1)))
+
+
+@kernel("aten::split_with_sizes_copy.out", dtypes=ALL_DTYPES)
+def split_with_sizes_copy_out(x: np.ndarray, sizes: list[int], dim: int, out: list[np.ndarray]) -> list[np.ndarray]:
+    return _split_outs(x, sizes, dim, out)
+
+
+@kernel("aten::split_copy.Tensor_out", dtypes=ALL_DTYPES)
+def split_copy_tensor_out(x: np.ndarray, size: int, dim: int, out: list[np.ndarray]) -> list[np.ndarray]:
+    """Chunks of `size` along dim, the last one shorter."""
+    extent = x.shape[wrap_dim(dim, x.ndim)]
+    count = max(math.ceil(extent / size), 1) if size else 1
+    return _split_outs(x, [min(size, extent - i * size) for i in range(count)], dim, out)
+
+
+@kernel("aten::unbind_copy.int_out", dtypes=ALL_DTYPES)
+def unbind_copy_int_out(x: np.ndarray, dim: int, out: list[np.ndarray]) -> list[np.ndarray]:
+    axis = wrap_dim(dim, x.ndim)
+    if len(out) != x.shape[axis]:
+        raise KernelError(f"unbind: {len(out)} outs for dim {dim} of {list(x.shape)}")
+    return [store(o, x[_along(axis, i)]) for i, o in enumerate(out)]
+
+
+def _cat_inputs(tensors: list[np.ndarray]) -> list[np.ndarray]:
+    """torch.cat skips legacy 1-d empty tensors next to tensors of another rank."""
+    kept = [t for t in tensors if not (t.ndim == 1 and t.size == 0)]
+    return kept or tensors[:1]
+
+
+@kernel("aten::cat.out", dtypes=ALL_DTYPES)
+def cat_out(tensors: list[np.ndarray], dim: int, out: np.ndarray) -> np.ndarray:
+    parts = _cat_inputs(tensors)
+    axis = wrap_dim(dim, parts[0].ndim)
+    shape = list(parts[0].shape)
+    shape[axis] = sum(t.shape[axis] for t in parts)
+    out = resize(out, shape)
+    dtype = result_dtype(*[t.reshape(1) if t.ndim == 0 else t for t in tensors])
+    np.concatenate([t.astype(dtype, copy=False) for t in parts], axis=axis, out=out, casting="unsafe")
+    return out
+
+
+@kernel("aten::stack.out", dtypes=ALL_DTYPES)
+def stack_out(tensors: list[np.ndarray], dim: int, out: np.ndarray) -> np.ndarray:
+    axis = wrap_dim(dim, tensors[0].ndim + 1)
+    shape = list(tensors[0].shape)
+    shape.insert(axis, len(tensors))
+    out = resize(out, shape)
+    dtype = result_dtype(*[t.reshape(1) if t.ndim == 0 else t for t in tensors])
+    np.stack([t.astype(dtype, copy=False) for t in tensors], axis=axis, out=out, casting="unsafe")
+    return out
+
+
+@kernel("aten::constant_pad_nd.out", dtypes=ALL_DTYPES)
+def constant_pad_nd_out(x: np.ndarray, pad: list[int], value: float, out: np.ndarray) -> np.ndarray:
+    """pad = [last_lo, last_hi, prev_lo, prev_hi, ...]; negative pads crop."""
+    if len(pad) % 2 or len(pad) // 2 > x.ndim:
+        raise KernelError(f"constant_pad_nd: pad {pad} does not fit a {x.ndim}-d tensor")
+    lo = [0] * x.ndim
+    hi = [0] * x.ndim
+    for i in range(len(pad) // 2):
+        lo[x.ndim - 1 - i], hi[x.ndim - 1 - i] = pad[2 * i], pad[2 * i + 1]
+    shape = [n + a + b for n, a, b in zip(x.shape, lo, hi)]
+    if min(shape, default=0) < 0:
+        raise KernelError(f"constant_pad_nd: pad {pad} crops {list(x.shape)} below zero")
+    out = resize(out, shape)
+    out.fill(value)
+    src = tuple(slice(max(-a, 0), n - max(-b, 0)) for n, a, b in zip(x.shape, lo, hi))
+    dst = tuple(slice(max(a, 0), s - max(b, 0)) for s, a, b in zip(shape, lo, hi))
+    np.copyto(out[dst], x[src], casting="unsafe")
+    return out
+
+
+@kernel("aten::repeat.out", dtypes=ALL_DTYPES)
+def repeat_out(x: np.ndarray, repeats: list[int], out: np.ndarray) -> np.ndarray:
+    if len(repeats) < x.ndim:
+        raise KernelError(f"repeat: {len(repeats)} repeats for a {x.ndim}-d tensor")
+    lead = (1,) * (len(repeats) - x.ndim)
+    return store(out, np.tile(x.reshape(lead + x.shape), repeats))
+
+
+@kernel("aten::flip.out", dtypes=ALL_DTYPES)
+def flip_out(x: np.ndarray, dims: list[int], out: np.ndarray) -> np.ndarray:
+    axes = tuple({wrap_dim(d, x.ndim) for d in dims})
+    return store(out, np.flip(x, axes) if x.ndim and axes else x)
+
+
+@kernel("aten::roll.out", dtypes=ALL_DTYPES)
+def roll_out(x: np.ndarray, shifts: list[int], dims: list[int], out: np.ndarray) -> np.ndarray:
+    """Rotate along dims; with no dims, along the flattened tensor."""
+    if not dims:
+        return store(out, np.roll(x.reshape(-1), shifts[0]).reshape(x.shape))
+    return store(out, np.roll(x, shifts, tuple(wrap_dim(d, x.ndim) for d in dims)))
+
+
+@kernel("aten::tril.out", dtypes=ALL_DTYPES)
+def tril_out(x: np.ndarray, diagonal: int, out: np.ndarray) -> np.ndarray:
+    return store(out, np.tril(x, diagonal))
+
+
+@kernel("aten::triu.out", dtypes=ALL_DTYPES)
+def triu_out(x: np.ndarray, diagonal: int, out: np.ndarray) -> np.ndarray:
+    return store(out, np.triu(x, diagonal))
+
+
+@kernel("aten::diagonal_copy.out", dtypes=ALL_DTYPES)
+def diagonal_copy_out(x: np.ndarray, offset: int, dim1: int, dim2: int, out: np.ndarray) -> np.ndarray:
+    return store(out, np.diagonal(x, offset, wrap_dim(dim1, x.ndim), wrap_dim(dim2, x.ndim)))
+
+
+@kernel("aten::unfold_copy.out", dtypes=ALL_DTYPES)
+def unfold_copy_out(x: np.ndarray, dimension: int, size: int, step: int, out: np.ndarray) -> np.ndarray:
+    """Windows of `size` every `step` along dimension, as a new last dim."""
+    if x.ndim == 0:
+        return store(out, x.reshape(1))
+    axis = wrap_dim(dimension, x.ndim)
+    windows = np.lib.stride_tricks.sliding_window_view(x, size, axis=axis)
+    return store(out, windows[_along(axis, slice(None, None, step))])
+
+
+@kernel("aten::pixel_shuffle.out", dtypes=ALL_DTYPES)
+def pixel_shuffle_out(x: np.ndarray, factor: int, out: np.ndarray) -> np.ndarray:
+    """(*, C·r², H, W) -> (*, C, H·r, W·r)."""
+    *lead, c, h, w = x.shape
+    r = factor
+    y = x.reshape(*lead, c // (r * r), r, r, h, w)
+    n = len(lead)
+    y = y.transpose(*range(n), n, n + 3, n + 1, n + 4, n + 2)
+    return store(out, y.reshape(*lead, c // (r * r), h * r, w * r))
+
+
+@kernel("aten::pixel_unshuffle.out", dtypes=ALL_DTYPES)
+def pixel_unshuffle_out(x: np.ndarray, factor: int, out: np.ndarray) -> np.ndarray:
+    """(*, C, H·r, W·r) -> (*, C·r², H, W)."""
+    *lead, c, h, w = x.shape
+    r = factor
+    y = x.reshape(*lead, c, h // r, r, w // r, r)
+    n = len(lead)
+    y = y.transpose(*range(n), n, n + 2, n + 4, n + 1, n + 3)
+    return store(out, y.reshape(*lead, c * r * r, h // r, w // r))
