@@ -46,22 +46,24 @@ def _inspect(args: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--debug", action="store_true", help="show tracebacks")
     p = argparse.ArgumentParser(prog="etbuild", description=__doc__.splitlines()[0])
-    p.add_argument("--debug", action="store_true", help="show tracebacks")
+    p.add_argument("--debug", action="store_true", dest="debug_first", help="show tracebacks")
     sub = p.add_subparsers(dest="command", required=True)
-    b = sub.add_parser("build", help="build recipes (all under --recipes-dir by default)")
+    b = sub.add_parser("build", parents=[common], help="build recipes (all under --recipes-dir by default)")
     b.add_argument("recipes", nargs="*", help="recipe files")
     b.add_argument("--recipes-dir", default="recipes")
     b.add_argument("--build-dir", default="build")
     b.set_defaults(fn=_build)
-    r = sub.add_parser("run", help="run a .pte on inputs in0, in1, … from an .npz file")
+    r = sub.add_parser("run", parents=[common], help="run a .pte on inputs in0, in1, … from an .npz file")
     r.add_argument("pte")
     r.add_argument("--inputs", required=True)
     r.add_argument("--out", required=True)
     r.add_argument("--method", default="forward")
     r.add_argument("--calls", type=int, default=1)
     r.set_defaults(fn=_run)
-    i = sub.add_parser("inspect", help="summarize a .pte: methods, operators, sizes")
+    i = sub.add_parser("inspect", parents=[common], help="summarize a .pte: methods, operators, sizes")
     i.add_argument("pte")
     i.add_argument("--json", action="store_true")
     i.set_defaults(fn=_inspect)
@@ -70,6 +72,7 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    args.debug = args.debug or args.debug_first
     fn: Callable[[argparse.Namespace], int] = args.fn
     try:
         return fn(args)

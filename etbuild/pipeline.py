@@ -6,10 +6,12 @@ has an nn.Module in hand (tests, benchmarks, notebooks).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.export import ExportedProgram
 
 from etbuild.runtime.format.pte import write_program
 from etbuild.stages.emit import emit
@@ -33,9 +35,17 @@ class Compiled:
     plans: list[MethodPlan]
 
 
-def compile_module(module: torch.nn.Module, inputs: tuple[Any, ...], memory: PlanOptions = PlanOptions()) -> Compiled:
-    """Compile `module(*inputs)` into `.pte` bytes."""
-    exported = torch.export.export(module.eval(), inputs, strict=False)
-    program, segments = lower(exported)
+def compile_exported(methods: Mapping[str, ExportedProgram], memory: PlanOptions = PlanOptions()) -> Compiled:
+    """Compile exported methods (name → ExportedProgram) into one `.pte`."""
+    program, segments = lower(methods)
     plans = [plan_method(p, memory) for p in program.execution_plan]
     return Compiled(write_program(emit(program, plans), segments), plans)
+
+
+def compile_module(
+    module: torch.nn.Module, inputs: tuple[Any, ...], memory: PlanOptions = PlanOptions(),
+    dynamic_shapes: Any = None,
+) -> Compiled:
+    """Compile `module(*inputs)` into `.pte` bytes with one method, `forward`."""
+    exported = torch.export.export(module.eval(), inputs, dynamic_shapes=dynamic_shapes, strict=False)
+    return compile_exported({"forward": exported}, memory)

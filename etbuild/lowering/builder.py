@@ -114,6 +114,20 @@ class PlanBuilder:
         self.instructions.append(fb.Instruction(call))
         self.frames.append(fb.FrameList([frame] if frame else []))
 
+    def move(self, src: int, dst: int) -> None:
+        self.instructions.append(fb.Instruction(fb.MoveCall(src, dst)))
+        self.frames.append(fb.FrameList([]))
+
+    def jump_false(self, cond: int) -> int:
+        """Append a JumpFalseCall with its destination still open; returns its index."""
+        self.instructions.append(fb.Instruction(fb.JumpFalseCall(cond, -1)))
+        self.frames.append(fb.FrameList([]))
+        return len(self.instructions) - 1
+
+    def patch_jump(self, index: int) -> None:
+        """Point the jump at `index` to the next instruction to be appended."""
+        self.instructions[index].instr_args.destination_instruction = len(self.instructions)
+
     def build(self, inputs: Sequence[int], outputs: Sequence[int]) -> fb.ExecutionPlan:
         chain = fb.Chain(instructions=self.instructions, stacktrace=self.frames)
         return fb.ExecutionPlan(

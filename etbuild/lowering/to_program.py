@@ -1,10 +1,14 @@
-"""Converts a folded core-ATen graph into an unplanned ExecutionPlan (edge dialect → program).
+"""Converts folded core-ATen graphs into unplanned ExecutionPlans (edge dialect → program).
 
 Takes: an ExportedProgram after `run_decompositions()` and its folded constants.
-Gives: an `fb.ExecutionPlan` whose every call is an out-variant KernelCall with the
-format's argument convention (every schema argument in order, defaults written out, then
-the result), tensors without allocation_info (memory planning is the next stage), and one
-FrameList per instruction naming the model source line and module path.
+Gives: an `fb.ExecutionPlan` whose every call is an out-variant KernelCall with the format's
+argument convention (every schema argument in order, defaults written out, then the
+result), tensors without allocation_info (memory planning is the next stage), and one
+FrameList per instruction naming the model source line and module path. Beyond plain
+calls it lowers: `torch.cond` (both branches inlined between JumpFalse/Move instructions),
+symbolic sizes (`sym_size.int` and prim ops on Int values; tensors planned at their upper
+bound as DYNAMIC_BOUND), and mutable buffers (planned, initial state in the mutable data
+segment, written back by `aten::copy_` at the end of the method).
 """
 
 from __future__ import annotations
@@ -13,55 +17,95 @@ import operator
 from typing import Any
 
 import torch
-from torch._ops import OpOverload
+from torch._ops import HigherOrderOperator, OpOverload
 from torch.export import ExportedProgram
-from torch.export.graph_signature import InputKind
-from torch.fx import Node
+from torch.export.graph_signature import InputKind, OutputKind
+from torch.fx import Graph, Node
 
 from etbuild.errors import StageError
 from etbuild.lowering.builder import ConstantPool, PlanBuilder
 from etbuild.lowering.dtypes import scalar_type, tensor_bytes
 from etbuild.lowering.out_variants import copy_variant, operator_name, out_variant
 from etbuild.lowering.sources import node_frame
+from etbuild.lowering.symbolic import PRIM_OPS, shape_bounds
 from etbuild.runtime.format import program as fb
 
 _MEMORY_FORMATS = {torch.contiguous_format: 0, torch.preserve_format: 1}
 
 
 class GraphConverter:
-    """One method: graph nodes in, plan values and kernel calls out."""
+    """One method: graph nodes in, plan values and instructions out."""
 
-    def __init__(self, ep: ExportedProgram, consts: dict[Node, torch.Tensor], name: str, pool: ConstantPool):
+    def __init__(
+        self, ep: ExportedProgram, consts: dict[Node, torch.Tensor], name: str, pool: ConstantPool,
+        mutable_pool: ConstantPool,
+    ) -> None:
         self.ep = ep
         self.consts = consts
         self.b = PlanBuilder(name, pool)
+        self.mutable_pool = mutable_pool
         self.env: dict[Node, Any] = {}
-        self.inputs: list[int] = []
 
     def convert(self) -> fb.ExecutionPlan:
-        user_inputs = {s.arg.name for s in self.ep.graph_signature.input_specs if s.kind == InputKind.USER_INPUT}
-        outputs: list[int] = []
+        sig = self.ep.graph_signature
+        kinds = {s.arg.name: s for s in sig.input_specs}
+        inputs = []
         for node in self.ep.graph.nodes:
-            if node.op == "placeholder" and node.name in user_inputs:
+            if node.op != "placeholder":
+                continue
+            spec = kinds[node.name]
+            if spec.kind == InputKind.USER_INPUT:
                 self.env[node] = self.new_tensor(node.meta["val"])
-                self.inputs.append(self.env[node])
-            elif node.op == "placeholder" and node not in self.consts:
-                raise StageError(
-                    f"input {node.name} is neither a user input nor a constant (mutable state is not supported yet)"
-                )
-            elif node.op == "call_function" and node not in self.consts:
+                inputs.append(self.env[node])
+            elif node not in self.consts:
+                self.env[node] = self.mutable_buffer(node, spec.target)
+        results = self.convert_graph(self.ep.graph)
+        outputs = self.write_back(results)
+        return self.b.build(inputs, outputs)
+
+    def convert_graph(self, graph: Graph) -> list[Any]:
+        """Emit every call of a graph; return its output values (nodes are looked up in env)."""
+        for node in graph.nodes:
+            if node.op == "call_function" and node not in self.consts:
                 self.call(node)
             elif node.op == "output":
-                outputs = [self.value_of(n) for n in _flatten(node.args[0])]
-        return self.b.build(self.inputs, outputs)
+                return [self.value_of(n) if isinstance(n, Node) else n for n in _flatten(node.args[0])]
+        return []
+
+    def mutable_buffer(self, node: Node, target: str | None) -> int:
+        """A buffer the model mutates: planned, with its initial state in the mutable segment."""
+        state = self.ep.state_dict.get(target) if target in self.ep.state_dict else self.ep.constants.get(target)
+        if state is None:
+            raise StageError(f"input {node.name} is neither a user input, a constant nor a known buffer")
+        sizes, _ = shape_bounds(node.meta["val"])
+        idx = self.mutable_pool.add(tensor_bytes(state))
+        extra = fb.ExtraTensorInfo(mutable_data_segments_idx=0, fully_qualified_name=target)
+        return self.b.add(fb.Tensor(
+            scalar_type=scalar_type(state.dtype), sizes=sizes, dim_order=bytes(range(len(sizes))),
+            data_buffer_idx=idx, extra_tensor_info=extra,
+        ))
+
+    def write_back(self, results: list[Any]) -> list[int]:
+        """Copy each mutated buffer's new value into it; return the user outputs."""
+        outputs = []
+        for spec, value in zip(self.ep.graph_signature.output_specs, results):
+            if spec.kind == OutputKind.BUFFER_MUTATION:
+                buf = self.env[next(n for n in self.ep.graph.nodes if n.name == _input_for(self.ep, spec.target))]
+                self.b.kernel_call("aten::copy_", "", [buf, value, self.b.bool(False), buf], None)
+            elif spec.kind == OutputKind.USER_OUTPUT:
+                outputs.append(value)
+            else:
+                raise StageError(f"output kind {spec.kind.name} is not supported")
+        return outputs
 
     def new_tensor(self, meta: Any) -> int:
         if not isinstance(meta, torch.Tensor):
             raise StageError(f"expected a tensor, got {type(meta).__name__}")
-        return self.b.tensor(scalar_type(meta.dtype), list(meta.shape))
+        sizes, dynamic = shape_bounds(meta)
+        return self.b.tensor(scalar_type(meta.dtype), sizes, dynamic=dynamic)
 
     def value_of(self, node: Node) -> int:
-        """The tensor value for a node, materializing a constant on first use."""
+        """The value for a node, materializing a constant on first use."""
         if node not in self.env:
             if node not in self.consts:
                 raise StageError(f"node {node.name} is used before it is defined")
@@ -69,16 +113,40 @@ class GraphConverter:
             self.env[node] = self.b.tensor(scalar_type(t.dtype), list(t.shape), data=tensor_bytes(t))
         value = self.env[node]
         if isinstance(value, list):
-            raise StageError(f"node {node.name} has several results; expected one tensor")
+            raise StageError(f"node {node.name} has several results; expected one value")
         return value
 
     def call(self, node: Node) -> None:
-        if node.target is operator.getitem:
+        target = node.target
+        if target is operator.getitem:
             self.env[node] = self.env[node.args[0]][node.args[1]]
-            return
-        if not isinstance(node.target, OpOverload):
-            raise StageError(f"node {node.name}: {node.target} is not an ATen operator")
-        op = out_variant(copy_variant(node.target))
+        elif target in PRIM_OPS:
+            self.prim_call(node, PRIM_OPS[target])
+        elif target is torch.ops.aten.sym_size.int:
+            dim = self.b.int(node.args[1])
+            self.env[node] = self.b.int(0)
+            self.b.kernel_call("aten::sym_size", "int", [self.value_of(node.args[0]), dim, self.env[node]], node_frame(node))
+        elif target is torch.ops.higher_order.cond:
+            self.cond(node)
+        elif isinstance(target, OpOverload):
+            self.kernel(node, out_variant(copy_variant(target)))
+        elif isinstance(target, HigherOrderOperator):
+            raise StageError(f"node {node.name}: {target.name()} is not supported yet")
+        else:
+            raise StageError(f"node {node.name}: {target} is not an ATen operator")
+
+    def prim_call(self, node: Node, name: str) -> None:
+        args = [self.value_of(a) if isinstance(a, Node) else self.scalar_value(a, node) for a in node.args]
+        result = node.meta.get("val")
+        if isinstance(result, (bool, torch.SymBool)):
+            self.env[node] = self.b.bool(False)
+        elif isinstance(result, (float, torch.SymFloat)):
+            self.env[node] = self.b.double(0.0)
+        else:
+            self.env[node] = self.b.int(0)
+        self.b.kernel_call(name, "Scalar", [*args, self.env[node]], node_frame(node))
+
+    def kernel(self, node: Node, op: OpOverload) -> None:
         bound = _bind_args(node)
         args, outs = [], []
         for arg in op._schema.arguments:
@@ -89,6 +157,25 @@ class GraphConverter:
         out_ids, ret = self.out_values(outs, node)
         name, overload = operator_name(op)
         self.b.kernel_call(name, overload, [*args, *out_ids, ret], node_frame(node))
+
+    def cond(self, node: Node) -> None:
+        """Inline both branches: JumpFalse, true branch, Move, jump to end, false branch, Move."""
+        pred, true_gm, false_gm, operands = node.args
+        outs = [self.new_tensor(m) for m in node.meta["val"]]
+        jump_to_false = self.b.jump_false(self.value_of(pred))
+        self.branch(getattr(self.ep.graph_module, true_gm.target), operands, outs)
+        jump_to_end = self.b.jump_false(self.b.bool(False))
+        self.b.patch_jump(jump_to_false)
+        self.branch(getattr(self.ep.graph_module, false_gm.target), operands, outs)
+        self.b.patch_jump(jump_to_end)
+        self.env[node] = outs
+
+    def branch(self, gm: torch.fx.GraphModule, operands: Any, outs: list[int]) -> None:
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        for ph, operand in zip(placeholders, operands):
+            self.env[ph] = self.value_of(operand)
+        for result, out in zip(self.convert_graph(gm.graph), outs):
+            self.b.move(result, out)
 
     def out_values(self, outs: list[Any], node: Node) -> tuple[list[int], int]:
         meta = node.meta["val"]
@@ -111,6 +198,8 @@ class GraphConverter:
         if isinstance(typ, torch._C.OptionalType):
             typ = typ.getElementType()
         if isinstance(value, Node):
+            if isinstance(typ, torch._C.TensorType) and not isinstance(value.meta.get("val"), torch.Tensor):
+                return self.symbolic_scalar_tensor(value, node)
             return self.value_of(value)
         if isinstance(typ, torch._C.TensorType):
             return self.scalar_tensor(value)
@@ -140,6 +229,12 @@ class GraphConverter:
         t = torch.tensor(value)
         return self.b.tensor(scalar_type(t.dtype), [], data=tensor_bytes(t))
 
+    def symbolic_scalar_tensor(self, value: Node, node: Node) -> int:
+        """A symbolic Int where the schema wants a tensor: `scalar_tensor.out` at run time."""
+        out = self.b.tensor(scalar_type(torch.int64), [])
+        self.b.kernel_call("aten::scalar_tensor", "out", [self.value_of(value), out, out], node_frame(node))
+        return out
+
     def list_value(self, items: list[Any], elem: Any, node: Node) -> int:
         if isinstance(elem, torch._C.OptionalType) and isinstance(elem.getElementType(), torch._C.TensorType):
             return self.b.optional_tensor_list([self.value_of(i) if i is not None else -1 for i in items])
@@ -150,6 +245,13 @@ class GraphConverter:
         if isinstance(elem, torch._C.BoolType):
             return self.b.bool_list(items)
         return self.b.int_list([self.value_of(i) if isinstance(i, Node) else self.b.int(i) for i in items])
+
+
+def _input_for(ep: ExportedProgram, buffer: str | None) -> str:
+    for node_name, target in ep.graph_signature.inputs_to_buffers.items():
+        if target == buffer:
+            return node_name
+    raise StageError(f"mutated buffer {buffer} is not an input of the graph")
 
 
 def _bind_args(node: Node) -> dict[str, Any]:
@@ -163,7 +265,7 @@ def _default(arg: Any) -> Any:
     return arg.default_value if arg.has_default_value() else None
 
 
-def _flatten(x: Any) -> list[Node]:
+def _flatten(x: Any) -> list[Any]:
     if isinstance(x, (list, tuple)):
         return [n for item in x for n in _flatten(item)]
     if not isinstance(x, Node):

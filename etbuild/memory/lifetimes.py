@@ -4,6 +4,9 @@ A tensor is planned when it is neither a constant nor caller-supplied: activatio
 inputs and outputs. Its lifetime is the closed interval of instruction indices from its
 first to its last mention (as an argument, a result, or an item of a list value); user
 inputs are live from before instruction 0, outputs until after the last instruction.
+Mutable state (a buffer the model updates) is live for the whole method and across calls,
+so no other tensor ever shares its bytes. A MoveCall makes its target an alias of its
+source, so the source lives as long as the target is used.
 """
 
 from __future__ import annotations
@@ -48,9 +51,14 @@ def _instruction_values(ins: fb.Instruction) -> list[int]:
     return []
 
 
+def is_mutable_state(t: fb.Tensor) -> bool:
+    """A planned tensor with an initial value: a buffer the model mutates."""
+    return t.data_buffer_idx > 0 and (t.allocation_info is not None or t.extra_tensor_info is not None)
+
+
 def needs_planning(t: fb.Tensor) -> bool:
     """True for tensors that live in planned memory (not constants)."""
-    return t.data_buffer_idx == 0 or t.allocation_info is not None
+    return t.data_buffer_idx == 0 or is_mutable_state(t)
 
 
 def lifetimes(plan: fb.ExecutionPlan) -> list[TensorLife]:
@@ -66,6 +74,13 @@ def lifetimes(plan: fb.ExecutionPlan) -> list[TensorLife]:
             s[1] = pc
     for i in plan.outputs:
         span.setdefault(i, [last, last])[1] = last
+    for ins in reversed(instructions):
+        move = ins.instr_args
+        if isinstance(move, fb.MoveCall) and move.move_to in span and move.move_from in span:
+            span[move.move_from][1] = max(span[move.move_from][1], span[move.move_to][1])
+    for i, ev in enumerate(plan.values):
+        if isinstance(ev.val, fb.Tensor) and is_mutable_state(ev.val):
+            span[i] = [-1, last]
     lives = []
     for i, (start, end) in sorted(span.items()):
         v = plan.values[i].val

@@ -14,7 +14,7 @@ aten = torch.ops.aten
 
 
 def _lowered(module: torch.nn.Module, *inputs: torch.Tensor) -> fb.ExecutionPlan:
-    program, _ = lower(torch.export.export(module.eval(), inputs))
+    program, _ = lower({"forward": torch.export.export(module.eval(), inputs)})
     return program.execution_plan[0]
 
 
