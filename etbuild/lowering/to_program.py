@@ -123,9 +123,9 @@ class GraphConverter:
         elif target in PRIM_OPS:
             self.prim_call(node, PRIM_OPS[target])
         elif target is torch.ops.aten.sym_size.int:
-            dim = self.b.int(node.args[1])
+            args = [self.value_of(node.args[0]), self.b.int(node.args[1])]
             self.env[node] = self.b.int(0)
-            self.b.kernel_call("aten::sym_size", "int", [self.value_of(node.args[0]), dim, self.env[node]], node_frame(node))
+            self.b.kernel_call("aten::sym_size", "int", [*args, self.env[node]], node_frame(node))
         elif target is torch.ops.higher_order.cond:
             self.cond(node)
         elif isinstance(target, OpOverload):
