@@ -19,7 +19,7 @@ import math
 import sys
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import chain
 from typing import Any
 
@@ -213,6 +213,7 @@ class OpSpec:
     cases: inputs per dtype. ref: expected result from a case, instead of torch's op.
     run: calls the kernel itself (for ops the generic call cannot express).
     tol: multiplies the dtype's tolerances. mutates: argument positions the op may write.
+    values: False compares only shapes and dtypes (random or uninitialized results).
     """
 
     cases: CaseFn
@@ -221,6 +222,7 @@ class OpSpec:
     tol: float = 1.0
     mutates: tuple[int, ...] = ()
     outs: str | None = None  # "tensor" | "tensors" | "list" | "none"; None: from the torch schema
+    values: bool = True
 
 
 SPECS: dict[str, OpSpec] = {}
@@ -261,7 +263,7 @@ def functional_overload(op: torch._ops.OpOverload) -> torch._ops.OpOverload | No
     for overload in packet.overloads():
         cand = getattr(packet, overload)
         args = cand._schema.arguments
-        if any(a.is_out or (a.alias_info and a.alias_info.is_write) for a in args):
+        if any(a.is_out for a in args):
             continue
         if [(a.name, str(a.type)) for a in args] == want:
             return cand
@@ -365,7 +367,7 @@ def call_kernel(
     return info.fn(*args, *outs), outs
 
 
-def compare(actual: Any, want: Any, factor: float = 1.0) -> str | None:
+def compare(actual: Any, want: Any, factor: float = 1.0, values: bool = True) -> str | None:
     """None when actual matches the torch result, else what differs.
 
     Floats compare with the tolerances of their dtype times `factor`; the rest exactly.
@@ -380,6 +382,8 @@ def compare(actual: Any, want: Any, factor: float = 1.0) -> str | None:
     exp = want.numpy()
     if actual.shape != exp.shape or actual.dtype != exp.dtype:
         return f"returned {actual.dtype}{list(actual.shape)}, expected {exp.dtype}{list(exp.shape)}"
+    if not values:
+        return None
     if exp.dtype.kind != "f":
         bad = actual != exp
     else:
@@ -409,9 +413,16 @@ def check_returned(result: Any, outs: list[Any], kind: str, layout: str) -> str 
 
 
 def run_case(name: str, info: KernelInfo, sp: OpSpec, case: Case, layout: str) -> str | None:
-    """The failure message of one case, or None."""
+    """The failure message of one case, or None.
+
+    torch runs on clones of the arguments the op mutates, so that the kernel's writes into
+    them can be compared with torch's.
+    """
+    ref_args = tuple(
+        a.clone() if i in sp.mutates and isinstance(a, torch.Tensor) else a for i, a in enumerate(case.args)
+    )
     try:
-        ref = expected(name, sp, case)
+        ref = expected(name, sp, replace(case, args=ref_args))
     except Exception as e:  # torch rejecting a generated case is a harness bug, reported as such
         return f"torch rejected the case: {type(e).__name__}: {e}"
     args = [to_kernel_arg(a) for a in case.args]
@@ -421,16 +432,26 @@ def run_case(name: str, info: KernelInfo, sp: OpSpec, case: Case, layout: str) -
         result, outs = call_kernel(info, sp, kind, args, ref, layout)
     except Exception as e:
         return f"kernel raised {type(e).__name__}: {e}"
-    problem = check_returned(result, outs, kind, layout)
+    return check_returned(result, outs, kind, layout) or check_values(sp, result, ref, args, before, ref_args)
+
+
+def check_values(
+    sp: OpSpec, result: Any, ref: Any, args: list[Any], before: list[Any], ref_args: tuple[Any, ...]
+) -> str | None:
+    """Results against torch's, mutated arguments against torch's, the rest unchanged."""
     results, refs = as_tuple(result), as_tuple(ref)
-    if problem is None and len(results) != len(refs):
-        problem = f"returned {len(results)} values, expected {len(refs)}"
-    for r, want in zip(results, refs):
-        problem = problem or compare(r, want, sp.tol)
+    if len(results) != len(refs):
+        return f"returned {len(results)} values, expected {len(refs)}"
+    for k, (r, want) in enumerate(zip(results, refs)):
+        if problem := compare(r, want, sp.tol, sp.values):
+            return f"result {k}: {problem}" if len(refs) > 1 else problem
     for i, (a, b) in enumerate(zip(args, before)):
-        if b is not None and i not in sp.mutates and not np.array_equal(a, b, equal_nan=b.dtype.kind == "f"):
-            problem = problem or f"argument {i} was modified"
-    return problem
+        if i in sp.mutates:
+            if problem := compare(a, ref_args[i], sp.tol):
+                return f"mutated argument {i}: {problem}"
+        elif b is not None and not np.array_equal(a, b, equal_nan=b.dtype.kind == "f"):
+            return f"argument {i} was modified"
+    return None
 
 
 def describe(case: Case) -> str:
@@ -1077,15 +1098,6 @@ def stack_cases(g: Gen) -> Iterator[Case]:
     yield Case(([g.t((0, 2))], 1))
 
 
-def pad_cases(g: Gen) -> Iterator[Case]:
-    value = 1.5 if g.is_float else (True if g.is_bool else 3)
-    yield Case((g.t((2, 3, 4)), [1, 2], 0))
-    yield Case((g.t((2, 3, 4), layout="t"), [1, 1, 2, 0], value))
-    yield Case((g.t((2, 3, 4)), [-1, 1], value))
-    yield Case((g.t((2, 3, 4)), [0, 0, 0, 0, 1, 1], 0))
-    yield Case((g.t((2, 3, 4, 5), layout="cl"), [1, 1, 1, 1], value))
-
-
 def repeat_cases(g: Gen) -> Iterator[Case]:
     yield Case((g.t((2, 3)), [2, 2]))
     yield Case((g.t((2, 3), layout="t"), [2, 1, 3]))
@@ -1148,7 +1160,6 @@ spec(
 )
 spec("aten::cat.out", cat_cases)
 spec("aten::stack.out", stack_cases)
-spec("aten::constant_pad_nd.out", pad_cases)
 spec("aten::repeat.out", repeat_cases)
 spec(
     "aten::flip.out",
@@ -1353,7 +1364,7 @@ spec(
     outs="tensor",
 )
 spec("aten::_to_copy.out", lambda g: to_copy_cases(g, True))
-spec("aten::copy_", copy_cases, ref=lambda c: c.args[0].clone().copy_(c.args[1]), mutates=(0,))
+spec("aten::copy_", copy_cases, mutates=(0,))
 
 # ---------------------------------------------------------------------------- prim ops
 
@@ -1438,6 +1449,203 @@ spec(
     run=stack_by_copy_index,
     outs="none",
 )
+
+# ---------------------------------------------------------------------------- more families
+
+
+def shift_cases(g: Gen, scalar: bool) -> Iterator[Case]:
+    for shape, layout in UNARY_SHAPES[:6]:
+        x = g.t(shape, layout=layout)
+        yield Case((x, 3) if scalar else (x, g.t(shape[-1:], low=0, high=8 * g.dtype.itemsize + 2)))
+
+
+def copy_out_cases(g: Gen) -> Iterator[Case]:
+    yield Case((g.t((3, 4)), g.t((3, 4), layout="t"), False))
+    yield Case((g.t((3, 4)), g.t((4,), torch.float32 if not g.is_float else torch.int32), False))
+    yield Case((g.t(()), g.t(()), False))
+
+
+def masked_select_cases(g: Gen) -> Iterator[Case]:
+    yield Case((g.t((3, 4)), g.t((3, 4), torch.bool)))
+    yield Case((g.t((3, 4), layout="t"), g.t((4,), torch.bool)))
+    yield Case((g.t((4,)), g.t((3, 1), torch.bool)))
+    yield Case((g.t(()), g.t((), torch.bool)))
+
+
+def masked_scatter_cases(g: Gen) -> Iterator[Case]:
+    yield Case((g.t((3, 4)), g.t((3, 4), torch.bool), g.t((12,))))
+    yield Case((g.t((3, 4), layout="t"), g.t((4,), torch.bool), g.t((4, 5))))
+
+
+def pad_cases(g: Gen) -> Iterator[Case]:
+    value = 1.5 if g.is_float else (True if g.is_bool else 3)
+    yield Case((g.t((2, 3, 4)), [1, 2], 0))
+    yield Case((g.t((2, 3, 4), layout="t"), [1, 1, 2, 0], value))
+    yield Case((g.t((2, 3, 4)), [-1, 1], value))
+    yield Case((g.t((2, 3, 4)), [0, 0, 0, 0, 1, 1], 0))
+    yield Case((g.t((2, 3, 4, 5), layout="cl"), [1, 1, 1, 1], value))
+
+
+def border_pad_cases(nsp: int) -> CaseFn:
+    def cases(g: Gen) -> Iterator[Case]:
+        spatial = (4, 5, 3)[:nsp]
+        yield Case((g.t((2, 3, *spatial)), [1, 2] * nsp))
+        yield Case((g.t((3, *spatial), layout="t"), [2, 0] * nsp))
+        yield Case((g.t((1, 2, *spatial)), [0, 0] * nsp))
+
+    return cases
+
+
+def upsample_cases(g: Gen, vec: bool, bilinear: bool) -> Iterator[Case]:
+    x = g.t((2, 3, 4, 5))
+    xc = g.t((1, 2, 3, 3), layout="cl")
+    corners = (False, True) if bilinear else (None,)
+    for ac in corners:
+        mid = (ac,) if bilinear else ()
+        if vec:
+            yield Case((x, [8, 10], *mid, None))
+            yield Case((x, [6, 3], *mid, None))
+            yield Case((xc, None, *mid, [2.0, 1.5]))
+            yield Case((x, None, *mid, [0.5, 2.0]))
+        else:
+            yield Case((x, [8, 10], *mid, None, None))
+            yield Case((xc, [7, 5], *mid, None, None))
+            yield Case((x, [6, 7], *mid, 1.5, 1.4))
+
+
+def grid_sampler_cases(g: Gen) -> Iterator[Case]:
+    x = g.t((2, 3, 5, 4))
+    grid = g.t((2, 3, 6, 2), low=-1.2, high=1.2)
+    for mode in (0, 1):
+        for padding in (0, 1, 2):
+            for ac in (False, True):
+                yield Case((x, grid, mode, padding, ac))
+    yield Case((g.t((1, 2, 4, 4), layout="cl"), g.t((1, 2, 2, 2), low=-1, high=1), 0, 0, False))
+
+
+def distinct_values(g: Gen, shape: tuple[int, ...]) -> torch.Tensor:
+    """Values without ties (sorting order is then unique)."""
+    n = math.prod(shape)
+    if g.is_float:
+        return g.t(shape)
+    start = 0 if g.dtype == torch.uint8 else -(n // 2)
+    return (torch.randperm(n, generator=g.g) + start).to(g.dtype).reshape(shape)
+
+
+def sort_cases(g: Gen, stable: bool) -> Iterator[Case]:
+    lead = (None,) if stable else ()
+    for dim, descending in ((1, False), (0, True), (-1, True)):
+        yield Case((distinct_values(g, (3, 5)), *lead, dim, descending))
+    yield Case((distinct_values(g, (4, 3)).t(), *lead, 1, False))
+    yield Case((g.t(()), *lead, 0, False))
+    if g.is_float:
+        yield Case((g.special(), *lead, 0, True))
+
+
+def topk_cases(g: Gen) -> Iterator[Case]:
+    yield Case((distinct_values(g, (3, 5)), 2, 1, True, True))
+    yield Case((distinct_values(g, (3, 5)), 3, 0, False, True))
+    yield Case((distinct_values(g, (4, 3)).t(), 1, -1, True, True))
+    yield Case((distinct_values(g, (3, 5)), 0, 1, True, True))
+
+
+def bn_train_cases(g: Gen) -> Iterator[Case]:
+    def stats(c: int) -> tuple[torch.Tensor, torch.Tensor]:
+        return g.t((c,)), g.t((c,), low=0.1, high=2.0)
+
+    yield Case((g.t((4, 3, 2, 2)), g.t((3,)), g.t((3,)), *stats(3), True, 0.1, 1e-5))
+    yield Case((g.t((4, 3, 5), layout="t"), None, None, *stats(3), True, 0.3, 1e-3))
+    yield Case((g.t((4, 3)), g.t((3,)), g.t((3,)), *stats(3), False, 0.1, 1e-5))
+
+
+def bn_no_stats_cases(g: Gen) -> Iterator[Case]:
+    yield Case((g.t((4, 3, 2, 2)), g.t((3,)), g.t((3,)), True, 0.1, 1e-5))
+    yield Case((g.t((4, 3, 5), layout="t"), None, None, True, 0.3, 1e-3))
+
+
+def cdist_cases(g: Gen) -> Iterator[Case]:
+    for p in (2.0, 1.0, 0.0, math.inf, 3.0):
+        yield Case((g.t((2, 4, 3)), g.t((2, 5, 3)), p, None))
+    yield Case((g.t((4, 3), layout="t"), g.t((0, 3)), 2.0, None))
+
+
+def as_strided_cases(g: Gen) -> Iterator[Case]:
+    x = g.t((4, 5))
+    yield Case((x, [3, 3], [5, 1], None))
+    yield Case((x, [2, 2], [1, 5], 3))
+    yield Case((x, [4], [5], 1))
+    yield Case((g.t((3, 4), layout="t"), [2, 3], [1, 3], None))
+    yield Case((x, [0, 3], [1, 1], None))
+
+
+spec(["aten::bitwise_left_shift.Tensor_out", "aten::bitwise_right_shift.Tensor_out"], lambda g: shift_cases(g, False))
+spec(
+    ["aten::bitwise_left_shift.Tensor_Scalar_out", "aten::bitwise_right_shift.Tensor_Scalar_out"],
+    lambda g: shift_cases(g, True),
+)
+spec("aten::copy.out", copy_out_cases)
+spec(["aten::detach_copy.out", "aten::lift_fresh_copy.out"], unary)
+spec(["et_copy::_h2d_copy.out", "et_copy::_d2h_copy.out"], unary, ref=lambda c: c.args[0].clone(), outs="tensor")
+spec("aten::index_put_", index_put_cases, mutates=(0,))
+spec("aten::masked_select.out", masked_select_cases)
+spec("aten::masked_scatter.out", masked_scatter_cases)
+spec(
+    "aten::repeat_interleave.Tensor_out",
+    lambda g: [Case((g.t((4,), low=0, high=4), None)), Case((g.t((0,)), None)), Case((g.t((3,), low=0, high=3), 4))],
+    ref=lambda c: torch.repeat_interleave(c.args[0]),
+    outs="tensor",
+)
+spec(
+    "aten::mean.dtype_out", lambda g: [Case((g.t((3, 4), layout="t"), None)), Case((g.t((2, 3)), torch.float64))], tol=4
+)
+spec(
+    "aten::var.out",
+    lambda g: [Case((g.t((3, 4)), [1], True, False)), Case((g.t((2, 3, 4), layout="t"), None, False, True))],
+    tol=10,
+)
+spec("aten::constant_pad_nd.out", pad_cases)
+for _nsp in (1, 2, 3):
+    spec([f"aten::reflection_pad{_nsp}d.out", f"aten::replication_pad{_nsp}d.out"], border_pad_cases(_nsp))
+spec("aten::upsample_nearest2d.vec_out", lambda g: upsample_cases(g, True, False))
+spec("aten::upsample_nearest2d.out", lambda g: upsample_cases(g, False, False))
+spec("aten::upsample_bilinear2d.vec_out", lambda g: upsample_cases(g, True, True), tol=4)
+spec("aten::upsample_bilinear2d.out", lambda g: upsample_cases(g, False, True), tol=4)
+spec("aten::grid_sampler_2d.out", grid_sampler_cases, tol=10)
+spec("aten::sort.values", lambda g: sort_cases(g, False))
+spec("aten::sort.values_stable", lambda g: sort_cases(g, True))
+spec("aten::topk.values", topk_cases)
+spec("aten::_native_batch_norm_legit.out", bn_train_cases, tol=10, mutates=(3, 4))
+spec("aten::_native_batch_norm_legit.no_stats_out", bn_no_stats_cases, tol=10)
+spec("aten::_cdist_forward.out", cdist_cases, tol=10)
+spec(
+    "aten::_pdist_forward.out",
+    lambda g: [Case((g.t((5, 3)), p)) for p in (2.0, 1.0, math.inf)] + [Case((g.t((1, 3)), 2.0))],
+    tol=10,
+)
+spec("aten::as_strided_copy.out", as_strided_cases)
+spec(
+    ["aten::rand.out", "aten::randn.out"],
+    lambda g: [Case(([2, 3],), (g.dtype,)), Case(([],), (g.dtype,))],
+    values=False,
+)
+spec(
+    "aten::native_dropout.out",
+    lambda g: [
+        Case((g.t((3, 4)), 0.5, False)),
+        Case((g.t((3, 4), layout="t"), 0.0, True)),
+        Case((g.t((2, 2)), 1.0, True)),
+    ],
+)
+spec("aten::empty.out", lambda g: [Case(([2, 3], None), (g.dtype,)), Case(([0], None), (g.dtype,))], values=False)
+spec(
+    "dim_order_ops::_empty_dim_order.out",
+    lambda g: [Case(([2, 3], None), (g.dtype,)), Case(([2, 3, 4, 5], [0, 2, 3, 1]), (g.dtype,))],
+    ref=lambda c: torch.empty(c.args[0], dtype=c.out_dtypes[0]),
+    outs="tensor",
+    values=False,
+)
+spec("aten::fill.Scalar_out", lambda g: [Case((g.t(s, layout=lay), scalar_value(g))) for s, lay in UNARY_SHAPES[:6]])
+spec("aten::fill.Tensor_out", lambda g: [Case((g.t(s, layout=lay), g.t(()))) for s, lay in UNARY_SHAPES[:6]])
 
 # ---------------------------------------------------------------------------- report
 

@@ -189,6 +189,20 @@ def windows(x: np.ndarray, kernel: Sequence[int], stride: Sequence[int], dilatio
     return as_strided(x, shape, strides, writeable=False)
 
 
+def vector_norm(v: np.ndarray, p: float, axes: tuple[int, ...], keepdim: bool) -> np.ndarray:
+    """(Σ|v|^p)^(1/p) over axes; p inf/-inf are max/min |v|, p 0 counts non-zeros."""
+    a = np.abs(v)
+    if p == np.inf:
+        return np.max(a, axis=axes, keepdims=keepdim, initial=0)
+    if p == -np.inf:
+        return np.min(a, axis=axes, keepdims=keepdim)
+    if p == 0:
+        return np.sum(a != 0, axis=axes, keepdims=keepdim).astype(v.dtype)
+    if p == 2:
+        return np.sqrt(np.sum(a * a, axis=axes, keepdims=keepdim))
+    return np.sum(a**p, axis=axes, keepdims=keepdim) ** (1.0 / p)
+
+
 _SQRT_PI = math.sqrt(math.pi)
 
 

@@ -1,4 +1,4 @@
-"""Comparisons, logical and bitwise ops, isnan/isinf.
+"""Comparisons, logical and bitwise ops (shifts included), isnan/isinf.
 
 Comparisons promote both operands to their torch result dtype first (int64 == float16
 compares in float16, like torch), then write bools (or whatever out holds).
@@ -47,6 +47,13 @@ BITWISE: dict[str, Ufunc] = {
     "aten::bitwise_xor.Scalar_out": np.bitwise_xor,
 }
 BITWISE_DTYPES = INT_DTYPES + ("bool",)
+# Shifts on integers: shifting by the bit width or more gives 0 (left) or the sign (right).
+SHIFT: dict[str, Ufunc] = {
+    "aten::bitwise_left_shift.Tensor_out": np.left_shift,
+    "aten::bitwise_left_shift.Tensor_Scalar_out": np.left_shift,
+    "aten::bitwise_right_shift.Tensor_out": np.right_shift,
+    "aten::bitwise_right_shift.Tensor_Scalar_out": np.right_shift,
+}
 
 
 def _promoted(fn: Ufunc) -> Callable[[Operand, Operand, np.ndarray], np.ndarray]:
@@ -72,6 +79,8 @@ for _name, _fn in COMPARE.items():
     kernel(_name, dtypes=ALL_DTYPES)(named(_promoted(_fn), _name, __name__))
 for _name, _fn in BITWISE.items():
     kernel(_name, dtypes=BITWISE_DTYPES)(named(_promoted(_fn), _name, __name__))
+for _name, _fn in SHIFT.items():
+    kernel(_name, dtypes=INT_DTYPES)(named(_promoted(_fn), _name, __name__))
 for _name, _fn in LOGICAL.items():
     kernel(_name, dtypes=ALL_DTYPES)(named(_logical(_fn), _name, __name__))
 

@@ -1,14 +1,12 @@
 """Indexing and tensor creation: gather, index, index_select, embedding, where, scatter,
-index_put, masked_fill, select/slice_scatter, nonzero, arange, full/zeros/ones(_like).
+index_put(_), masked_fill/select/scatter, select/slice_scatter, nonzero, repeat_interleave.
 
 Indices follow torch: int32 or int64, negative values wrap where torch wraps them (index,
 index_select), bool tensors in `index`/`index_put` are masks. Out-of-range indices raise
-KernelError. Creation ops take their dtype from `out`.
+KernelError.
 """
 
 from __future__ import annotations
-
-import math
 
 import numpy as np
 
@@ -174,62 +172,39 @@ def nonzero_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return store(out, np.argwhere(x))
 
 
-def _fill(out: np.ndarray, shape: tuple[int, ...] | list[int], value: float) -> np.ndarray:
-    out = resize(out, shape)
-    np.copyto(out, cast(value, out.dtype))
+@kernel("aten::index_put_", dtypes=ALL_DTYPES)
+def index_put_(x: np.ndarray, indices: list[np.ndarray | None], values: np.ndarray, accumulate: bool) -> np.ndarray:
+    """In place: x[indices] = values (or += with accumulate); returns x."""
+    key = _advanced(x, indices)
+    if accumulate:
+        np.add.at(x, key, values.astype(x.dtype, copy=False))
+    else:
+        x[key] = values
+    return x
+
+
+@kernel("aten::masked_select.out", dtypes=ALL_DTYPES)
+def masked_select_out(x: np.ndarray, mask: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The elements where mask (broadcast with x) is true, flattened in row-major order."""
+    shape = broadcast_shape(x, mask)
+    return store(out, np.broadcast_to(x, shape)[np.broadcast_to(mask.astype(bool, copy=False), shape)])
+
+
+@kernel("aten::masked_scatter.out", dtypes=ALL_DTYPES)
+def masked_scatter_out(x: np.ndarray, mask: np.ndarray, source: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = x, then the positions where mask is true take source's elements in order."""
+    out = store(out, x)
+    where = np.broadcast_to(mask.astype(bool, copy=False), out.shape)
+    count = int(where.sum())
+    if count > source.size:
+        raise KernelError(f"masked_scatter: mask selects {count} elements, source has {source.size}")
+    out[where] = source.reshape(-1)[:count]
     return out
 
 
-def _arange(start: float, end: float, step: float, out: np.ndarray) -> np.ndarray:
-    """start + i * step for i < ceil((end - start) / step), computed in float64 or int64."""
-    if step == 0 or (end - start) * step < 0:
-        raise KernelError(f"arange: cannot go from {start} to {end} in steps of {step}")
-    if all(isinstance(v, int) for v in (start, end, step)):
-        return store(out, np.arange(start, end, step, dtype=np.int64))
-    count = math.ceil((end - start) / step)
-    return store(out, start + step * np.arange(count, dtype=np.float64))
-
-
-@kernel("aten::arange.start_out", dtypes=REAL_DTYPES)
-def arange_start_out(start: float, end: float, step: float, out: np.ndarray) -> np.ndarray:
-    return _arange(start, end, step, out)
-
-
-@kernel("aten::arange.out", dtypes=REAL_DTYPES)
-def arange_out(end: float, out: np.ndarray) -> np.ndarray:
-    return _arange(0, end, 1, out)
-
-
-@kernel("aten::full.out", dtypes=ALL_DTYPES)
-def full_out(size: list[int], value: float, out: np.ndarray) -> np.ndarray:
-    return _fill(out, size, value)
-
-
-@kernel("aten::zeros.out", dtypes=ALL_DTYPES)
-def zeros_out(size: list[int], out: np.ndarray) -> np.ndarray:
-    return _fill(out, size, 0)
-
-
-@kernel("aten::ones.out", dtypes=ALL_DTYPES)
-def ones_out(size: list[int], out: np.ndarray) -> np.ndarray:
-    return _fill(out, size, 1)
-
-
-@kernel("aten::full_like.out", dtypes=ALL_DTYPES)
-def full_like_out(x: np.ndarray, value: float, memory_format: int | None, out: np.ndarray) -> np.ndarray:
-    return _fill(out, x.shape, value)
-
-
-@kernel("aten::zeros_like.out", dtypes=ALL_DTYPES)
-def zeros_like_out(x: np.ndarray, memory_format: int | None, out: np.ndarray) -> np.ndarray:
-    return _fill(out, x.shape, 0)
-
-
-@kernel("aten::ones_like.out", dtypes=ALL_DTYPES)
-def ones_like_out(x: np.ndarray, memory_format: int | None, out: np.ndarray) -> np.ndarray:
-    return _fill(out, x.shape, 1)
-
-
-@kernel("aten::scalar_tensor.out", dtypes=ALL_DTYPES)
-def scalar_tensor_out(value: float, out: np.ndarray) -> np.ndarray:
-    return _fill(out, (), value)
+@kernel("aten::repeat_interleave.Tensor_out", dtypes=("int32", "int64"))
+def repeat_interleave_tensor_out(repeats: np.ndarray, output_size: int | None, out: np.ndarray) -> np.ndarray:
+    """Index i repeated repeats[i] times: [0, 0, 1, 2, 2, 2] for repeats [2, 1, 3]."""
+    if repeats.ndim > 1 or (repeats.size and repeats.min() < 0):
+        raise KernelError("repeat_interleave: repeats must be a 1-d tensor of non-negative counts")
+    return store(out, np.repeat(np.arange(repeats.size, dtype=np.int64), repeats.reshape(-1)))

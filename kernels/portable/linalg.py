@@ -1,4 +1,4 @@
-"""Matrix products: mm, bmm, addmm, baddbmm, linear, mv, dot.
+"""Matrix products (mm, bmm, addmm, baddbmm, linear, mv, dot) and pairwise distances.
 
 float16 products accumulate in float32 and round once, as torch's CPU kernels do.
 """
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from etbuild.kernels.portable.common import cast, opmath, result_dtype, store
+from etbuild.kernels.portable.common import cast, opmath, quiet, result_dtype, store, vector_norm
 from etbuild.kernels.registry import FLOAT_DTYPES, kernel
 from etbuild.runtime.tensor import resize
 
@@ -76,3 +76,23 @@ def linear_out(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, out: 
     if bias is None:
         return _matmul(x, weight.T, out, (*x.shape[:-1], weight.shape[0]))
     return _scaled_add(bias, x, weight.T, 1, 1, out)
+
+
+@kernel("aten::_cdist_forward.out", dtypes=("float32", "float64"))
+@quiet
+def cdist_forward_out(
+    x1: np.ndarray, x2: np.ndarray, p: float, compute_mode: int | None, out: np.ndarray
+) -> np.ndarray:
+    """p-norm distances between the rows of x1 (..., P, M) and x2 (..., R, M): (..., P, R)."""
+    ct = opmath(result_dtype(x1, x2))
+    diff = cast(x1, ct)[..., :, None, :] - cast(x2, ct)[..., None, :, :]
+    return store(out, vector_norm(diff, float(p), (-1,), False))
+
+
+@kernel("aten::_pdist_forward.out", dtypes=("float32", "float64"))
+@quiet
+def pdist_forward_out(x: np.ndarray, p: float, out: np.ndarray) -> np.ndarray:
+    """p-norm distances between rows i < j of x (N, M), in row-major pair order."""
+    i, j = np.triu_indices(x.shape[0], 1)
+    v = cast(x, opmath(x.dtype))
+    return store(out, vector_norm(v[i] - v[j], float(p), (-1,), False))

@@ -1,7 +1,8 @@
-"""Normalizations: native_layer_norm, native_group_norm, batch norm in inference mode.
+"""Normalizations: native_layer_norm, native_group_norm, batch norm (inference and training).
 
 Each returns its three outs: the normalized tensor, then the mean and the reciprocal standard
-deviation (batch norm's saved statistics are empty in inference, as in torch).
+deviation (batch norm's saved statistics are empty in inference, as in torch). Training-mode
+batch norm also updates the running statistics in place (the variance unbiased).
 """
 
 from __future__ import annotations
@@ -101,3 +102,70 @@ def native_group_norm_out(
     y = ((v - mean) * rstd).reshape(x.shape)
     y = _affine(y, weight, bias, (1, c) + (1,) * (x.ndim - 2))
     return store(out, y), store(mean_out, mean.reshape(n, group)), store(rstd_out, rstd.reshape(n, group))
+
+
+def _batch_stats(x: np.ndarray, eps: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, int]:
+    """x in opmath, its per-channel mean and invstd (shaped to broadcast), and the count."""
+    v = cast(x, opmath(x.dtype))
+    axes = (0, *range(2, x.ndim))
+    mean, invstd = _moments(v, axes, eps)
+    return v, mean, invstd, x.size // max(x.shape[1], 1)
+
+
+def _train_norm(
+    x: np.ndarray,
+    weight: np.ndarray | None,
+    bias: np.ndarray | None,
+    eps: float,
+    outs: Outs,
+) -> tuple[Outs, np.ndarray, int]:
+    v, mean, invstd, count = _batch_stats(x, eps)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    y = _affine((v - mean) * invstd, weight, bias, shape)
+    out, save_mean, save_invstd = outs
+    stored = (store(out, y), store(save_mean, mean.reshape(-1)), store(save_invstd, invstd.reshape(-1)))
+    return stored, mean.reshape(-1), count
+
+
+@kernel("aten::_native_batch_norm_legit.out", dtypes=FLOAT_DTYPES)
+@quiet
+def native_batch_norm_legit_out(
+    x: np.ndarray,
+    weight: np.ndarray | None,
+    bias: np.ndarray | None,
+    running_mean: np.ndarray,
+    running_var: np.ndarray,
+    training: bool,
+    momentum: float,
+    eps: float,
+    out: np.ndarray,
+    save_mean: np.ndarray,
+    save_invstd: np.ndarray,
+) -> Outs:
+    """Batch statistics when training (and running-stat updates), else the running ones."""
+    if not training:
+        return native_batch_norm_legit_no_training_out(
+            x, weight, bias, running_mean, running_var, momentum, eps, out, save_mean, save_invstd
+        )
+    outs, mean, count = _train_norm(x, weight, bias, eps, (out, save_mean, save_invstd))
+    var = np.var(cast(x, mean.dtype), axis=(0, *range(2, x.ndim)), ddof=1 if count > 1 else 0)
+    np.copyto(running_mean, (1 - momentum) * running_mean + momentum * mean, casting="unsafe")
+    np.copyto(running_var, (1 - momentum) * running_var + momentum * var, casting="unsafe")
+    return outs
+
+
+@kernel("aten::_native_batch_norm_legit.no_stats_out", dtypes=FLOAT_DTYPES)
+@quiet
+def native_batch_norm_legit_no_stats_out(
+    x: np.ndarray,
+    weight: np.ndarray | None,
+    bias: np.ndarray | None,
+    training: bool,
+    momentum: float,
+    eps: float,
+    out: np.ndarray,
+    save_mean: np.ndarray,
+    save_invstd: np.ndarray,
+) -> Outs:
+    """Normalize with the batch's own statistics (there are no running ones)."""
+    return _train_norm(x, weight, bias, eps, (out, save_mean, save_invstd))[0]

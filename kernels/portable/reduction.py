@@ -20,6 +20,7 @@ from etbuild.kernels.portable.common import (
     quiet,
     reduce_axes,
     store,
+    vector_norm,
     wrap_dim,
 )
 from etbuild.kernels.registry import ALL_DTYPES, FLOAT_DTYPES, REAL_DTYPES, kernel
@@ -253,19 +254,6 @@ def logsumexp_out(x: np.ndarray, dim: list[int], keepdim: bool, out: np.ndarray)
     return store(out, value if keepdim else np.squeeze(value, axis=axes))
 
 
-def _norm(v: np.ndarray, p: float, axes: tuple[int, ...], keepdim: bool) -> np.ndarray:
-    a = np.abs(v)
-    if p == np.inf:
-        return np.max(a, axis=axes, keepdims=keepdim, initial=0)
-    if p == -np.inf:
-        return np.min(a, axis=axes, keepdims=keepdim)
-    if p == 0:
-        return np.sum(a != 0, axis=axes, keepdims=keepdim).astype(v.dtype)
-    if p == 2:
-        return np.sqrt(np.sum(a * a, axis=axes, keepdims=keepdim))
-    return np.sum(a**p, axis=axes, keepdims=keepdim) ** (1.0 / p)
-
-
 @kernel("aten::linalg_vector_norm.out", dtypes=FLOAT_DTYPES)
 @quiet
 def linalg_vector_norm_out(
@@ -273,4 +261,16 @@ def linalg_vector_norm_out(
 ) -> np.ndarray:
     """(Σ|x|^ord)^(1/ord); ord inf/-inf are max/min |x|, ord 0 counts non-zeros."""
     ct = opmath(numpy_dtype(dtype) if dtype is not None else x.dtype)
-    return store(out, _norm(cast(x, ct), float(ord), reduce_axes(dim, x.ndim), keepdim))
+    return store(out, vector_norm(cast(x, ct), float(ord), reduce_axes(dim, x.ndim), keepdim))
+
+
+@kernel("aten::mean.dtype_out", dtypes=FLOAT_DTYPES)
+@quiet
+def mean_dtype_out(x: np.ndarray, dtype: int | None, out: np.ndarray) -> np.ndarray:
+    return mean_out(x, None, False, dtype, out)
+
+
+@kernel("aten::var.out", dtypes=FLOAT_DTYPES)
+@quiet
+def var_out(x: np.ndarray, dim: list[int] | None, unbiased: bool, keepdim: bool, out: np.ndarray) -> np.ndarray:
+    return store(out, _var(x, dim, 1 if unbiased else 0, keepdim))

@@ -1,4 +1,4 @@
-"""Layout copies: view/permute/expand/slice/select/squeeze/split/cat/stack/pad/repeat/flip/...
+"""Layout copies: view/permute/expand/slice/select/squeeze/split/cat/stack/repeat/flip/...
 
 Each builds a numpy view of the result (no copy) and copies it once into `out`; inputs of
 several dtypes (cat, stack) are promoted like torch does before the cast into out.
@@ -180,26 +180,6 @@ def stack_out(tensors: list[np.ndarray], dim: int, out: np.ndarray) -> np.ndarra
     return out
 
 
-@kernel("aten::constant_pad_nd.out", dtypes=ALL_DTYPES)
-def constant_pad_nd_out(x: np.ndarray, pad: list[int], value: float, out: np.ndarray) -> np.ndarray:
-    """pad = [last_lo, last_hi, prev_lo, prev_hi, ...]; negative pads crop."""
-    if len(pad) % 2 or len(pad) // 2 > x.ndim:
-        raise KernelError(f"constant_pad_nd: pad {pad} does not fit a {x.ndim}-d tensor")
-    lo = [0] * x.ndim
-    hi = [0] * x.ndim
-    for i in range(len(pad) // 2):
-        lo[x.ndim - 1 - i], hi[x.ndim - 1 - i] = pad[2 * i], pad[2 * i + 1]
-    shape = [n + a + b for n, a, b in zip(x.shape, lo, hi)]
-    if min(shape, default=0) < 0:
-        raise KernelError(f"constant_pad_nd: pad {pad} crops {list(x.shape)} below zero")
-    out = resize(out, shape)
-    out.fill(value)
-    src = tuple(slice(max(-a, 0), n - max(-b, 0)) for n, a, b in zip(x.shape, lo, hi))
-    dst = tuple(slice(max(a, 0), s - max(b, 0)) for s, a, b in zip(shape, lo, hi))
-    np.copyto(out[dst], x[src], casting="unsafe")
-    return out
-
-
 @kernel("aten::repeat.out", dtypes=ALL_DTYPES)
 def repeat_out(x: np.ndarray, repeats: list[int], out: np.ndarray) -> np.ndarray:
     if len(repeats) < x.ndim:
@@ -267,3 +247,25 @@ def pixel_unshuffle_out(x: np.ndarray, factor: int, out: np.ndarray) -> np.ndarr
     n = len(lead)
     y = y.transpose(*range(n), n, n + 2, n + 4, n + 1, n + 3)
     return store(out, y.reshape(*lead, c * r * r, h // r, w // r))
+
+
+@kernel("aten::as_strided_copy.out", dtypes=ALL_DTYPES)
+def as_strided_copy_out(
+    x: np.ndarray, size: list[int], stride: list[int], storage_offset: int | None, out: np.ndarray
+) -> np.ndarray:
+    """Elements at storage_offset + Σ index·stride of x's memory, counted from its first element.
+
+    Only the memory x itself spans may be read (its strides must be non-negative).
+    """
+    offset = storage_offset or 0
+    if len(size) != len(stride) or min(stride, default=0) < 0 or min(x.strides, default=0) < 0 or offset < 0:
+        raise KernelError(f"as_strided: size {size}, stride {stride}, offset {offset} on {list(x.shape)}")
+    span = 1 + sum((n - 1) * s // x.itemsize for n, s in zip(x.shape, x.strides)) if x.size else 0
+    last = offset + sum((n - 1) * s for n, s in zip(size, stride)) if math.prod(size) else -1
+    if last >= span:
+        raise KernelError(f"as_strided: element {last} is beyond the {span} that {list(x.shape)} spans")
+    if last < 0:
+        return store(out, np.zeros(size, dtype=x.dtype))
+    flat = np.lib.stride_tricks.as_strided(x, shape=(span,), strides=(x.itemsize,), writeable=False)
+    view = np.lib.stride_tricks.as_strided(flat[offset:], shape=size, strides=[s * x.itemsize for s in stride])
+    return store(out, view)

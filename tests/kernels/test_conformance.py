@@ -51,3 +51,21 @@ def test_coverage_table_summarises(capsys: pytest.CaptureFixture[str]) -> None:
     results = [conformance.check("aten::relu.out", "float32"), conformance.check("aten::relu.out", "int8")]
     text = conformance.table(results)
     assert text.splitlines()[-1] == "1 operators, 2 (operator, dtype) cases, 0 failed"
+
+
+def test_main_prints_the_table_and_exits_zero(capsys: pytest.CaptureFixture[str]) -> None:
+    assert conformance.main(["aten::relu.out"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "1 operators, 8 (operator, dtype) cases, 0 failed"
+
+
+def test_main_exits_non_zero_on_a_failure(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    wrong = conformance.OpSpec(conformance.unary, ref=lambda c: c.args[0] + 1)
+    monkeypatch.setitem(conformance.SPECS, "aten::relu.out", wrong)
+    assert conformance.main(["aten::relu.out"]) == 1
+    assert "FAIL aten::relu.out" in capsys.readouterr().err
+
+
+def test_a_registered_kernel_without_a_spec_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delitem(conformance.SPECS, "aten::relu.out")
+    (result,) = conformance.check_all(["aten::relu.out"])
+    assert result.failures == ["no conformance spec"]

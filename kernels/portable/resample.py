@@ -1,0 +1,168 @@
+"""Spatial resampling: upsample_nearest2d, upsample_bilinear2d (size or scale overloads),
+grid_sampler_2d (bilinear and nearest; bicubic raises KernelError).
+
+Source coordinates follow torch's CPU kernels: nearest takes floor(dst · in/out) in float32;
+bilinear maps pixel centres (or corners with align_corners) and clamps negative sources to 0.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from etbuild.errors import KernelError
+from etbuild.kernels.portable.common import cast, opmath, store
+from etbuild.kernels.registry import FLOAT_DTYPES, kernel
+
+Size2 = tuple[int, int]
+Scales2 = tuple[float | None, float | None]
+
+
+def _output_size(
+    x: np.ndarray, output_size: list[int] | None, scale_factors: list[float] | None
+) -> tuple[Size2, Scales2]:
+    """Output (H, W) and the scales torch uses for indexing, from the vec overloads' args."""
+    if x.ndim != 4:
+        raise KernelError(f"upsample2d: expected an (N, C, H, W) input, got {list(x.shape)}")
+    if output_size is not None:
+        return (output_size[0], output_size[1]), (None, None)
+    if not scale_factors:
+        raise KernelError("upsample2d: give output_size or scale_factors")
+    h, w = (int(n * s) for n, s in zip(x.shape[2:], scale_factors))
+    return (h, w), (scale_factors[0], scale_factors[1])
+
+
+def _scale(n_in: int, n_out: int, scale: float | None, align_corners: bool) -> float:
+    """Input pixels per output pixel."""
+    if align_corners:
+        return (n_in - 1) / (n_out - 1) if n_out > 1 else 0.0
+    return 1.0 / scale if scale is not None and scale > 0 else n_in / n_out
+
+
+def _nearest_index(n_in: int, n_out: int, scale: float | None) -> np.ndarray:
+    if n_out == n_in:
+        return np.arange(n_out)
+    if n_out == 2 * n_in:
+        return np.arange(n_out) >> 1
+    s = np.float32(_scale(n_in, n_out, scale, False))
+    return np.minimum(np.floor(np.arange(n_out, dtype=np.float32) * s).astype(np.intp), n_in - 1)
+
+
+def _nearest(x: np.ndarray, size: Size2, scales: Scales2, out: np.ndarray) -> np.ndarray:
+    rows = _nearest_index(x.shape[2], size[0], scales[0])
+    cols = _nearest_index(x.shape[3], size[1], scales[1])
+    return store(out, x[:, :, rows[:, None], cols[None, :]])
+
+
+def _linear_taps(
+    n_in: int, n_out: int, scale: float | None, align_corners: bool, dtype: np.dtype
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per output position: the two source indices and the weight of the second."""
+    s = dtype.type(_scale(n_in, n_out, scale, align_corners))
+    dst = np.arange(n_out, dtype=dtype)
+    src = s * dst if align_corners else np.maximum(s * (dst + dtype.type(0.5)) - dtype.type(0.5), 0)
+    i0 = src.astype(np.intp)
+    i1 = i0 + (i0 < n_in - 1)
+    return i0, i1, np.clip(src - i0, 0, 1).astype(dtype)
+
+
+def _bilinear(x: np.ndarray, size: Size2, align_corners: bool, scales: Scales2, out: np.ndarray) -> np.ndarray:
+    v = cast(x, opmath(x.dtype))
+    h0, h1, wh = _linear_taps(x.shape[2], size[0], scales[0], align_corners, v.dtype)
+    w0, w1, ww = _linear_taps(x.shape[3], size[1], scales[1], align_corners, v.dtype)
+    rows = v[:, :, h0] * (1 - wh)[:, None] + v[:, :, h1] * wh[:, None]
+    return store(out, rows[..., w0] * (1 - ww) + rows[..., w1] * ww)
+
+
+@kernel("aten::upsample_nearest2d.vec_out", dtypes=FLOAT_DTYPES)
+def upsample_nearest2d_vec_out(
+    x: np.ndarray, output_size: list[int] | None, scale_factors: list[float] | None, out: np.ndarray
+) -> np.ndarray:
+    size, scales = _output_size(x, output_size, scale_factors)
+    return _nearest(x, size, scales, out)
+
+
+@kernel("aten::upsample_nearest2d.out", dtypes=FLOAT_DTYPES)
+def upsample_nearest2d_out(
+    x: np.ndarray, output_size: list[int], scales_h: float | None, scales_w: float | None, out: np.ndarray
+) -> np.ndarray:
+    return _nearest(x, (output_size[0], output_size[1]), (scales_h, scales_w), out)
+
+
+@kernel("aten::upsample_bilinear2d.vec_out", dtypes=FLOAT_DTYPES)
+def upsample_bilinear2d_vec_out(
+    x: np.ndarray,
+    output_size: list[int] | None,
+    align_corners: bool,
+    scale_factors: list[float] | None,
+    out: np.ndarray,
+) -> np.ndarray:
+    size, scales = _output_size(x, output_size, scale_factors)
+    return _bilinear(x, size, align_corners, scales, out)
+
+
+@kernel("aten::upsample_bilinear2d.out", dtypes=FLOAT_DTYPES)
+def upsample_bilinear2d_out(
+    x: np.ndarray,
+    output_size: list[int],
+    align_corners: bool,
+    scales_h: float | None,
+    scales_w: float | None,
+    out: np.ndarray,
+) -> np.ndarray:
+    return _bilinear(x, (output_size[0], output_size[1]), align_corners, (scales_h, scales_w), out)
+
+
+def _reflect(coord: np.ndarray, twice_low: int, twice_high: int) -> np.ndarray:
+    """Fold coordinates into [low, high] by reflecting at the bounds (grid_sample's rule)."""
+    if twice_low == twice_high:
+        return np.zeros_like(coord)
+    low, span = twice_low / 2, (twice_high - twice_low) / 2
+    dist = np.abs(coord - low)
+    extra = np.fmod(dist, span)
+    flips = np.floor(dist / span)
+    return np.where(flips % 2 == 0, extra + low, span - extra + low)
+
+
+def _source(coord: np.ndarray, size: int, padding_mode: int, align_corners: bool) -> np.ndarray:
+    """Grid coordinate in [-1, 1] to input pixel space, with border/reflection padding."""
+    one = coord.dtype.type(1)
+    pix = (coord + one) / 2 * (size - 1) if align_corners else ((coord + one) * size - one) / 2
+    if padding_mode == 2:
+        pix = _reflect(pix, 0, 2 * (size - 1)) if align_corners else _reflect(pix, -1, 2 * size - 1)
+    if padding_mode in (1, 2):
+        pix = np.clip(pix, 0, size - 1)
+    return pix
+
+
+def _tap(x: np.ndarray, iy: np.ndarray, ix: np.ndarray) -> np.ndarray:
+    """x[n, :, iy, ix] as (N, C, Ho, Wo), zero where (iy, ix) falls outside the input."""
+    h, w = x.shape[2:]
+    valid = (iy >= 0) & (iy < h) & (ix >= 0) & (ix < w)
+    n = np.arange(x.shape[0])[:, None, None]
+    values = x[n, :, np.clip(iy, 0, h - 1), np.clip(ix, 0, w - 1)]  # (N, Ho, Wo, C)
+    return np.moveaxis(np.where(valid[..., None], values, 0), -1, 1)
+
+
+@kernel("aten::grid_sampler_2d.out", dtypes=FLOAT_DTYPES)
+def grid_sampler_2d_out(
+    x: np.ndarray, grid: np.ndarray, interpolation_mode: int, padding_mode: int, align_corners: bool, out: np.ndarray
+) -> np.ndarray:
+    """Sample x (N, C, H, W) at grid (N, Ho, Wo, 2) holding (x, y) in [-1, 1].
+
+    interpolation_mode: 0 bilinear, 1 nearest (2 bicubic is not supported);
+    padding_mode: 0 zeros, 1 border, 2 reflection.
+    """
+    if interpolation_mode not in (0, 1) or padding_mode not in (0, 1, 2):
+        raise KernelError(f"grid_sampler_2d: interpolation {interpolation_mode}, padding {padding_mode} unsupported")
+    v = cast(x, opmath(x.dtype))
+    g = cast(grid, v.dtype)
+    ix = _source(g[..., 0], x.shape[3], padding_mode, align_corners)
+    iy = _source(g[..., 1], x.shape[2], padding_mode, align_corners)
+    if interpolation_mode == 1:
+        return store(out, _tap(v, np.rint(iy).astype(np.intp), np.rint(ix).astype(np.intp)))
+    x0, y0 = np.floor(ix), np.floor(iy)
+    wx, wy = (ix - x0)[:, None], (iy - y0)[:, None]
+    x0, y0 = x0.astype(np.intp), y0.astype(np.intp)
+    top = _tap(v, y0, x0) * (1 - wx) + _tap(v, y0, x0 + 1) * wx
+    bottom = _tap(v, y0 + 1, x0) * (1 - wx) + _tap(v, y0 + 1, x0 + 1) * wx
+    return store(out, top * (1 - wy) + bottom * wy)
