@@ -40,7 +40,6 @@ DTYPES: dict[str, torch.dtype] = {
     "int64": torch.int64,
     "bool": torch.bool,
 }
-FLOATS = (torch.float32, torch.float64, torch.float16)
 TOLERANCE: dict[torch.dtype, tuple[float, float]] = {  # (rtol, atol)
     torch.float16: (1e-3, 1e-3),
     torch.float32: (1.3e-6, 1e-5),
@@ -95,9 +94,9 @@ class Gen:
             lo, hi = (-3.0, 3.0) if low is None else (low, high)
             x = torch.rand(shape, generator=self.g, dtype=torch.float64) * (hi - lo) + lo
             return x.to(dtype)
-        lo = (0 if dtype == torch.uint8 else -5) if low is None else max(low, 0 if dtype == torch.uint8 else low)
-        hi = 6 if high is None else high
-        return torch.randint(int(lo), int(hi), shape, generator=self.g).to(dtype)
+        lo = -5 if low is None else int(low)
+        lo = max(lo, 0) if dtype == torch.uint8 else lo
+        return torch.randint(lo, 6 if high is None else int(high), shape, generator=self.g).to(dtype)
 
     def nonzero(self, shape: Sequence[int], dtype: torch.dtype | None = None, layout: str = "c") -> torch.Tensor:
         """Random values away from zero (divisors)."""
@@ -109,9 +108,6 @@ class Gen:
 
     def index(self, shape: Sequence[int], bound: int, dtype: torch.dtype = torch.int64) -> torch.Tensor:
         return torch.randint(0, max(bound, 1), tuple(shape), generator=self.g).to(dtype)
-
-    def perm(self, n: int) -> list[int]:
-        return torch.randperm(n, generator=self.g).tolist()
 
     def special(self) -> torch.Tensor:
         """IEEE special values and extremes (float dtypes only)."""

@@ -38,8 +38,8 @@ def _write(out: np.ndarray, fn: Ufunc, dtype: np.dtype, *operands: Operand) -> n
 
 
 def _rsqrt(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:
-    np.sqrt(x, out=out, casting=casting)
-    return np.divide(1, out, out=out)
+    np.copyto(out, 1 / np.sqrt(x), casting=casting)
+    return out
 
 
 def _erf(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:
@@ -49,10 +49,6 @@ def _erf(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:
 
 def _reciprocal(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:
     return np.divide(1, x, out=out, casting=casting)
-
-
-def _exp2(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:
-    return np.exp2(x, out=out, casting=casting)
 
 
 def _sign(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:
@@ -65,7 +61,7 @@ FLOAT_UNARY: dict[str, Ufunc] = {
     "aten::sqrt.out": np.sqrt,
     "aten::rsqrt.out": _rsqrt,
     "aten::exp.out": np.exp,
-    "aten::exp2.out": _exp2,
+    "aten::exp2.out": np.exp2,
     "aten::expm1.out": np.expm1,
     "aten::log.out": np.log,
     "aten::log1p.out": np.log1p,

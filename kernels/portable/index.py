@@ -125,18 +125,28 @@ def scatter_add_out(x: np.ndarray, dim: int, index: np.ndarray, src: np.ndarray,
     return out
 
 
+def _put(dst: np.ndarray, indices: list[np.ndarray | None], values: np.ndarray, accumulate: bool) -> np.ndarray:
+    """dst[indices] = values, or += with duplicates adding up; returns dst."""
+    key = _advanced(dst, indices)
+    if accumulate:
+        np.add.at(dst, key, values.astype(dst.dtype, copy=False))
+    else:
+        dst[key] = values
+    return dst
+
+
 @kernel("aten::index_put.out", dtypes=ALL_DTYPES)
 def index_put_out(
     x: np.ndarray, indices: list[np.ndarray | None], values: np.ndarray, accumulate: bool, out: np.ndarray
 ) -> np.ndarray:
-    """out = x, then out[indices] = values (or += with accumulate, duplicates adding up)."""
-    out = store(out, x)
-    key = _advanced(out, indices)
-    if accumulate:
-        np.add.at(out, key, values.astype(out.dtype, copy=False))
-    else:
-        out[key] = values
-    return out
+    """out = x, then out[indices] = values (or += with accumulate)."""
+    return _put(store(out, x), indices, values, accumulate)
+
+
+@kernel("aten::index_put_", dtypes=ALL_DTYPES)
+def index_put_(x: np.ndarray, indices: list[np.ndarray | None], values: np.ndarray, accumulate: bool) -> np.ndarray:
+    """In place: x[indices] = values (or += with accumulate); returns x."""
+    return _put(x, indices, values, accumulate)
 
 
 @kernel("aten::masked_fill.Scalar_out", dtypes=ALL_DTYPES)
@@ -170,17 +180,6 @@ def slice_scatter_out(
 def nonzero_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     """(count, ndim) coordinates of the non-zero elements, in row-major order."""
     return store(out, np.argwhere(x))
-
-
-@kernel("aten::index_put_", dtypes=ALL_DTYPES)
-def index_put_(x: np.ndarray, indices: list[np.ndarray | None], values: np.ndarray, accumulate: bool) -> np.ndarray:
-    """In place: x[indices] = values (or += with accumulate); returns x."""
-    key = _advanced(x, indices)
-    if accumulate:
-        np.add.at(x, key, values.astype(x.dtype, copy=False))
-    else:
-        x[key] = values
-    return x
 
 
 @kernel("aten::masked_select.out", dtypes=ALL_DTYPES)
