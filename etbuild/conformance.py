@@ -1512,7 +1512,7 @@ def upsample_cases(g: Gen, vec: bool, bilinear: bool) -> Iterator[Case]:
 def grid_sampler_cases(g: Gen) -> Iterator[Case]:
     x = g.t((2, 3, 5, 4))
     grid = g.t((2, 3, 6, 2), low=-1.2, high=1.2)
-    for mode in (0, 1):
+    for mode in (0, 1, 2):
         for padding in (0, 1, 2):
             for ac in (False, True):
                 yield Case((x, grid, mode, padding, ac))

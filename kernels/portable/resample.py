@@ -1,8 +1,9 @@
 """Spatial resampling: upsample_nearest2d, upsample_bilinear2d (size or scale overloads),
-grid_sampler_2d (bilinear and nearest; bicubic raises KernelError).
+grid_sampler_2d (bilinear, nearest, bicubic).
 
 Source coordinates follow torch's CPU kernels: nearest takes floor(dst · in/out) in float32;
 bilinear maps pixel centres (or corners with align_corners) and clamps negative sources to 0.
+grid_sampler_2d computes in the input's dtype (float16 too), as torch's CPU kernel does.
 """
 
 from __future__ import annotations
@@ -123,15 +124,17 @@ def _reflect(coord: np.ndarray, twice_low: int, twice_high: int) -> np.ndarray:
     return np.where(flips % 2 == 0, extra + low, span - extra + low)
 
 
-def _source(coord: np.ndarray, size: int, padding_mode: int, align_corners: bool) -> np.ndarray:
-    """Grid coordinate in [-1, 1] to input pixel space, with border/reflection padding."""
+def _unnormalize(coord: np.ndarray, size: int, align_corners: bool) -> np.ndarray:
+    """Grid coordinate in [-1, 1] to input pixel space."""
     one = coord.dtype.type(1)
-    pix = (coord + one) / 2 * (size - 1) if align_corners else ((coord + one) * size - one) / 2
+    return (coord + one) / 2 * (size - 1) if align_corners else ((coord + one) * size - one) / 2
+
+
+def _pad_coord(pix: np.ndarray, size: int, padding_mode: int, align_corners: bool) -> np.ndarray:
+    """Border padding clamps into the input, reflection folds then clamps, zeros keeps."""
     if padding_mode == 2:
         pix = _reflect(pix, 0, 2 * (size - 1)) if align_corners else _reflect(pix, -1, 2 * size - 1)
-    if padding_mode in (1, 2):
-        pix = np.clip(pix, 0, size - 1)
-    return pix
+    return np.clip(pix, 0, size - 1) if padding_mode in (1, 2) else pix
 
 
 def _tap(x: np.ndarray, iy: np.ndarray, ix: np.ndarray) -> np.ndarray:
@@ -143,26 +146,61 @@ def _tap(x: np.ndarray, iy: np.ndarray, ix: np.ndarray) -> np.ndarray:
     return np.moveaxis(np.where(valid[..., None], values, 0), -1, 1)
 
 
+def _cubic_weights(t: np.ndarray) -> list[np.ndarray]:
+    """Weights of the taps at -1, 0, 1, 2 for fraction t (cubic convolution, A = -0.75)."""
+    a = -0.75
+
+    def near(d: np.ndarray) -> np.ndarray:  # |d| <= 1
+        return ((a + 2) * d - (a + 3)) * d * d + 1
+
+    def far(d: np.ndarray) -> np.ndarray:  # 1 < |d| < 2
+        return ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+
+    return [far(t + 1), near(t), near(1 - t), far(2 - t)]
+
+
+def _bicubic(v: np.ndarray, ix: np.ndarray, iy: np.ndarray, padding_mode: int, align_corners: bool) -> np.ndarray:
+    """16 taps around each point, each tap's coordinate padded on its own (as torch does)."""
+    h, w = v.shape[2:]
+    x0, y0 = np.floor(ix), np.floor(iy)
+    wx, wy = _cubic_weights(ix - x0), _cubic_weights(iy - y0)
+    total = np.zeros((v.shape[0], v.shape[1], *ix.shape[1:]), dtype=v.dtype)
+    for i in range(4):
+        ty = _pad_coord(y0 + (i - 1), h, padding_mode, align_corners).astype(np.intp)
+        for j in range(4):
+            tx = _pad_coord(x0 + (j - 1), w, padding_mode, align_corners).astype(np.intp)
+            total += (wy[i] * wx[j])[:, None] * _tap(v, ty, tx)
+    return total
+
+
+def _bilinear_sample(v: np.ndarray, ix: np.ndarray, iy: np.ndarray) -> np.ndarray:
+    x0, y0 = np.floor(ix), np.floor(iy)
+    wx, wy = (ix - x0)[:, None], (iy - y0)[:, None]
+    x0, y0 = x0.astype(np.intp), y0.astype(np.intp)
+    top = _tap(v, y0, x0) * (1 - wx) + _tap(v, y0, x0 + 1) * wx
+    bottom = _tap(v, y0 + 1, x0) * (1 - wx) + _tap(v, y0 + 1, x0 + 1) * wx
+    return top * (1 - wy) + bottom * wy
+
+
 @kernel("aten::grid_sampler_2d.out", dtypes=FLOAT_DTYPES)
 def grid_sampler_2d_out(
     x: np.ndarray, grid: np.ndarray, interpolation_mode: int, padding_mode: int, align_corners: bool, out: np.ndarray
 ) -> np.ndarray:
     """Sample x (N, C, H, W) at grid (N, Ho, Wo, 2) holding (x, y) in [-1, 1].
 
-    interpolation_mode: 0 bilinear, 1 nearest (2 bicubic is not supported);
-    padding_mode: 0 zeros, 1 border, 2 reflection.
+    interpolation_mode: 0 bilinear, 1 nearest, 2 bicubic; padding_mode: 0 zeros, 1 border,
+    2 reflection.
     """
-    if interpolation_mode not in (0, 1) or padding_mode not in (0, 1, 2):
+    if interpolation_mode not in (0, 1, 2) or padding_mode not in (0, 1, 2):
         raise KernelError(f"grid_sampler_2d: interpolation {interpolation_mode}, padding {padding_mode} unsupported")
-    v = cast(x, opmath(x.dtype))
+    v = x  # in x's own dtype, float16 included, as torch's CPU kernel computes
     g = cast(grid, v.dtype)
-    ix = _source(g[..., 0], x.shape[3], padding_mode, align_corners)
-    iy = _source(g[..., 1], x.shape[2], padding_mode, align_corners)
+    ix = _unnormalize(g[..., 0], x.shape[3], align_corners)
+    iy = _unnormalize(g[..., 1], x.shape[2], align_corners)
+    if interpolation_mode == 2:
+        return store(out, _bicubic(v, ix, iy, padding_mode, align_corners))
+    ix = _pad_coord(ix, x.shape[3], padding_mode, align_corners)
+    iy = _pad_coord(iy, x.shape[2], padding_mode, align_corners)
     if interpolation_mode == 1:
         return store(out, _tap(v, np.rint(iy).astype(np.intp), np.rint(ix).astype(np.intp)))
-    x0, y0 = np.floor(ix), np.floor(iy)
-    wx, wy = (ix - x0)[:, None], (iy - y0)[:, None]
-    x0, y0 = x0.astype(np.intp), y0.astype(np.intp)
-    top = _tap(v, y0, x0) * (1 - wx) + _tap(v, y0, x0 + 1) * wx
-    bottom = _tap(v, y0 + 1, x0) * (1 - wx) + _tap(v, y0 + 1, x0 + 1) * wx
-    return store(out, top * (1 - wy) + bottom * wy)
+    return store(out, _bilinear_sample(v, ix, iy))
