@@ -1,8 +1,12 @@
-"""Build a recipe's `nn.Module` and its inputs (AOT side: imports torch).
+"""Build a recipe's `nn.Module`, its methods' inputs and their dynamic shapes (AOT: imports torch).
 
 `model.factory` is `package.module:callable` (imported with importlib) or `path/file.py:callable`
 (already absolute once the recipe is loaded; imported under a module name unique to the file).
-Every failure is a `RecipeError` located at the `model.factory` or `model.weights` key.
+Every failure is a `RecipeError` located at the `model.factory`, `model.weights`, `model.inputs`
+or `model.methods.<name>` key.
+
+Functions that take `method` default to `forward`, the one method of a recipe with
+`model.inputs`; a recipe with `model.methods` names its own (`recipe.model.methods`).
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import difflib
 import hashlib
 import importlib
 import importlib.util
+import inspect
 import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -19,7 +24,7 @@ from typing import Any
 
 import torch
 
-from etbuild.recipe import InputSpec, Recipe
+from etbuild.recipe import InputSpec, MethodSpec, Recipe
 
 TORCH_DTYPES: Mapping[str, torch.dtype] = MappingProxyType(
     {
@@ -40,7 +45,10 @@ INT_LOW, INT_HIGH = 0, 10
 
 
 def build_model(recipe: Recipe) -> torch.nn.Module:
-    """Call the recipe's factory (torch seeded with `model.seed`), load weights, return eval()."""
+    """Call the recipe's factory (torch seeded with `model.seed`), load weights, return eval().
+
+    Also checks that the module has every method the recipe exports.
+    """
     factory = _resolve_factory(recipe)
     kwargs = recipe.section("model")["kwargs"]
     with torch.random.fork_rng(devices=[]):
@@ -48,33 +56,140 @@ def build_model(recipe: Recipe) -> torch.nn.Module:
         module = _call_factory(recipe, factory, kwargs)
     if recipe.model.weights is not None:
         _load_weights(recipe, module, recipe.model.weights)
+    for method in recipe.model.methods:
+        method_callable(module, method.name, recipe)
     return module.eval()
 
 
-def example_inputs(recipe: Recipe) -> tuple[torch.Tensor, ...]:
-    """One input sample for export, the same on every call (drawn with `model.seed`)."""
-    return sample_inputs(recipe, 1, recipe.model.seed)[0]
+def method_callable(
+    model: torch.nn.Module, name: str, recipe: Recipe | None = None
+) -> Callable[..., Any]:
+    """The bound method `name` of `model` (`forward` included), to export or to run eagerly.
+
+    When the model has no such method: a RecipeError located at the recipe key that asks for
+    it (`model.methods.<name>`, or `model.inputs` for forward) if `recipe` is given, else a
+    ValueError. `build_model` has already checked every method of its recipe.
+    """
+    problem = _method_problem(model, name)
+    if problem is None:
+        bound: Callable[..., Any] = getattr(model, name)
+        return bound
+    if recipe is None:
+        raise ValueError(problem)
+    in_methods = "methods" in recipe.section("model")
+    raise recipe.error(("model", "methods", name) if in_methods else ("model", "inputs"), problem)
 
 
-def sample_inputs(recipe: Recipe, count: int, seed: int) -> list[tuple[torch.Tensor, ...]]:
-    """`count` random input tuples: floats ~ N(0, 1), ints in [low, high), bools uniform."""
+def _method_problem(model: torch.nn.Module, name: str) -> str | None:
+    """Why `model.<name>` is not a method to export, or None when it is one."""
+    owner = type(model).__name__
+    if name == "forward" and type(model).forward is torch.nn.Module.forward:
+        return (
+            f"the model ({owner}) has no forward method;"
+            " list the methods to export in model.methods"
+        )
+    if not hasattr(model, name):
+        message = f"the model ({owner}) has no method '{name}'"
+        return message + _did_you_mean_among(name, _own_methods(type(model)))
+    value = getattr(model, name)
+    if not inspect.ismethod(value):
+        return f"expected a method; the model's ({owner}) '{name}' is a {type(value).__name__}"
+    return None
+
+
+def _own_methods(cls: type) -> list[str]:
+    """Public methods that `cls` and its bases below torch.nn.Module define, sorted."""
+    names = {
+        name
+        for base in cls.__mro__
+        if issubclass(base, torch.nn.Module) and base is not torch.nn.Module
+        for name, value in vars(base).items()
+        if inspect.isfunction(value) and not name.startswith("_")
+    }
+    return sorted(names)
+
+
+def example_inputs(recipe: Recipe, method: str = "forward") -> tuple[torch.Tensor, ...]:
+    """One input tuple for export at the declared shapes, the same on every call (`model.seed`)."""
+    spec = recipe.model.method(method)
+    generator = torch.Generator().manual_seed(recipe.model.seed)
+    return tuple(_random_tensor(item, item.shape, generator) for item in spec.inputs)
+
+
+def sample_inputs(
+    recipe: Recipe, count: int, seed: int, method: str = "forward"
+) -> list[tuple[torch.Tensor, ...]]:
+    """`count` random input tuples: floats ~ N(0, 1), ints in [low, high), bools uniform.
+
+    Each dynamic dimension has size `max` in sample 0 (so the upper bound is always exercised)
+    and, in each later sample, a size drawn uniformly from [min, max], independently of the
+    other dimensions. Without dynamic dimensions every sample has the declared shapes.
+    """
     if count < 0:
         raise ValueError(f"count must be >= 0; got {count}")
+    spec = recipe.model.method(method)
     generator = torch.Generator().manual_seed(seed)
-    return [
-        tuple(_random_tensor(spec, generator) for spec in recipe.model.inputs) for _ in range(count)
-    ]
+    samples = []
+    for index in range(count):
+        shapes = _sample_shapes(spec, generator, largest=index == 0)
+        samples.append(
+            tuple(
+                _random_tensor(item, shape, generator) for item, shape in zip(spec.inputs, shapes)
+            )
+        )
+    return samples
 
 
-def _random_tensor(spec: InputSpec, generator: torch.Generator) -> torch.Tensor:
+def dynamic_shapes(recipe: Recipe, method: str = "forward") -> tuple[Any, ...] | None:
+    """The `dynamic_shapes` argument of `torch.export.export` for `method`, or None if static.
+
+    One entry per input: None, or `{dimension: torch.export.Dim(name, min=, max=)}`. Each
+    dimension gets its own Dim (named `<method>_input<i>_dim<d>`), so no two are assumed equal.
+    min=1 is passed as written: torch 2.13 accepts it (the range constraint reads [1, max]) and
+    runs the program at size 1. What it cannot do is export from an example of size 0 or 1 (it
+    specializes the dimension to that constant and fails), which is why the recipe requires the
+    declared size of a dynamic dimension to be at least 2.
+    """
+    spec = recipe.model.method(method)
+    if not spec.dynamic:
+        return None
+    return tuple(
+        {
+            dim: torch.export.Dim(f"{method}_input{index}_dim{dim}", min=bounds.min, max=bounds.max)
+            for dim, bounds in spec.dynamic[index].items()
+        }
+        if index in spec.dynamic
+        else None
+        for index in range(len(spec.inputs))
+    )
+
+
+def _sample_shapes(
+    spec: MethodSpec, generator: torch.Generator, largest: bool
+) -> list[tuple[int, ...]]:
+    """The inputs' shapes for one sample: dynamic sizes at their max, or drawn in [min, max]."""
+    shapes = [list(item.shape) for item in spec.inputs]
+    for index, dims in spec.dynamic.items():
+        for dim, bounds in dims.items():
+            if largest:
+                shapes[index][dim] = bounds.max
+            else:
+                high = bounds.max + 1
+                shapes[index][dim] = int(torch.randint(bounds.min, high, (), generator=generator))
+    return [tuple(shape) for shape in shapes]
+
+
+def _random_tensor(
+    spec: InputSpec, shape: tuple[int, ...], generator: torch.Generator
+) -> torch.Tensor:
     dtype = TORCH_DTYPES[spec.dtype]
     if dtype == torch.bool:
-        return torch.randint(0, 2, spec.shape, generator=generator).bool()
+        return torch.randint(0, 2, shape, generator=generator).bool()
     if dtype.is_floating_point:
-        return torch.randn(spec.shape, generator=generator, dtype=dtype)
+        return torch.randn(shape, generator=generator, dtype=dtype)
     low = INT_LOW if spec.low is None else spec.low
     high = INT_HIGH if spec.high is None else spec.high
-    return torch.randint(low, high, spec.shape, generator=generator, dtype=dtype)
+    return torch.randint(low, high, shape, generator=generator, dtype=dtype)
 
 
 def _resolve_factory(recipe: Recipe) -> Callable[..., Any]:
@@ -99,7 +214,11 @@ def _resolve_factory(recipe: Recipe) -> Callable[..., Any]:
 
 def _did_you_mean(name: str, owner: Any) -> str:
     public = [attribute for attribute in dir(owner) if not attribute.startswith("_")]
-    close = difflib.get_close_matches(name, public, n=1)
+    return _did_you_mean_among(name, public)
+
+
+def _did_you_mean_among(name: str, choices: list[str]) -> str:
+    close = difflib.get_close_matches(name, choices, n=1)
     return f" — did you mean '{close[0]}'?" if close else ""
 
 

@@ -4,7 +4,9 @@
 
 1. parse each file with a SafeLoader subclass, keeping the file:line:column of every key and value;
 2. deep-merge the `extends:` chain (mappings merge key by key; lists and scalars replace);
-3. validate against `schema/recipe.schema.json`, then reject sections in `NOT_SUPPORTED_YET`;
+3. validate against `schema/recipe.schema.json`, reject sections in `NOT_SUPPORTED_YET`, then
+   check what the schema cannot say: exactly one of `model.inputs` and `model.methods`, integer
+   input bounds, and dynamic dimensions that name real inputs and hold their declared sizes;
 4. fill defaults from the schema's `default` fields (the only place defaults are written),
    normalize sizes and file paths, and build the frozen dataclasses.
 
@@ -23,7 +25,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any
+from typing import Any, TypeVar
 
 import jsonschema
 import yaml
@@ -37,7 +39,6 @@ NOT_SUPPORTED_YET: tuple[KeyPath, ...] = (
     ("quantize",),
     ("backends", 0),
     ("operators",),
-    ("model", "dynamic"),
     ("memory", "levels", 1),
 )
 """Key paths whose stage does not exist yet: a recipe is rejected when one holds a non-null value.
@@ -49,6 +50,11 @@ _SIZE = re.compile(r"([0-9]+) ?(B|KiB|MiB|GiB)")
 _SIZE_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
 _FILE_FACTORY = re.compile(r"(?P<file>[^:]+\.py):(?P<attr>[^:]+)")
 _PATH_SEGMENT = re.compile(r"([^.\[\]]+)((?:\[[0-9]+\])*)")
+_MIN_DYNAMIC_EXAMPLE = 2
+"""torch.export specializes an example size of 0 or 1 to a constant, so a dynamic dimension's
+declared (example) size must be at least this; its range may still start at 1."""
+_K = TypeVar("_K")
+_V = TypeVar("_V")
 
 
 # ---------------------------------------------------------------------------- key paths, places
@@ -120,25 +126,25 @@ def _show(value: Any) -> str:
 # ---------------------------------------------------------------------------- the dataclasses
 
 
-class FrozenMapping(Mapping[str, Any]):
+class FrozenMapping(Mapping[_K, _V]):
     """A read-only, hashable mapping: frozen recipe data is made of these, tuples and scalars."""
 
     __slots__ = ("_items",)
 
-    def __init__(self, items: Mapping[str, Any] = MappingProxyType({})) -> None:
+    def __init__(self, items: Mapping[_K, _V] = MappingProxyType({})) -> None:
         self._items = dict(items)
 
-    def __getitem__(self, key: str) -> Any:
+    def __getitem__(self, key: _K) -> _V:
         return self._items[key]
 
-    def __iter__(self) -> Iterator[str]:
+    def __iter__(self) -> Iterator[_K]:
         return iter(self._items)
 
     def __len__(self) -> int:
         return len(self._items)
 
     def __hash__(self) -> int:
-        return hash(tuple(self._items.items()))
+        return hash(frozenset(self._items.items()))
 
     def __repr__(self) -> str:
         return f"FrozenMapping({self._items!r})"
@@ -176,14 +182,52 @@ class InputSpec:
 
 
 @dataclass(frozen=True)
+class DimRange:
+    """The sizes a dynamic dimension takes: `min <= size <= max`, both inclusive."""
+
+    min: int
+    max: int
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    """One method to export: its inputs (their declared shapes are the export example) and its
+    dynamic dimensions, `{input index: {dimension index: DimRange}}` (empty: all static)."""
+
+    name: str
+    inputs: tuple[InputSpec, ...]
+    dynamic: Mapping[int, Mapping[int, DimRange]] = field(default_factory=FrozenMapping)
+
+
+@dataclass(frozen=True)
 class ModelConfig:
-    """What to export. A file factory and `weights` are absolute paths once loaded."""
+    """What to export. A file factory and `weights` are absolute paths once loaded.
+
+    `methods` (sorted by name) is always filled: a recipe with `model.inputs` has the one
+    method `forward`. `inputs` is the first method's inputs, for callers that predate methods;
+    built by hand, a ModelConfig with only `inputs` gets `methods = (forward,)` and vice versa.
+    """
 
     factory: str
-    inputs: tuple[InputSpec, ...]
+    inputs: tuple[InputSpec, ...] = ()
     kwargs: Mapping[str, Any] = field(default_factory=FrozenMapping)
     weights: Path | None = None
     seed: int = _default("model", "seed")
+    methods: tuple[MethodSpec, ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.methods:
+            object.__setattr__(self, "methods", (MethodSpec("forward", self.inputs),))
+        elif not self.inputs:
+            object.__setattr__(self, "inputs", self.methods[0].inputs)
+
+    def method(self, name: str) -> MethodSpec:
+        """The method called `name`; KeyError naming the recipe's methods if there is none."""
+        for spec in self.methods:
+            if spec.name == name:
+                return spec
+        names = ", ".join(spec.name for spec in self.methods)
+        raise KeyError(f"no method {name!r} in this recipe; it has {names}")
 
 
 @dataclass(frozen=True)
@@ -265,7 +309,9 @@ def load_recipe(path: str | Path) -> Recipe:
     doc = _load_chain(os.fspath(path), ())
     _validate(doc)
     _reject_unsupported(doc)
+    _check_inputs_or_methods(doc)
     _check_inputs(doc)
+    _check_dynamic(doc)
     data = copy.deepcopy(doc.data)
     _fill_defaults(data, _SCHEMA)
     _normalize(data, doc)
@@ -489,6 +535,7 @@ _EXPECTED = {
     "exclusiveMinimum": lambda schema, value: _bound_phrase(schema, ">", value),
     "maximum": lambda schema, value: _bound_phrase(schema, "<=", value),
     "minItems": lambda schema, value: f"a list of at least {value} item{'s' * (value != 1)}",
+    "minProperties": lambda schema, value: f"a mapping of at least {value} key{'s' * (value != 1)}",
     "minLength": lambda schema, value: f"a string of at least {value} character(s)",
     "pattern": lambda schema, value: f"a string matching {value}",
     "powerOfTwo": lambda schema, value: "a power of two",
@@ -565,18 +612,92 @@ def _reject_unsupported(doc: _Doc) -> None:
             raise _error(doc.where(path), path, f"not supported yet: {format_key_path(section)}")
 
 
+def _check_inputs_or_methods(doc: _Doc) -> None:
+    """`model` gives exactly one of `inputs` (forward) and `methods`; `dynamic` goes with inputs."""
+    model = doc.data["model"]
+    if "inputs" not in model and "methods" not in model:
+        message = "expected 'inputs' (to export forward) or 'methods'; got neither"
+        raise _error(doc.values[("model",)], ("model",), message)
+    if "inputs" in model and "methods" in model:
+        message = (
+            "expected 'inputs' (to export forward) or 'methods', not both"
+            f" (model.inputs is set at {doc.where(('model', 'inputs'))})"
+        )
+        raise _error(doc.where(("model", "methods")), ("model", "methods"), message)
+    if "methods" in model and model.get("dynamic") is not None:
+        message = "expected no model.dynamic beside model.methods; set model.methods.<name>.dynamic"
+        raise _error(doc.where(("model", "dynamic")), ("model", "dynamic"), message)
+
+
+def _declared_methods(model: dict[str, Any]) -> list[tuple[KeyPath, dict[str, Any]]]:
+    """(key path, data holding `inputs` and maybe `dynamic`) of each method `model` declares."""
+    if "methods" in model:
+        return [(("model", "methods", name), spec) for name, spec in model["methods"].items()]
+    return [(("model",), model)]
+
+
 def _check_inputs(doc: _Doc) -> None:
     """What the schema cannot say about inputs: `low`/`high` are for integer dtypes, low < high."""
-    for i, spec in enumerate(doc.data["model"]["inputs"]):
-        path = ("model", "inputs", i)
-        bounds = {key: spec[key] for key in ("low", "high") if spec.get(key) is not None}
-        if bounds and spec["dtype"] not in _INTEGER_DTYPES:
-            key = next(iter(bounds))
-            message = f"expected {key} only with an integer dtype; got dtype {spec['dtype']}"
-            raise _error(doc.where((*path, key)), (*path, key), message)
-        if len(bounds) == 2 and bounds["high"] <= bounds["low"]:
-            message = f"expected an integer > low ({bounds['low']}); got {bounds['high']}"
-            raise _error(doc.where((*path, "high")), (*path, "high"), message)
+    for method_path, method in _declared_methods(doc.data["model"]):
+        for i, spec in enumerate(method["inputs"]):
+            _check_input_bounds(doc, (*method_path, "inputs", i), spec)
+
+
+def _check_input_bounds(doc: _Doc, path: KeyPath, spec: dict[str, Any]) -> None:
+    bounds = {key: spec[key] for key in ("low", "high") if spec.get(key) is not None}
+    if bounds and spec["dtype"] not in _INTEGER_DTYPES:
+        key = next(iter(bounds))
+        message = f"expected {key} only with an integer dtype; got dtype {spec['dtype']}"
+        raise _error(doc.where((*path, key)), (*path, key), message)
+    if len(bounds) == 2 and bounds["high"] <= bounds["low"]:
+        message = f"expected an integer > low ({bounds['low']}); got {bounds['high']}"
+        raise _error(doc.where((*path, "high")), (*path, "high"), message)
+
+
+def _check_dynamic(doc: _Doc) -> None:
+    """Each dynamic dimension names an existing input and dimension, has min <= max, and holds
+    the declared size (the export example), which must be at least `_MIN_DYNAMIC_EXAMPLE`."""
+    for method_path, method in _declared_methods(doc.data["model"]):
+        inputs_path = (*method_path, "inputs")
+        for index, dims in (method.get("dynamic") or {}).items():
+            path = (*method_path, "dynamic", index)
+            if int(index) >= len(method["inputs"]):
+                count = len(method["inputs"])
+                message = (
+                    f"expected an index into {format_key_path(inputs_path)}, which has {count}"
+                    f" input{'s' * (count != 1)}; got {index}"
+                )
+                raise _error(doc.where(path), path, message)
+            for dim in dims:
+                shape_path = (*inputs_path, int(index), "shape")
+                _check_dim(doc, (*path, dim), shape_path, method["inputs"][int(index)]["shape"])
+
+
+def _check_dim(doc: _Doc, path: KeyPath, shape_path: KeyPath, shape: list[int]) -> None:
+    """Check the range at `path` (`...dynamic.<input>.<dim>`) against the declared `shape`."""
+    dim, bounds = int(path[-1]), _lookup(doc.data, path)
+    if dim >= len(shape):
+        message = (
+            f"expected a dimension of {format_key_path(shape_path)}, {_show(shape)}; got {dim}"
+        )
+        raise _error(doc.where(path), path, message)
+    low, high, size = bounds["min"], bounds["max"], shape[dim]
+    if high < low:
+        message = f"expected an integer >= min ({low}); got {high}"
+        raise _error(doc.where((*path, "max")), (*path, "max"), message)
+    if not low <= size <= high:
+        message = (
+            f"expected a range that holds {size}, the declared size"
+            f" {format_key_path((*shape_path, dim))} (the export example); got [{low}, {high}]"
+        )
+        raise _error(doc.where(path), path, message)
+    if size < _MIN_DYNAMIC_EXAMPLE:
+        size_path = (*shape_path, dim)
+        message = (
+            f"expected a size >= {_MIN_DYNAMIC_EXAMPLE} at a dynamic dimension (torch.export"
+            f" specializes an example size of 0 or 1; the range may still start at 1); got {size}"
+        )
+        raise _error(doc.where(size_path), size_path, message)
 
 
 # ---------------------------------------------------------------------------- completing
@@ -586,11 +707,16 @@ def _fill_defaults(value: Any, schema: dict[str, Any]) -> Any:
     """Fill missing properties from the schema's `default`s, in place, recursively."""
     schema = _resolve(schema)
     if isinstance(value, dict):
-        for key, sub in schema.get("properties", {}).items():
+        properties = schema.get("properties", {})
+        for key, sub in properties.items():
             if key not in value and "default" in sub:
                 value[key] = copy.deepcopy(sub["default"])
             if key in value:
                 _fill_defaults(value[key], sub)
+        extra = schema.get("additionalProperties")
+        if isinstance(extra, dict):  # a mapping of named entries, such as model.methods
+            for key in value.keys() - properties.keys():
+                _fill_defaults(value[key], extra)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for item in value:
             _fill_defaults(item, schema["items"])
@@ -653,10 +779,10 @@ def _build(path: Path, doc: _Doc, data: dict[str, Any]) -> Recipe:
         path=path,
         model=ModelConfig(
             factory=model["factory"],
-            inputs=tuple(_input_spec(spec) for spec in model["inputs"]),
             kwargs=_freeze(model["kwargs"]),
             weights=None if model["weights"] is None else Path(model["weights"]),
             seed=model["seed"],
+            methods=_method_specs(model),
         ),
         memory=MemoryConfig(
             planner=memory["planner"],
@@ -675,6 +801,33 @@ def _build(path: Path, doc: _Doc, data: dict[str, Any]) -> Recipe:
         sources=tuple(doc.files.values()),
         locations=MappingProxyType({**doc.values, **doc.keys}),
         _data=MappingProxyType(data),
+    )
+
+
+def _method_specs(model: dict[str, Any]) -> tuple[MethodSpec, ...]:
+    """model.methods sorted by name, or the one method `forward` of model.inputs/dynamic."""
+    declared = model.get("methods", {"forward": model})
+    return tuple(
+        MethodSpec(
+            name=name,
+            inputs=tuple(_input_spec(spec) for spec in declared[name]["inputs"]),
+            dynamic=_dynamic(declared[name]["dynamic"]),
+        )
+        for name in sorted(declared)
+    )
+
+
+def _dynamic(data: dict[str, Any] | None) -> FrozenMapping[int, FrozenMapping[int, DimRange]]:
+    """`{"0": {"1": {"min": 1, "max": 8}}}` -> {0: {1: DimRange(1, 8)}}, keys in numeric order."""
+
+    def numeric(mapping: dict[str, Any]) -> list[tuple[int, Any]]:
+        return sorted(((int(key), value) for key, value in mapping.items()), key=lambda kv: kv[0])
+
+    return FrozenMapping(
+        {
+            index: FrozenMapping({dim: DimRange(**bounds) for dim, bounds in numeric(dims)})
+            for index, dims in numeric(data or {})
+        }
     )
 
 

@@ -10,7 +10,14 @@ import pytest
 import torch
 
 from etbuild.errors import RecipeError
-from etbuild.model import TORCH_DTYPES, build_model, example_inputs, sample_inputs
+from etbuild.model import (
+    TORCH_DTYPES,
+    build_model,
+    dynamic_shapes,
+    example_inputs,
+    method_callable,
+    sample_inputs,
+)
 from etbuild.recipe import Recipe, load_recipe
 from etbuild.zoo import mlp
 
@@ -220,3 +227,142 @@ def test_weights_not_a_state_dict(in_tmp: Path) -> None:
         f"recipes/t.yaml:4:3: model.weights: expected a state_dict (names to tensors)"
         f" in {weights}; got list"
     )
+
+
+# ---------------------------------------------------------------------------- methods, dynamic dims
+
+TWO_METHODS = """
+name: t
+model:
+  factory: etbuild.zoo:encoder_decoder
+  kwargs: {features: 6, hidden: 4, latent: 2}
+  methods:
+    encode:
+      inputs: [{shape: [4, 6], dtype: float32}]
+      dynamic: {0: {0: {min: 1, max: 16}}}
+    decode:
+      inputs: [{shape: [1, 2], dtype: float32}]
+"""
+
+
+def write_recipe(text: str) -> Recipe:
+    Path("recipes/t.yaml").write_text(textwrap.dedent(text).lstrip("\n"))
+    return load_recipe("recipes/t.yaml")
+
+
+def dynamic_mlp(dynamic: str = "{0: {0: {min: 1, max: 64}}}") -> Recipe:
+    """mlp([3, 2]) with inputs of declared shape [8, 3] and these dynamic dimensions."""
+    return recipe_with(
+        f"factory: etbuild.zoo:mlp\nkwargs: {{sizes: [3, 2]}}\ndynamic: {dynamic}",
+        inputs="[{shape: [8, 3], dtype: float32}]",
+    )
+
+
+def test_example_inputs_have_the_declared_shapes() -> None:
+    recipe = dynamic_mlp()
+    (first,), (second,) = example_inputs(recipe), example_inputs(recipe)
+    assert first.shape == (8, 3)
+    assert torch.equal(first, second)
+
+
+def test_static_inputs_are_the_same_as_before_methods() -> None:
+    recipe = recipe_with("factory: etbuild.zoo:mlp")
+    (example,) = example_inputs(recipe)
+    (sample,) = sample_inputs(recipe, 1, recipe.model.seed)[0]
+    assert torch.equal(example, sample)
+    for a, b in zip(sample_inputs(recipe, 3, 2), sample_inputs(recipe, 3, 2, method="forward")):
+        assert torch.equal(a[0], b[0])
+
+
+def test_dynamic_sizes_are_max_first_then_drawn_independently() -> None:
+    recipe = recipe_with(
+        "factory: etbuild.zoo:mlp\ndynamic: {0: {0: {min: 2, max: 9}}, 1: {1: {min: 1, max: 5}}}",
+        inputs="[{shape: [3, 4], dtype: float32}, {shape: [2, 3], dtype: int64}]",
+    )
+    samples = sample_inputs(recipe, 40, seed=3)
+    shapes = [(a.shape, b.shape) for a, b in samples]
+    assert shapes[0] == ((9, 4), (2, 5))
+    assert all(2 <= a[0] <= 9 and a[1] == 4 and b[0] == 2 and 1 <= b[1] <= 5 for a, b in shapes)
+    assert {a[0] for a, _ in shapes} == set(range(2, 10))
+    assert {b[1] for _, b in shapes} == set(range(1, 6))
+    assert len({(a[0], b[1]) for a, b in shapes}) > 9  # the two dimensions vary independently
+    assert [s[0].shape for s in sample_inputs(recipe, 40, seed=3)] == [a for a, _ in shapes]
+
+
+def test_dynamic_shapes_of_a_static_method_is_none() -> None:
+    assert dynamic_shapes(recipe_with("factory: etbuild.zoo:mlp")) is None
+
+
+def test_dynamic_shapes_has_one_entry_per_input() -> None:
+    recipe = recipe_with(
+        "factory: etbuild.zoo:mlp\ndynamic: {1: {0: {min: 1, max: 8}, 1: {min: 2, max: 3}}}",
+        inputs="[{shape: [2, 3], dtype: float32}, {shape: [2, 3], dtype: float32}]",
+    )
+    shapes = dynamic_shapes(recipe)
+    assert shapes is not None and shapes[0] is None
+    described = {dim: (d.__name__, d.min, d.max) for dim, d in shapes[1].items()}
+    assert described == {0: ("forward_input1_dim0", 1, 8), 1: ("forward_input1_dim1", 2, 3)}
+
+
+def test_export_with_dynamic_shapes_runs_from_min_to_max() -> None:
+    recipe = dynamic_mlp()
+    model = build_model(recipe)
+    ep = torch.export.export(
+        model, example_inputs(recipe), dynamic_shapes=dynamic_shapes(recipe), strict=False
+    )
+    assert [(r.lower, r.upper) for r in ep.range_constraints.values()] == [(1, 64)]
+    exported = ep.module()
+    for (x,) in [*sample_inputs(recipe, 4, seed=1), (torch.randn(1, 3),)]:
+        torch.testing.assert_close(exported(x), model(x))
+
+
+def test_methods_have_their_own_inputs() -> None:
+    recipe = write_recipe(TWO_METHODS)
+    (z,) = example_inputs(recipe, "decode")
+    assert z.shape == (1, 2)
+    assert [x.shape for (x,) in sample_inputs(recipe, 2, 0, method="encode")][0] == (16, 6)
+    (encode_dims,) = dynamic_shapes(recipe, "encode") or ()
+    assert encode_dims[0].__name__ == "encode_input0_dim0"
+    assert dynamic_shapes(recipe, "decode") is None
+
+
+def test_method_callable_gives_the_bound_method() -> None:
+    recipe = write_recipe(TWO_METHODS)
+    model = build_model(recipe)
+    encode = method_callable(model, "encode", recipe)
+    (x,) = example_inputs(recipe, "encode")
+    assert torch.equal(encode(x), model.encode(x))
+    assert method_callable(model, "decode") == model.decode
+
+
+def test_inputs_of_an_unknown_method() -> None:
+    with pytest.raises(KeyError) as info:
+        example_inputs(write_recipe(TWO_METHODS))
+    assert info.value.args[0] == "no method 'forward' in this recipe; it has decode, encode"
+
+
+def test_model_without_the_recipes_method() -> None:
+    assert error_of(write_recipe(TWO_METHODS.replace("    decode:", "    decdoe:"))) == (
+        "recipes/t.yaml:9:5: model.methods.decdoe: the model (EncoderDecoder) has no method"
+        " 'decdoe' — did you mean 'decode'?"
+    )
+
+
+def test_recipe_method_that_is_not_a_method() -> None:
+    assert error_of(write_recipe(TWO_METHODS.replace("    decode:", "    decoder:"))) == (
+        "recipes/t.yaml:9:5: model.methods.decoder: expected a method; the model's"
+        " (EncoderDecoder) 'decoder' is a Sequential"
+    )
+
+
+def test_model_without_forward() -> None:
+    assert error_of(recipe_with("factory: etbuild.zoo:encoder_decoder")) == (
+        "recipes/t.yaml:4:3: model.inputs: the model (EncoderDecoder) has no forward method;"
+        " list the methods to export in model.methods"
+    )
+
+
+def test_method_callable_without_a_recipe() -> None:
+    with pytest.raises(ValueError) as info:
+        method_callable(mlp([2, 1]), "encode")
+    assert str(info.value) == "the model (Sequential) has no method 'encode'"

@@ -12,9 +12,12 @@ import pytest
 from etbuild.errors import RecipeError
 from etbuild.recipe import (
     NOT_SUPPORTED_YET,
+    DimRange,
     InputSpec,
     LevelConfig,
     MemoryConfig,
+    MethodSpec,
+    ModelConfig,
     VerifyConfig,
     discover_recipes,
     format_key_path,
@@ -240,7 +243,6 @@ UNSUPPORTED_SETTINGS = {
     ("quantize",): "quantize: {scheme: int8-static}\n",
     ("backends", 0): "backends: [{name: cpu}]\n",
     ("operators",): "operators: {allow: [aten::add.out]}\n",
-    ("model", "dynamic"): "  dynamic: {0: {0: {min: 1, max: 8}}}\n",
     ("memory", "levels", 1): "memory: {levels: [{name: sram, bytes: 1KiB}, {name: dram}]}\n",
 }
 
@@ -413,4 +415,239 @@ def test_int_bounds_out_of_order() -> None:
     text = GOOD.replace("dtype: float32}", "dtype: int64, low: 5, high: 5}")
     assert error_of(text) == (
         "recipes/x.yaml:4:50: model.inputs[0].high: expected an integer > low (5); got 5"
+    )
+
+
+# ---------------------------------------------------------------------------- methods, dynamic dims
+
+DYNAMIC = """
+name: dyn
+model:
+  factory: etbuild.zoo:mlp
+  inputs: [{shape: [8, 4], dtype: float32}]
+  dynamic: {0: {0: {min: 1, max: 64}}}
+"""
+
+METHODS = """
+name: two
+model:
+  factory: etbuild.zoo:encoder_decoder
+  methods:
+    encode:
+      inputs: [{shape: [2, 32], dtype: float32}]
+      dynamic: {0: {0: {min: 1, max: 16}}}
+    decode:
+      inputs: [{shape: [1, 8], dtype: float32, name: z}]
+"""
+
+
+def test_a_recipe_with_inputs_has_the_one_method_forward() -> None:
+    recipe = load_recipe(write("good.yaml", GOOD))
+    inputs = (InputSpec(shape=(1, 4), dtype="float32"),)
+    assert recipe.model.methods == (MethodSpec(name="forward", inputs=inputs, dynamic={}),)
+    assert recipe.model.inputs == inputs
+    assert recipe.model.method("forward") is recipe.model.methods[0]
+
+
+def test_dynamic_dims_of_forward() -> None:
+    recipe = load_recipe(write("dyn.yaml", DYNAMIC))
+    (forward,) = recipe.model.methods
+    assert forward.dynamic == {0: {0: DimRange(min=1, max=64)}}
+    assert recipe.section("model")["dynamic"] == {"0": {"0": {"max": 64, "min": 1}}}
+    assert recipe == load_recipe("recipes/dyn.yaml")
+    assert hash(recipe) == hash(load_recipe("recipes/dyn.yaml"))
+    with pytest.raises(TypeError):
+        forward.dynamic[1] = {}  # type: ignore[index]
+
+
+def test_dynamic_indices_are_numbers_in_numeric_order() -> None:
+    text = DYNAMIC.replace("[8, 4]", "[8, 2, 2, 2, 2, 2, 2, 2, 2, 2, 4]").replace(
+        "{0: {0: {min: 1, max: 64}}}", "{0: {10: {min: 2, max: 4}, 2: {min: 1, max: 2}}}"
+    )
+    (forward,) = load_recipe(write("dims.yaml", text)).model.methods
+    assert list(forward.dynamic[0]) == [2, 10]
+    assert forward.dynamic[0][10] == DimRange(min=2, max=4)
+
+
+def test_methods_are_sorted_by_name_and_inputs_are_the_first_methods() -> None:
+    recipe = load_recipe(write("two.yaml", METHODS))
+    decode = MethodSpec("decode", (InputSpec(shape=(1, 8), dtype="float32", name="z"),), {})
+    encode = MethodSpec(
+        "encode",
+        (InputSpec(shape=(2, 32), dtype="float32"),),
+        {0: {0: DimRange(min=1, max=16)}},
+    )
+    assert recipe.model.methods == (decode, encode)
+    assert recipe.model.inputs == decode.inputs
+    assert recipe.section("model")["methods"]["decode"] == {
+        "dynamic": None,
+        "inputs": [{"dtype": "float32", "high": None, "low": None, "name": "z", "shape": [1, 8]}],
+    }
+    assert recipe.where("model.methods.encode.dynamic.0.0") == "recipes/two.yaml:7:21"
+
+
+def test_unknown_method_lists_the_recipes_methods() -> None:
+    recipe = load_recipe(write("two.yaml", METHODS))
+    with pytest.raises(KeyError) as info:
+        recipe.model.method("forward")
+    assert info.value.args[0] == "no method 'forward' in this recipe; it has decode, encode"
+
+
+def test_model_config_built_by_hand_fills_methods_or_inputs() -> None:
+    inputs = (InputSpec(shape=(3,), dtype="int64"),)
+    assert ModelConfig("m:f", inputs=inputs).methods == (MethodSpec("forward", inputs),)
+    by_methods = ModelConfig("m:f", methods=(MethodSpec("encode", inputs),))
+    assert by_methods.inputs == inputs
+
+
+def test_the_repo_dynamic_and_two_method_recipes() -> None:
+    dynamic = load_recipe(REPO_RECIPES / "mlp-dynamic.yaml")
+    assert dynamic.model.methods == (
+        MethodSpec(
+            "forward",
+            (InputSpec(shape=(8, 784), dtype="float32"),),
+            {0: {0: DimRange(min=1, max=64)}},
+        ),
+    )
+    two = load_recipe(REPO_RECIPES / "two-method.yaml")
+    assert [method.name for method in two.model.methods] == ["decode", "encode"]
+
+
+def test_neither_inputs_nor_methods() -> None:
+    assert error_of("name: x\nmodel:\n  factory: etbuild.zoo:mlp\n") == (
+        "recipes/x.yaml:3:3: model: expected 'inputs' (to export forward) or 'methods'; got neither"
+    )
+
+
+def test_both_inputs_and_methods() -> None:
+    text = GOOD + "  methods: {encode: {inputs: [{shape: [1], dtype: float32}]}}\n"
+    assert error_of(text) == (
+        "recipes/x.yaml:5:3: model.methods: expected 'inputs' (to export forward) or 'methods',"
+        " not both (model.inputs is set at recipes/x.yaml:4:3)"
+    )
+
+
+def test_both_inputs_and_methods_across_extends() -> None:
+    write(
+        "base/b.yaml", "model: {factory: 'etbuild.zoo:mlp', inputs: [{shape: [1], dtype: bool}]}\n"
+    )
+    text = "extends: base/b.yaml\n" + METHODS
+    assert error_of(text) == (
+        "recipes/x.yaml:6:3: model.methods: expected 'inputs' (to export forward) or 'methods',"
+        " not both (model.inputs is set at recipes/base/b.yaml:1:37)"
+    )
+
+
+def test_model_dynamic_beside_methods() -> None:
+    assert error_of(METHODS + "  dynamic: {0: {0: {min: 1, max: 2}}}\n") == (
+        "recipes/x.yaml:10:3: model.dynamic: expected no model.dynamic beside model.methods;"
+        " set model.methods.<name>.dynamic"
+    )
+
+
+def test_dynamic_input_index_out_of_range() -> None:
+    assert error_of(DYNAMIC.replace("{0: {0:", "{1: {0:")) == (
+        "recipes/x.yaml:5:13: model.dynamic.1: expected an index into model.inputs, which has"
+        " 1 input; got 1"
+    )
+
+
+def test_dynamic_input_index_out_of_range_in_a_method() -> None:
+    assert error_of(METHODS.replace("{0: {0:", "{2: {0:")) == (
+        "recipes/x.yaml:7:17: model.methods.encode.dynamic.2: expected an index into"
+        " model.methods.encode.inputs, which has 1 input; got 2"
+    )
+
+
+def test_dynamic_dimension_out_of_range() -> None:
+    assert error_of(DYNAMIC.replace("{0: {0:", "{0: {2:")) == (
+        "recipes/x.yaml:5:17: model.dynamic.0.2: expected a dimension of model.inputs[0].shape,"
+        " [8, 4]; got 2"
+    )
+
+
+def test_dynamic_max_below_min() -> None:
+    assert error_of(DYNAMIC.replace("max: 64", "max: 0").replace("min: 1", "min: 4")) == (
+        "recipes/x.yaml:5:34: model.dynamic.0.0.max: expected an integer >= 1; got 0"
+    )
+    assert error_of(DYNAMIC.replace("min: 1, max: 64", "min: 16, max: 4")) == (
+        "recipes/x.yaml:5:30: model.dynamic.0.0.max: expected an integer >= min (16); got 4"
+    )
+
+
+def test_dynamic_min_below_one() -> None:
+    assert error_of(DYNAMIC.replace("min: 1", "min: 0")) == (
+        "recipes/x.yaml:5:26: model.dynamic.0.0.min: expected an integer >= 1; got 0"
+    )
+
+
+def test_dynamic_range_must_hold_the_declared_size() -> None:
+    assert error_of(DYNAMIC.replace("max: 64", "max: 4")) == (
+        "recipes/x.yaml:5:17: model.dynamic.0.0: expected a range that holds 8, the declared size"
+        " model.inputs[0].shape[0] (the export example); got [1, 4]"
+    )
+
+
+def test_dynamic_example_size_of_one() -> None:
+    assert error_of(DYNAMIC.replace("[8, 4]", "[1, 4]")) == (
+        "recipes/x.yaml:4:21: model.inputs[0].shape[0]: expected a size >= 2 at a dynamic"
+        " dimension (torch.export specializes an example size of 0 or 1; the range may still"
+        " start at 1); got 1"
+    )
+
+
+def test_dynamic_bad_indices() -> None:
+    assert error_of(DYNAMIC.replace("{0: {0:", "{x: {0:")) == (
+        "recipes/x.yaml:5:13: model.dynamic.x: expected an input index such as 0; got 'x'"
+    )
+    assert error_of(DYNAMIC.replace("{0: {0:", "{0: {01:")) == (
+        "recipes/x.yaml:5:17: model.dynamic.0.01: expected a dimension index such as 0; got '01'"
+    )
+
+
+def test_dynamic_input_without_dimensions() -> None:
+    assert error_of(DYNAMIC.replace("{0: {0: {min: 1, max: 64}}}", "{0: {}}")) == (
+        "recipes/x.yaml:5:16: model.dynamic.0: expected a mapping of at least 1 key; got a mapping"
+    )
+
+
+def test_dynamic_range_needs_min_and_max() -> None:
+    assert error_of(DYNAMIC.replace("min: 1, ", "")) == (
+        "recipes/x.yaml:5:20: model.dynamic.0.0.min: missing required key 'min'"
+    )
+
+
+def test_bad_method_name() -> None:
+    assert error_of(METHODS.replace("    encode:", "    en-code:")) == (
+        "recipes/x.yaml:5:5: model.methods.en-code: expected a method name (a Python identifier);"
+        " got 'en-code'"
+    )
+
+
+def test_no_methods() -> None:
+    assert error_of("name: x\nmodel:\n  factory: etbuild.zoo:mlp\n  methods: {}\n") == (
+        "recipes/x.yaml:4:12: model.methods: expected a mapping of at least 1 key; got a mapping"
+    )
+
+
+def test_method_without_inputs() -> None:
+    text = METHODS.replace("      inputs: [{shape: [1, 8], dtype: float32, name: z}]\n", "")
+    assert error_of(text + "      dynamic: null\n") == (
+        "recipes/x.yaml:9:7: model.methods.decode.inputs: missing required key 'inputs'"
+    )
+
+
+def test_unknown_key_in_a_method_suggests_the_nearest() -> None:
+    assert error_of(
+        METHODS.replace("      inputs: [{shape: [1, 8]", "      input: [{shape: [1, 8]")
+    ) == (
+        "recipes/x.yaml:9:7: model.methods.decode.input: unknown key 'input'"
+        " — did you mean 'inputs'?"
+    )
+
+
+def test_int_bounds_are_checked_in_methods() -> None:
+    assert error_of(METHODS.replace("name: z}", "name: z, low: 3}")) == (
+        "recipes/x.yaml:9:57: model.methods.decode.inputs[0].low: expected low only with an"
+        " integer dtype; got dtype float32"
     )
