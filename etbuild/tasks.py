@@ -32,10 +32,11 @@ class Artifacts:
 
     root: Path
     name: str
+    methods: tuple[str, ...]
 
     @property
-    def export(self) -> Path:
-        return self.root / "export.pt2"
+    def exports(self) -> dict[str, Path]:
+        return {m: self.root / "export" / f"{m}.pt2" for m in self.methods}
 
     @property
     def lowered(self) -> Path:
@@ -98,22 +99,23 @@ def recipe_tasks(recipe: Recipe, build_root: Path, version: str) -> Iterator[dic
     """The task dicts of one recipe, in stage order."""
     from etbuild.stages import emit, export, lower, plan, verify
 
-    a = Artifacts(build_root / recipe.name, recipe.name)
+    a = Artifacts(build_root / recipe.name, recipe.name, tuple(m.name for m in recipe.model.methods))
     model_deps = [str(p) for p in model_files(recipe)]
+    exports = [str(p) for p in a.exports.values()]
     specs = {
-        "export": (export.run_export, (recipe, a.export), model_deps, a.export, ("model",)),
-        "lower": (lower.run_lower, (a.export, a.lowered), [str(a.export)], a.lowered, ()),
-        "plan": (plan.run_plan, (a.lowered, recipe.memory, a.plan), [str(a.lowered)], a.plan, ("memory",)),
-        "emit": (emit.run_emit, (a.lowered, a.plan, a.pte), [str(a.lowered), str(a.plan)], a.pte, ()),
+        "export": (export.run_export, (recipe, a.exports), model_deps, exports, ("model",)),
+        "lower": (lower.run_lower, (a.exports, a.lowered), exports, [a.lowered], ()),
+        "plan": (plan.run_plan, (a.lowered, recipe.memory, a.plan), [str(a.lowered)], [a.plan], ("memory",)),
+        "emit": (emit.run_emit, (a.lowered, a.plan, a.pte), [str(a.lowered), str(a.plan)], [a.pte], ()),
         "verify": (
-            verify.run_verify, (recipe, a.pte, a.verify), [str(a.pte), *model_deps], a.verify, ("model", "verify")
+            verify.run_verify, (recipe, a.pte, a.verify), [str(a.pte), *model_deps], [a.verify], ("model", "verify")
         ),
     }
     for stage in STAGES:
-        fn, args, deps, target, sections = specs[stage]
+        fn, args, deps, targets, sections = specs[stage]
         name = f"{stage}:{recipe.name}"
         yield {
             "basename": stage, "name": recipe.name, "doc": f"{stage} {recipe.path}",
-            "actions": [_action(name, fn, *args)], "file_dep": deps, "targets": [str(target)],
+            "actions": [_action(name, fn, *args)], "file_dep": deps, "targets": [str(t) for t in targets],
             "uptodate": [config_changed(_key(recipe, sections, version))], "clean": True,
         }

@@ -63,6 +63,9 @@ def rebound_values(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -
             for r in _result_indices(plan, a.args[-1]):
                 if not _fixed_tensor(values[r].val):
                     rebound.add(r)
+            first = values[a.args[0]].val
+            if isinstance(first, fb.Tensor) and not _fixed_tensor(first):
+                rebound.add(a.args[0])  # a call without a result slot may grow its first argument
     return rebound
 
 
@@ -87,9 +90,9 @@ def check_instruction_indices(plan: fb.ExecutionPlan, instructions: list[fb.Inst
 
 
 def _fixed_tensor(v: Any) -> bool:
-    """A planned, statically shaped tensor: the same array object for the method's lifetime."""
+    """A constant or planned static tensor: the same array object for the method's lifetime."""
     return (
-        isinstance(v, fb.Tensor) and v.allocation_info is not None
+        isinstance(v, fb.Tensor) and (v.allocation_info is not None or v.data_buffer_idx > 0)
         and v.shape_dynamism == fb.TensorShapeDynamism.STATIC
     )
 
@@ -156,7 +159,10 @@ class Binder:
                 f"{where}: {name} takes {nparams} arguments and a result, the program gives {len(args)} values"
             )
         call_fn = self._caller(info.fn, args[:nparams])
+        # Without a result slot (et_copy_index), the returned tensor replaces the first argument.
         ret = args[nparams] if len(args) > nparams else None
+        if ret is None and args and isinstance(self.plan.values[args[0]].val, fb.Tensor):
+            ret = args[0]
         store = self._storer(ret) if ret is not None else None
         if store is None:
             return call_fn

@@ -37,13 +37,25 @@ def copy_variant(op: OpOverload) -> OpOverload:
     return getattr(packet, overload)
 
 
+# Arguments an out-variant may drop: the out tensor already carries what they say.
+_CARRIED_BY_OUT = {"dtype", "layout", "device", "pin_memory", "memory_format"}
+
+
 def _functional_args(schema: torch._C.FunctionSchema) -> list[tuple[str, str]]:
     return [(a.name, str(a.type)) for a in schema.arguments if not a.is_out]
 
 
+def _matches(candidate: list[tuple[str, str]], want: list[tuple[str, str]]) -> bool:
+    return candidate == want or candidate == [a for a in want if a[0] not in _CARRIED_BY_OUT]
+
+
 @cache
 def out_variant(op: OpOverload) -> OpOverload:
-    """The overload of op's operator that writes into `out` tensors; StageError if none."""
+    """The overload of op's operator that writes into `out` tensors; StageError if none.
+
+    The out-variant takes the same arguments plus `out`, or the same without those the
+    out tensor carries (`full.out` has no dtype/layout/device/pin_memory).
+    """
     schema = op._schema
     if any(a.is_out for a in schema.arguments):
         return op
@@ -54,7 +66,7 @@ def out_variant(op: OpOverload) -> OpOverload:
     for name in names:
         cand = getattr(packet, name)
         cand_schema = cand._schema
-        if any(a.is_out for a in cand_schema.arguments) and _functional_args(cand_schema) == want:
+        if any(a.is_out for a in cand_schema.arguments) and _matches(_functional_args(cand_schema), want):
             return cand
     raise StageError(f"operator {schema.name}.{op._overloadname} has no out-variant to call")
 

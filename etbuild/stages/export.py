@@ -1,35 +1,54 @@
-"""Export stage: the recipe's model → `torch.export` ExportedProgram (`export.pt2`).
+"""Export stage: the recipe's model → one `torch.export` ExportedProgram per method.
 
-Takes: a Recipe (model factory, kwargs, weights, example inputs). Gives: the ATen-dialect
-ExportedProgram of `model(*example_inputs)`, saved with `torch.export.save`.
+Takes: a Recipe (model factory, kwargs, weights, and per method its example inputs and
+dynamic dims). Gives: `export/<method>.pt2`, the ATen-dialect ExportedProgram of
+`model.<method>(*example_inputs)`, saved with `torch.export.save`.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.export import ExportedProgram
 
 from etbuild.errors import StageError
 from etbuild.fsutil import atomic_path
-from etbuild.model import build_model, example_inputs
+from etbuild.model import build_model, dynamic_shapes, example_inputs, method_callable
 from etbuild.recipe import Recipe
 
 
-def export_model(recipe: Recipe) -> ExportedProgram:
-    """Build the recipe's model and export it with its example inputs."""
-    model = build_model(recipe)
-    inputs = example_inputs(recipe)
+class MethodModule(torch.nn.Module):
+    """Exposes one method of a model as `forward`, so torch.export can trace it."""
+
+    def __init__(self, model: torch.nn.Module, method: str) -> None:
+        super().__init__()
+        self.model = model
+        self.method = method
+
+    def forward(self, *args: Any) -> Any:
+        return getattr(self.model, self.method)(*args)
+
+
+def export_method(recipe: Recipe, model: torch.nn.Module, method: str) -> ExportedProgram:
+    """Export one method of the model with its example inputs and dynamic dims."""
+    method_callable(model, method, recipe)  # a clear error when the model lacks the method
+    module = model if method == "forward" else MethodModule(model, method)
     try:
-        return torch.export.export(model, inputs, strict=False)
+        return torch.export.export(
+            module, example_inputs(recipe, method), dynamic_shapes=dynamic_shapes(recipe, method), strict=False
+        )
     except Exception as exc:  # torch raises many types; the user needs the message
         where = recipe.where("model.factory")
-        raise StageError(f"torch.export failed for {where}: {type(exc).__name__}: {exc}") from exc
+        raise StageError(f"torch.export of {method} failed for {where}: {type(exc).__name__}: {exc}") from exc
 
 
-def run_export(recipe: Recipe, out: Path) -> None:
-    """Export and save to `out` atomically."""
-    ep = export_model(recipe)
-    with atomic_path(out) as tmp:
-        torch.export.save(ep, str(tmp))
+def run_export(recipe: Recipe, outs: Mapping[str, Path]) -> None:
+    """Export every method and save each to its path atomically."""
+    model = build_model(recipe)
+    for method, out in outs.items():
+        ep = export_method(recipe, model, method)
+        with atomic_path(out) as tmp:
+            torch.export.save(ep, str(tmp))

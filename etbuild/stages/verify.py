@@ -1,8 +1,10 @@
 """Verify stage: the `.pte` in etbuild's runtime, without torch, against eager PyTorch.
 
 Takes: the final `.pte`, the recipe's model and `verify` section. Gives: `verify.json`
-with, per output, the largest absolute and relative error over `verify.samples` random
-inputs and whether it is within `rtol`/`atol`. The program runs in a subprocess in which
+with, per method and output, the largest absolute and relative error over
+`verify.samples` random inputs (dynamic dims drawn within their ranges) and whether it is
+within `rtol`/`atol`. Samples run in order on one loaded method, as they do on one eager
+model, so state carried across calls (mutable buffers) is compared too. The program runs in a subprocess in which
 `import torch` fails, so a pass proves the runtime needs no torch.
 """
 
@@ -20,7 +22,7 @@ from torch.utils._pytree import tree_flatten
 
 from etbuild.errors import StageError, VerificationError
 from etbuild.fsutil import write_json
-from etbuild.model import build_model, sample_inputs
+from etbuild.model import build_model, method_callable, sample_inputs
 from etbuild.recipe import Recipe
 
 _NO_TORCH = (
@@ -71,19 +73,26 @@ def compare(
     return report
 
 
-def verify(recipe: Recipe, pte: Path) -> dict[str, Any]:
-    """Compare the program with eager torch on the recipe's verification samples."""
+def verify_method(recipe: Recipe, pte: Path, method: str) -> list[dict[str, Any]]:
+    """Per-output comparison of one method with eager torch on fresh state."""
     cfg = recipe.verify
-    samples = sample_inputs(recipe, cfg.samples, cfg.seed)
-    model = build_model(recipe)
+    samples = sample_inputs(recipe, cfg.samples, cfg.seed, method)
+    eager = method_callable(build_model(recipe), method, recipe)
     with torch.no_grad():
-        expected = [[_numpy(t) for t in tree_flatten(model(*s))[0]] for s in samples]
-    actual = run_without_torch(pte, samples)
+        expected = [[_numpy(t) for t in tree_flatten(eager(*s))[0]] for s in samples]
+    actual = run_without_torch(pte, samples, method)
     if len(actual[0]) != len(expected[0]):
-        raise StageError(f"{pte} returns {len(actual[0])} outputs; the model returns {len(expected[0])}")
-    outputs = compare(expected, actual, cfg.rtol, cfg.atol)
-    return {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "outputs": outputs,
-            "passed": all(o["passed"] for o in outputs)}
+        got, want = len(actual[0]), len(expected[0])
+        raise StageError(f"{pte} method {method} returns {got} outputs; the model returns {want}")
+    return compare(expected, actual, cfg.rtol, cfg.atol)
+
+
+def verify(recipe: Recipe, pte: Path) -> dict[str, Any]:
+    """Compare every method of the program with eager torch on the recipe's samples."""
+    cfg = recipe.verify
+    methods = {m.name: verify_method(recipe, pte, m.name) for m in recipe.model.methods}
+    passed = all(o["passed"] for outputs in methods.values() for o in outputs)
+    return {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "methods": methods, "passed": passed}
 
 
 def run_verify(recipe: Recipe, pte: Path, out: Path) -> None:
@@ -91,10 +100,10 @@ def run_verify(recipe: Recipe, pte: Path, out: Path) -> None:
     report = verify(recipe, pte)
     write_json(out, report)
     if not report["passed"]:
-        bad = [o for o in report["outputs"] if not o["passed"]]
         details = "; ".join(
-            f"output {o['index']}: max abs error {o['max_abs_error']:.3g}, max rel error {o['max_rel_error']:.3g}"
-            for o in bad
+            f"{method} output {o['index']}: max abs error {o['max_abs_error']:.3g}, "
+            f"max rel error {o['max_rel_error']:.3g}"
+            for method, outputs in report["methods"].items() for o in outputs if not o["passed"]
         )
         raise VerificationError(
             f"{recipe.name}: {pte.name} differs from eager PyTorch beyond rtol={recipe.verify.rtol}, "

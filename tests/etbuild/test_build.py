@@ -75,7 +75,8 @@ def test_no_temporary_files_are_left(project):
     recipe, root = project
     _build(recipe, root)
     assert sorted(p.name for p in (root / "tiny").iterdir()) == [
-        "export.pt2", "lowered.pte", "plan.json", "tiny.pte", "verify.json"]
+        "export", "lowered.pte", "plan.json", "tiny.pte", "verify.json"]
+    assert [p.name for p in (root / "tiny" / "export").iterdir()] == ["forward.pt2"]
 
 
 def test_operator_without_kernel_fails_the_build_naming_it(tmp_path):

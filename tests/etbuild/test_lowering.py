@@ -106,6 +106,7 @@ def test_out_variant_and_copy_variant_lookup():
     assert out_variant(aten.addmm.default) is aten.addmm.out
     assert out_variant(aten.slice_copy.Tensor) is aten.slice_copy.Tensor_out
     assert out_variant(aten.max.dim) is aten.max.dim_max
+    assert out_variant(aten.full.default) is aten.full.out  # dtype & co. travel with the out tensor
     assert copy_variant(aten.view.default) is aten.view_copy.default
     assert copy_variant(aten.relu.default) is aten.relu.default
     assert operator_name(aten.addmm.out) == ("aten::addmm", "out")

@@ -1,6 +1,8 @@
-"""Two-way interop with ExecuTorch (the oracle): our `.pte` in its runtime, its `.pte` in ours.
+"""Two-way interop with ExecuTorch (the oracle) over every recipe: our `.pte` in its runtime
+(against eager torch), its `.pte` in ours (against its own runtime on the same file).
 
-Skipped when the `executorch` package is not installed; `.ci/run` installs it.
+Skipped when the `executorch` package is not installed; `.ci/run` installs it. Samples run
+in order on one loaded method, so state carried across calls is compared too.
 """
 
 from __future__ import annotations
@@ -11,17 +13,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from torch.utils._pytree import tree_flatten
 
 from etbuild.build import build
-from etbuild.model import build_model, sample_inputs
-from etbuild.recipe import discover_recipes, load_recipe
+from etbuild.model import build_model, dynamic_shapes, example_inputs, method_callable, sample_inputs
+from etbuild.recipe import Recipe, discover_recipes, load_recipe
 from etbuild.runtime import Program
-from tests.conftest import HAS_EXECUTORCH, executorch_pte
+from etbuild.stages.export import MethodModule
+from tests.conftest import HAS_EXECUTORCH
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")]
 
 RECIPES = discover_recipes(Path(__file__).resolve().parents[2] / "recipes")
-RECIPE_IDS = [p.stem for p in RECIPES]
+CASES = [(p, m.name) for p in RECIPES for m in load_recipe(p).model.methods]
+IDS = [f"{p.stem}.{m}" for p, m in CASES]
 
 
 @pytest.fixture(scope="module")
@@ -32,33 +37,56 @@ def built(tmp_path_factory) -> Path:
     return root
 
 
-def _eager(recipe, samples):
+def _flat(outputs) -> list[np.ndarray]:
+    return [np.asarray(t.detach().numpy() if isinstance(t, torch.Tensor) else t) for t in tree_flatten(outputs)[0]]
+
+
+def _assert_same(actual: list, expected: list, recipe: Recipe) -> None:
+    assert len(actual) == len(expected)
+    for a, e in zip(actual, expected):
+        np.testing.assert_allclose(np.asarray(a), e, rtol=max(recipe.verify.rtol, 1e-5), atol=max(recipe.verify.atol, 1e-6))
+
+
+def executorch_program(recipe: Recipe, path: Path) -> Path:
+    """The recipe's model built by ExecuTorch's export → to_edge → to_executorch."""
+    from executorch.exir import to_edge
+
     model = build_model(recipe)
-    with torch.no_grad():
-        return [model(*s) for s in samples]
+    exported = {}
+    for m in recipe.model.methods:
+        module = model if m.name == "forward" else MethodModule(model, m.name)
+        shapes = dynamic_shapes(recipe, m.name)
+        if shapes is not None and m.name != "forward":
+            shapes = (shapes,)
+        exported[m.name] = torch.export.export(module, example_inputs(recipe, m.name), dynamic_shapes=shapes)
+    path.write_bytes(to_edge(exported).to_executorch().buffer)
+    return path
 
 
-@pytest.mark.parametrize("recipe_path", RECIPES, ids=RECIPE_IDS)
-def test_our_pte_runs_in_executorch(built, recipe_path):
+@pytest.mark.parametrize(("recipe_path", "method"), CASES, ids=IDS)
+def test_our_pte_runs_in_executorch(built, recipe_path, method):
     from executorch.runtime import Runtime
 
     recipe = load_recipe(recipe_path)
-    method = Runtime.get().load_program(built / recipe.name / f"{recipe.name}.pte").load_method("forward")
-    samples = sample_inputs(recipe, 3, seed=7)
-    for sample, expected in zip(samples, _eager(recipe, samples)):
-        (out,) = method.execute(list(sample))
-        torch.testing.assert_close(out, expected, rtol=1e-4, atol=1e-5)
+    theirs = Runtime.get().load_program(built / recipe.name / f"{recipe.name}.pte").load_method(method)
+    eager = method_callable(build_model(recipe), method, recipe)
+    for sample in sample_inputs(recipe, 3, 7, method):
+        with torch.no_grad():
+            expected = _flat(eager(*sample))
+        _assert_same(_flat(theirs.execute(list(sample))), expected, recipe)
 
 
-@pytest.mark.parametrize("recipe_path", RECIPES, ids=RECIPE_IDS)
-def test_executorch_pte_runs_in_ours(tmp_path, recipe_path):
+@pytest.mark.parametrize(("recipe_path", "method"), CASES, ids=IDS)
+def test_executorch_pte_runs_in_ours(tmp_path, recipe_path, method):
+    from executorch.runtime import Runtime
+
     recipe = load_recipe(recipe_path)
-    samples = sample_inputs(recipe, 3, seed=7)
-    pte = executorch_pte(build_model(recipe), samples[0], tmp_path / "theirs.pte")
-    method = Program.load(pte).load_method("forward")
-    for sample, expected in zip(samples, _eager(recipe, samples)):
-        (out,) = method(*[t.numpy() for t in sample])
-        np.testing.assert_allclose(out, expected.numpy(), rtol=1e-4, atol=1e-5)
+    pte = executorch_program(recipe, tmp_path / "theirs.pte")
+    ours = Program.load(pte).load_method(method)
+    theirs = Runtime.get().load_program(pte).load_method(method)
+    for sample in sample_inputs(recipe, 3, 7, method):
+        expected = _flat(theirs.execute(list(sample)))
+        _assert_same(ours(*[t.numpy() for t in sample]), expected, recipe)
 
 
 def test_executorch_pte_works_with_inspect_and_run(tmp_path, small_mlp, executorch_small_mlp_pte):
