@@ -44,7 +44,8 @@ def _flat(outputs) -> list[np.ndarray]:
 def _assert_same(actual: list, expected: list, recipe: Recipe) -> None:
     assert len(actual) == len(expected)
     for a, e in zip(actual, expected):
-        np.testing.assert_allclose(np.asarray(a), e, rtol=max(recipe.verify.rtol, 1e-5), atol=max(recipe.verify.atol, 1e-6))
+        rtol, atol = max(recipe.verify.rtol, 1e-5), max(recipe.verify.atol, 1e-6)
+        np.testing.assert_allclose(np.asarray(a), e, rtol=rtol, atol=atol)
 
 
 def executorch_program(recipe: Recipe, path: Path) -> Path:
