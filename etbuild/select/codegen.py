@@ -1,0 +1,247 @@
+"""Write a trimmed runtime: the runtime core plus only the kernels a selection needs.
+
+The tree under `out_dir/etbuild/` imports on its own with numpy and flatbuffers:
+
+    etbuild/__init__.py, errors.py          the package and its errors
+    etbuild/runtime/**                      what loading and running a program needs
+    etbuild/kernels/registry.py             the registry; load_all() filters to SELECTED
+    etbuild/kernels/selected.py             generated: imports the kernel modules, SELECTED
+    etbuild/kernels/<library>/<family>.py   only the selected kernels and what they use
+    etbuild/kernels/<library>/__init__.py   generated: imports nothing
+    etbuild/schema/__init__.py              generated: program.fbs, parsed at codegen time
+
+Every module is cut from its source by `shake` (only the statements reachable from the
+runtime's entry points and the selected kernel registrations, without docstrings or
+comments); every file starts with a comment naming its generator, recipe and origin.
+`out_dir/<name>-runtime.zip` holds the same tree (sorted entries, fixed timestamps) and is
+importable with zipimport.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import io
+import os
+import shutil
+import tempfile
+import zipfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import jinja2
+
+from etbuild.errors import InternalError, StageError
+from etbuild.fsutil import write_bytes
+from etbuild.kernels.registry import load_all
+from etbuild.runtime.format.fbs import Schema, load_schema
+from etbuild.select.selection import Selection
+from etbuild.select.shake import Shaker, render
+
+TEMPLATES = Path(__file__).resolve().parent / "templates"
+PACKAGE = "etbuild"
+# Modules shipped whole: the public runtime API and the runner the verify stage calls.
+ENTRY_MODULES = ("etbuild", "etbuild.errors", "etbuild.runtime", "etbuild.runtime.runner", "etbuild.kernels.registry")
+RUNTIME_SIDE = ("etbuild.runtime", "etbuild.kernels", "etbuild.backends", "etbuild.schema")
+KERNEL_LIBRARIES = ("etbuild.kernels.portable", "etbuild.kernels.prim_ops")
+SELECTED_MODULE = "etbuild.kernels.selected"
+SCHEMA_MODULE = "etbuild.schema"
+FBS_MODULE = "etbuild.runtime.format.fbs"
+ZIP_TIME = (1980, 1, 1, 0, 0, 0)
+
+
+@dataclass(frozen=True)
+class RuntimeFile:
+    """One file of a trimmed runtime: its path in the tree, size, and where it came from."""
+
+    path: str  # "etbuild/runtime/program.py"
+    size: int
+    origin: str  # the module it was cut from, or the template that generated it
+
+
+@dataclass(frozen=True)
+class RuntimeArtifact:
+    """A written trimmed runtime. Put `root` (or `zip_path`) on sys.path to import it."""
+
+    root: Path
+    package: Path
+    zip_path: Path
+    files: tuple[RuntimeFile, ...]
+    kernels: tuple[str, ...]
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        return tuple(self.root / f.path for f in self.files)
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(f.size for f in self.files)
+
+    @property
+    def zip_bytes(self) -> int:
+        return self.zip_path.stat().st_size
+
+
+def generate_runtime(
+    selection: Selection, out_dir: str | Path, *, source: str, name: str | None = None
+) -> RuntimeArtifact:
+    """Write the trimmed runtime for a selection under out_dir (see the module docstring).
+
+    source: what the runtime is for (the recipe path), named in every generated file.
+    name: the zip is `<name>-runtime.zip`; default: the stem of source.
+    """
+    if selection.backends:
+        raise StageError(
+            f"{source}: the programs use backends {', '.join(selection.backends)}; "
+            "trimmed runtimes cannot ship backends yet (etbuild's runtime registers none)"
+        )
+    return write_runtime(selection.names, out_dir, source=source, name=name)
+
+
+def write_runtime(
+    kernels: Iterable[str], out_dir: str | Path, *, source: str, name: str | None = None
+) -> RuntimeArtifact:
+    """Write a runtime holding exactly the named kernels (generate_runtime's workhorse)."""
+    kernels = tuple(sorted(set(kernels)))
+    files = runtime_sources(kernels, source)
+    out = Path(out_dir)
+    _replace_tree(out, files)
+    zip_path = out / f"{name or Path(source).stem or PACKAGE}-runtime.zip"
+    write_bytes(zip_path, zip_bytes(files))
+    listed = tuple(RuntimeFile(path, len(text.encode()), origin) for path, (text, origin) in sorted(files.items()))
+    return RuntimeArtifact(out, out / PACKAGE, zip_path, listed, kernels)
+
+
+def runtime_sources(kernels: tuple[str, ...], source: str) -> dict[str, tuple[str, str]]:
+    """The trimmed tree in memory: path -> (text, origin)."""
+    env = _templates()
+    shaker = _shaken(env, kernels, source)
+    files = {}
+    for mod in shaker.modules.values():
+        if mod.text is not None:
+            text, origin = mod.text, _generated_origin(mod.name)
+        else:
+            body = render(shaker.kept_statements(mod.name))
+            text = env.get_template("module.py.j2").render(source=source, origin=mod.name, body=body)
+            origin = mod.name
+        compile(text, mod.path, "exec")  # a broken cut is our bug: fail here, not on the device
+        files[mod.path] = (text, origin)
+    return files
+
+
+def _shaken(env: jinja2.Environment, kernels: tuple[str, ...], source: str) -> Shaker:
+    """Every module the runtime and the kernels need, cut from the entry modules."""
+    by_module = kernel_modules(kernels)
+    generated = _generated_modules(env, kernels, by_module, source)
+    overrides = {FBS_MODULE: {"load_schema": env.get_template("load_schema.py.j2").render()}}
+    shaker = Shaker(module_source, runtime_side, by_module, generated, overrides)
+    for module in (*ENTRY_MODULES, SELECTED_MODULE):
+        shaker.whole(module)
+    uncovered = shaker.uncovered()
+    if uncovered:
+        raise InternalError(f"tree shaking lost the registrations of {sorted(set().union(*uncovered.values()))}")
+    return shaker
+
+
+def kernel_modules(kernels: Iterable[str]) -> dict[str, frozenset[str]]:
+    """Selected kernel names by the module that registers them; StageError for unknown ones."""
+    registry = load_all()
+    missing = sorted(k for k in kernels if k not in registry)
+    if missing:
+        raise StageError(f"no kernel library of etbuild has a kernel for {', '.join(missing)}")
+    by_module: dict[str, set[str]] = {}
+    for k in kernels:
+        by_module.setdefault(registry[k].module, set()).add(k)
+    return {m: frozenset(names) for m, names in sorted(by_module.items())}
+
+
+def _generated_origin(module: str) -> str:
+    return {
+        SELECTED_MODULE: "template selected.py.j2",
+        SCHEMA_MODULE: "template schema.py.j2",
+    }.get(module, "template empty_package.py.j2")
+
+
+def _generated_modules(
+    env: jinja2.Environment, kernels: tuple[str, ...], by_module: Mapping[str, frozenset[str]], source: str
+) -> dict[str, tuple[str, bool]]:
+    selected = env.get_template("selected.py.j2").render(source=source, modules=sorted(by_module), kernels=kernels)
+    out = {SELECTED_MODULE: (selected, False), SCHEMA_MODULE: (_schema_module(env, source), True)}
+    for library in KERNEL_LIBRARIES:
+        out[library] = (env.get_template("empty_package.py.j2").render(source=source, origin=library), True)
+    return out
+
+
+def _schema_module(env: jinja2.Environment, source: str) -> str:
+    """program.fbs, parsed here by the runtime's own parser, as compact Python literals."""
+    schema: Schema = load_schema()
+    tables = [
+        (table, " ".join(f"{f.name}:{f.type.kind}:{f.type.name}:{int(f.type.vector)}:{f.slot}" for f in fields))
+        for table, fields in schema.tables.items()
+    ]
+    extras = {
+        f"{table}.{f.name}": (f.default, f.force_align)
+        for table, fields in schema.tables.items()
+        for f in fields
+        if (type(f.default), f.default, f.force_align) != (int, 0, 0)  # keep False and 0.0 as they are
+    }
+    return env.get_template("schema.py.j2").render(
+        source=source, origin="schema/program.fbs", root_type=schema.root_type,
+        file_identifier=schema.file_identifier, enums=repr(schema.enums), unions=repr(schema.unions),
+        extras=repr(extras), tables=tables,
+    )
+
+
+def _templates() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES), keep_trailing_newline=True, undefined=jinja2.StrictUndefined,
+        autoescape=False,
+    )
+
+
+def runtime_side(module: str) -> bool:
+    """Whether a module belongs to the torch-free runtime side that trimmed runtimes ship."""
+    return module in (PACKAGE, "etbuild.errors") or any(
+        module == p or module.startswith(p + ".") for p in RUNTIME_SIDE
+    )
+
+
+def module_source(module: str) -> tuple[str, bool] | None:
+    """(source text, is_package) of an importable module, or None."""
+    try:
+        spec = importlib.util.find_spec(module)
+    except (ImportError, ValueError):  # a parent is not a package
+        return None
+    if spec is None or not spec.origin or not spec.origin.endswith(".py"):
+        return None
+    return Path(spec.origin).read_text(), spec.submodule_search_locations is not None
+
+
+def _replace_tree(out: Path, files: Mapping[str, tuple[str, str]]) -> None:
+    """Write the tree beside its final place, then swap it in (no half-written tree)."""
+    out.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=".runtime-", dir=out))
+    try:
+        for path, (text, _) in files.items():
+            target = staging / path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text)
+        final = out / PACKAGE
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(staging / PACKAGE, final)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def zip_bytes(files: Mapping[str, tuple[str, str]]) -> bytes:
+    """A deterministic zip of the tree: sorted entries, fixed timestamps and modes."""
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
+        for path in sorted(files):
+            info = zipfile.ZipInfo(path, date_time=ZIP_TIME)
+            info.compress_type = zipfile.ZIP_DEFLATED
+            info.external_attr = 0o644 << 16
+            info.create_system = 3
+            zf.writestr(info, files[path][0].encode())
+    return buf.getvalue()
