@@ -2,7 +2,8 @@
 
 Takes: one `export/<method>.pt2` per method. Gives: an unplanned program in the `.pte`
 format — one ExecutionPlan per method (sorted by name, as ExecuTorch stores them), every
-call an out-variant KernelCall, constants folded and stored once in the constant segment,
+call an out-variant KernelCall, constants folded (inference BatchNorms into the
+convolutions before them) and stored once in the constant segment,
 initial states of mutable buffers in the mutable data segment, tensors not yet placed in
 memory, one frame list per instruction naming where it came from.
 """
@@ -18,6 +19,7 @@ from torch.export import ExportedProgram
 from etbuild.fsutil import write_bytes
 from etbuild.lowering.builder import ConstantPool
 from etbuild.lowering.fold import fold_constants
+from etbuild.lowering.fuse_batch_norm import fuse_batch_norm
 from etbuild.lowering.to_program import GraphConverter
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import write_program
@@ -29,7 +31,9 @@ def lower(methods: Mapping[str, ExportedProgram]) -> tuple[fb.Program, list[byte
     plans = []
     for name in sorted(methods):
         core = methods[name].run_decompositions()
-        plans.append(GraphConverter(core, fold_constants(core), name, pool, mutable).convert())
+        consts = fold_constants(core)
+        fuse_batch_norm(core.graph, consts)
+        plans.append(GraphConverter(core, consts, name, pool, mutable).convert())
     data, offsets = pool.segment()
     program = fb.Program(
         version=0, execution_plan=plans, constant_segment=fb.SubsegmentOffsets(segment_index=0, offsets=offsets)

@@ -115,3 +115,19 @@ def test_out_variant_and_copy_variant_lookup():
 def test_op_without_out_variant_is_a_stage_error():
     with pytest.raises(StageError, match="operator aten::_local_scalar_dense.default has no out-variant"):
         out_variant(aten._local_scalar_dense.default)
+
+
+def test_inference_batch_norm_folds_into_the_convolution():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 4, 3), torch.nn.BatchNorm2d(4), torch.nn.ReLU()).eval()
+    model[1].running_mean.uniform_(-1, 1)
+    model[1].running_var.uniform_(0.5, 2)
+    x = torch.randn(1, 3, 8, 8)
+    plan = _lowered(model, x)
+    assert [name for name, _ in _calls(plan)] == ["aten::convolution.out", "aten::relu.out"]
+
+    from etbuild.pipeline import compile_module
+    from etbuild.runtime import Program
+
+    (out,) = Program.from_bytes(compile_module(model, (x,)).pte).load_method()(x.numpy())
+    torch.testing.assert_close(torch.from_numpy(out), model(x).detach(), rtol=1e-5, atol=1e-5)

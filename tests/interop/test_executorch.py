@@ -16,10 +16,10 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from etbuild.build import build
-from etbuild.model import build_model, dynamic_shapes, example_inputs, method_callable, sample_inputs
+from etbuild.model import build_model, method_callable, sample_inputs
+from etbuild.oracle import executorch_build
 from etbuild.recipe import Recipe, discover_recipes, load_recipe
 from etbuild.runtime import Program
-from etbuild.stages.export import MethodModule
 from tests.conftest import HAS_EXECUTORCH
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")]
@@ -48,22 +48,6 @@ def _assert_same(actual: list, expected: list, recipe: Recipe) -> None:
         np.testing.assert_allclose(np.asarray(a), e, rtol=rtol, atol=atol)
 
 
-def executorch_program(recipe: Recipe, path: Path) -> Path:
-    """The recipe's model built by ExecuTorch's export → to_edge → to_executorch."""
-    from executorch.exir import to_edge
-
-    model = build_model(recipe)
-    exported = {}
-    for m in recipe.model.methods:
-        module = model if m.name == "forward" else MethodModule(model, m.name)
-        shapes = dynamic_shapes(recipe, m.name)
-        if shapes is not None and m.name != "forward":
-            shapes = (shapes,)
-        exported[m.name] = torch.export.export(module, example_inputs(recipe, m.name), dynamic_shapes=shapes)
-    path.write_bytes(to_edge(exported).to_executorch().buffer)
-    return path
-
-
 @pytest.mark.parametrize(("recipe_path", "method"), CASES, ids=IDS)
 def test_our_pte_runs_in_executorch(built, recipe_path, method):
     from executorch.runtime import Runtime
@@ -82,7 +66,7 @@ def test_executorch_pte_runs_in_ours(tmp_path, recipe_path, method):
     from executorch.runtime import Runtime
 
     recipe = load_recipe(recipe_path)
-    pte = executorch_program(recipe, tmp_path / "theirs.pte")
+    pte = executorch_build(recipe, tmp_path / "theirs.pte").path
     ours = Program.load(pte).load_method(method)
     theirs = Runtime.get().load_program(pte).load_method(method)
     for sample in sample_inputs(recipe, 3, 7, method):
