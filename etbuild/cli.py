@@ -30,6 +30,23 @@ def _build(args: argparse.Namespace) -> int:
     return 3 if result.exit_code else 0
 
 
+def _select(args: argparse.Namespace) -> int:
+    from etbuild.build import build
+    from etbuild.recipe import load_recipe
+    from etbuild.stages.select import run_union
+
+    paths = [Path(p) for p in args.union]
+    if build(paths, Path(args.build_dir), debug=args.debug).exit_code:
+        return 3
+    report = run_union([load_recipe(p) for p in paths], Path(args.build_dir), args.name)
+    failed = [name for name, ok in report["recipes"].items() if not ok]
+    print(f"union runtime {args.build_dir}/union/{args.name}/runtime: {len(report['operators'])} operators, "
+          f"{report['runtime_bytes']:,} bytes ({report['runtime_fraction']:.1%} of the full runtime's "
+          f"{report['full_runtime_bytes']:,}); verified: {', '.join(report['recipes'])}"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    return 4 if failed else 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from etbuild.runtime.runner import run_calls
 
@@ -56,6 +73,11 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--recipes-dir", default="recipes")
     b.add_argument("--build-dir", default="build")
     b.set_defaults(fn=_build)
+    s = sub.add_parser("select", parents=[common], help="one trimmed runtime for several recipes")
+    s.add_argument("--union", nargs="+", required=True, metavar="RECIPE", help="recipe files")
+    s.add_argument("--name", default="union", help="name of the union runtime (build/union/NAME)")
+    s.add_argument("--build-dir", default="build")
+    s.set_defaults(fn=_select)
     r = sub.add_parser("run", parents=[common], help="run a .pte on inputs in0, in1, … from an .npz file")
     r.add_argument("pte")
     r.add_argument("--inputs", required=True)

@@ -38,7 +38,6 @@ KeyPath = tuple[str | int, ...]
 NOT_SUPPORTED_YET: tuple[KeyPath, ...] = (
     ("quantize",),
     ("backends", 0),
-    ("operators",),
     ("memory", "levels", 1),
 )
 """Key paths whose stage does not exist yet: a recipe is rejected when one holds a non-null value.

@@ -22,7 +22,7 @@ import etbuild
 from etbuild.errors import EtbuildError
 from etbuild.recipe import Recipe
 
-STAGES = ("export", "lower", "plan", "emit", "verify")
+STAGES = ("export", "lower", "plan", "emit", "select", "verify")
 FAILURES: dict[str, EtbuildError] = {}
 
 
@@ -49,6 +49,14 @@ class Artifacts:
     @property
     def pte(self) -> Path:
         return self.root / f"{self.name}.pte"
+
+    @property
+    def select(self) -> list[Path]:
+        return [self.root / "select.json", self.root / "selected_operators.yaml", self.runtime_zip]
+
+    @property
+    def runtime_zip(self) -> Path:
+        return self.root / "runtime" / f"{self.name}-runtime.zip"
 
     @property
     def verify(self) -> Path:
@@ -97,7 +105,7 @@ def model_files(recipe: Recipe) -> list[Path]:
 
 def recipe_tasks(recipe: Recipe, build_root: Path, version: str) -> Iterator[dict[str, Any]]:
     """The task dicts of one recipe, in stage order."""
-    from etbuild.stages import emit, export, lower, plan, verify
+    from etbuild.stages import emit, export, lower, plan, select, verify
 
     a = Artifacts(build_root / recipe.name, recipe.name, tuple(m.name for m in recipe.model.methods))
     model_deps = [str(p) for p in model_files(recipe)]
@@ -107,8 +115,14 @@ def recipe_tasks(recipe: Recipe, build_root: Path, version: str) -> Iterator[dic
         "lower": (lower.run_lower, (a.exports, a.lowered), exports, [a.lowered], ()),
         "plan": (plan.run_plan, (a.lowered, recipe.memory, a.plan), [str(a.lowered)], [a.plan], ("memory",)),
         "emit": (emit.run_emit, (a.lowered, a.plan, a.pte), [str(a.lowered), str(a.plan)], [a.pte], ()),
+        "select": (
+            select.run_select, (recipe, a.pte, a.lowered, a.root), [str(a.pte), str(a.lowered)], a.select,
+            ("operators",),
+        ),
         "verify": (
-            verify.run_verify, (recipe, a.pte, a.verify), [str(a.pte), *model_deps], [a.verify], ("model", "verify")
+            verify.run_verify, (recipe, a.pte, a.runtime_zip.parent, a.verify),
+            [str(a.pte), str(a.runtime_zip), *model_deps],
+            [a.verify], ("model", "verify"),
         ),
     }
     for stage in STAGES:

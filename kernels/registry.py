@@ -43,7 +43,8 @@ _REGISTRY: dict[str, KernelInfo] = {}
 
 
 def kernel(name: str, dtypes: tuple[str, ...] = FLOAT_DTYPES) -> Callable[[KernelFn], KernelFn]:
-    """Register fn as the kernel for `name`; `dtypes` are the input dtypes it claims."""
+    """Register fn as the kernel for `name`; `dtypes` are the dtypes it claims (of its inputs,
+    or of its output for creation ops such as `full` and `arange`)."""
     if "::" not in name:
         raise ValueError(f"kernel name {name!r} must be 'namespace::op.overload'")
 

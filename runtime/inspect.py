@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -54,7 +55,18 @@ def describe(path: str | Path) -> dict[str, Any]:
     return {
         "file": str(path), "file_bytes": Path(path).stat().st_size, "constant_bytes": constant_bytes,
         "segments": len(p.segments), "methods": [_method_summary(plan) for plan in p.execution_plan],
+        "selective_build": _select_report(Path(path)),
     }
+
+
+def _select_report(pte: Path) -> dict[str, Any] | None:
+    """The select stage's report beside a built `.pte` (build/<recipe>/select.json), if any."""
+    report = pte.parent / "select.json"
+    if not report.is_file():
+        return None
+    data = json.loads(report.read_text())
+    keys = ("runtime_bytes", "runtime_zip_bytes", "full_runtime_bytes", "runtime_fraction")
+    return {k: data[k] for k in keys if k in data}
 
 
 def _fmt_value(v: dict[str, Any]) -> str:
@@ -76,4 +88,8 @@ def format_description(d: dict[str, Any]) -> str:
         lines += [f"  {n:>4} x {op}" for op, n in m["operators"].items()]
         if m["delegates"]:
             lines.append(f"  delegates: {', '.join(m['delegates'])}")
+    sel = d.get("selective_build")
+    if sel:
+        lines.append(f"trimmed runtime: {sel['runtime_bytes']:,} bytes ({sel['runtime_fraction']:.1%} of the full "
+                     f"runtime's {sel['full_runtime_bytes']:,}), zip {sel['runtime_zip_bytes']:,} bytes")
     return "\n".join(lines)

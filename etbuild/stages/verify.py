@@ -1,17 +1,17 @@
-"""Verify stage: the `.pte` in etbuild's runtime, without torch, against eager PyTorch.
+"""Verify stage: the `.pte` in its trimmed runtime, without torch, against eager PyTorch.
 
-Takes: the final `.pte`, the recipe's model and `verify` section. Gives: `verify.json`
-with, per method and output, the largest absolute and relative error over
-`verify.samples` random inputs (dynamic dims drawn within their ranges) and whether it is
-within `rtol`/`atol`. Samples run in order on one loaded method, as they do on one eager
-model, so state carried across calls (mutable buffers) is compared too. The program runs in a subprocess in which
-`import torch` fails, so a pass proves the runtime needs no torch.
+Takes: the final `.pte`, its trimmed runtime (`runtime/`, from the select stage), the
+recipe's model and `verify` section. Gives: `verify.json` with, per method and output, the
+largest absolute and relative error over `verify.samples` random inputs (dynamic dims drawn
+within their ranges) and whether it is within `rtol`/`atol`. Samples run in order on one
+loaded method, as they do on one eager model, so state carried across calls (mutable
+buffers) is compared too. The program runs in the trimmed runtime alone, in a subprocess
+whose import path holds only it and numpy (no etbuild install, no torch): a pass proves the
+runtime that ships is enough.
 """
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -20,26 +20,24 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten
 
-from etbuild.errors import StageError, VerificationError
+from etbuild.errors import EtbuildError, StageError, VerificationError
 from etbuild.fsutil import write_json
 from etbuild.model import build_model, method_callable, sample_inputs
 from etbuild.recipe import Recipe
-
-_NO_TORCH = (
-    "import runpy, sys; sys.modules['torch'] = None; sys.argv[0] = 'runner'; "
-    "runpy.run_module('etbuild.runtime.runner', run_name='__main__')"
-)
+from etbuild.select import run_trimmed
 
 
-def run_without_torch(pte: Path, samples: list[tuple[Any, ...]], method: str = "forward") -> list[list[np.ndarray]]:
-    """Outputs of each sample from etbuild's runtime in a torch-free subprocess."""
+def run_trimmed_samples(
+    runtime: Path, pte: Path, samples: list[tuple[Any, ...]], method: str = "forward"
+) -> list[list[np.ndarray]]:
+    """Outputs of each sample from the trimmed runtime at `runtime`, in an isolated subprocess."""
     with tempfile.TemporaryDirectory(prefix="etbuild-verify-") as tmp:
         ins, outs = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
         np.savez(ins, **{f"s{j}_in{k}": _numpy(x) for j, s in enumerate(samples) for k, x in enumerate(s)})
-        cmd = [sys.executable, "-c", _NO_TORCH, "samples", str(pte), str(ins), str(outs), "--method", method]
-        proc = subprocess.run(cmd, capture_output=True, text=True)
-        if proc.returncode != 0:
-            raise VerificationError(f"{pte} failed in the etbuild runtime: {proc.stderr.strip()[-2000:]}")
+        try:
+            run_trimmed(runtime, pte, ins, outs, method)
+        except EtbuildError as exc:
+            raise VerificationError(f"{pte} failed in its trimmed runtime: {exc}") from None
         with np.load(outs) as npz:
             count = len([k for k in npz.files if k.startswith("s0_out")])
             return [[npz[f"s{j}_out{k}"] for k in range(count)] for j in range(len(samples))]
@@ -73,31 +71,31 @@ def compare(
     return report
 
 
-def verify_method(recipe: Recipe, pte: Path, method: str) -> list[dict[str, Any]]:
+def verify_method(recipe: Recipe, pte: Path, runtime: Path, method: str) -> list[dict[str, Any]]:
     """Per-output comparison of one method with eager torch on fresh state."""
     cfg = recipe.verify
     samples = sample_inputs(recipe, cfg.samples, cfg.seed, method)
     eager = method_callable(build_model(recipe), method, recipe)
     with torch.no_grad():
         expected = [[_numpy(t) for t in tree_flatten(eager(*s))[0]] for s in samples]
-    actual = run_without_torch(pte, samples, method)
+    actual = run_trimmed_samples(runtime, pte, samples, method)
     if len(actual[0]) != len(expected[0]):
         got, want = len(actual[0]), len(expected[0])
         raise StageError(f"{pte} method {method} returns {got} outputs; the model returns {want}")
     return compare(expected, actual, cfg.rtol, cfg.atol)
 
 
-def verify(recipe: Recipe, pte: Path) -> dict[str, Any]:
-    """Compare every method of the program with eager torch on the recipe's samples."""
+def verify(recipe: Recipe, pte: Path, runtime: Path) -> dict[str, Any]:
+    """Compare every method of the program, run in `runtime`, with eager torch."""
     cfg = recipe.verify
-    methods = {m.name: verify_method(recipe, pte, m.name) for m in recipe.model.methods}
+    methods = {m.name: verify_method(recipe, pte, runtime, m.name) for m in recipe.model.methods}
     passed = all(o["passed"] for outputs in methods.values() for o in outputs)
     return {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "methods": methods, "passed": passed}
 
 
-def run_verify(recipe: Recipe, pte: Path, out: Path) -> None:
+def run_verify(recipe: Recipe, pte: Path, runtime: Path, out: Path) -> None:
     """Write `verify.json`; raise VerificationError (after writing it) when an output fails."""
-    report = verify(recipe, pte)
+    report = verify(recipe, pte, runtime)
     write_json(out, report)
     if not report["passed"]:
         details = "; ".join(

@@ -22,7 +22,7 @@ model:
 memory: {planner: greedy, alignment: 16}
 verify: {samples: 2, rtol: 1.0e-4, atol: 1.0e-5}
 """
-STAGES = ["export:tiny", "lower:tiny", "plan:tiny", "emit:tiny", "verify:tiny"]
+STAGES = ["export:tiny", "lower:tiny", "plan:tiny", "emit:tiny", "select:tiny", "verify:tiny"]
 
 
 def _build(recipe: Path, root: Path):
@@ -75,7 +75,8 @@ def test_no_temporary_files_are_left(project):
     recipe, root = project
     _build(recipe, root)
     assert sorted(p.name for p in (root / "tiny").iterdir()) == [
-        "export", "lowered.pte", "plan.json", "tiny.pte", "verify.json"]
+        "export", "lowered.pte", "plan.json", "runtime", "select.json", "selected_operators.yaml", "tiny.pte",
+        "verify.json"]
     assert [p.name for p in (root / "tiny" / "export").iterdir()] == ["forward.pt2"]
 
 
@@ -106,7 +107,7 @@ def test_cli_build_run_inspect(project, capsys):
     recipe, root = project
     assert main(["build", str(recipe), "--build-dir", str(root)]) == 0
     out = capsys.readouterr().out
-    assert "verify:tiny" in out and "ok: 1 recipe(s), 5 task(s) run, 0 up to date" in out
+    assert "verify:tiny" in out and "ok: 1 recipe(s), 6 task(s) run, 0 up to date" in out
     pte = root / "tiny" / "tiny.pte"
     x = np.random.default_rng(0).standard_normal((3, 12)).astype(np.float32)
     np.savez(root / "in.npz", in0=x)
@@ -128,3 +129,28 @@ def test_cli_reports_errors_in_one_paragraph(tmp_path, capsys):
     bad.write_bytes(b"\x00" * 64)
     assert main(["inspect", str(bad)]) == 5
     assert capsys.readouterr().err == f"error: {bad}: identifier is b'\\x00\\x00\\x00\\x00', expected b'ET12'\n"
+
+
+def test_operator_outside_the_allowlist_fails_select_naming_it_and_its_source(project):
+    recipe, root = project
+    recipe.write_text(RECIPE + "operators:\n  allow: [aten::addmm.out, 'aten::view*']\n")
+    result = _build(recipe, root)
+    assert result.executed == ["export:tiny", "lower:tiny", "plan:tiny", "emit:tiny", "select:tiny"]
+    assert result.failed["select:tiny"] == (
+        f"{recipe}:9:3: operators.allow: the program calls operators outside the allowlist:\n"
+        "  aten::relu.out (1 call) from 1 (ReLU) at torch/nn/modules/activation.py:143: "
+        "return F.relu(input, inplace=self.inplace)"
+    )
+
+
+def test_allowlist_file_and_trimmed_runtime(project):
+    recipe, root = project
+    (recipe.parent / "ops.txt").write_text("# the MLP's kernels\naten::addmm.out\naten::relu.out\n")
+    recipe.write_text(RECIPE + "operators:\n  allow: ops.txt\n")
+    assert _build(recipe, root).exit_code == 0
+    report = json.loads((root / "tiny" / "select.json").read_text())
+    assert sorted(report["operators"]) == ["aten::addmm.out", "aten::relu.out"]
+    assert report["runtime_bytes"] < report["full_runtime_bytes"] / 3
+    runtime = root / "tiny" / "runtime"
+    assert (runtime / "tiny-runtime.zip").exists()
+    assert not (runtime / "etbuild" / "kernels" / "portable" / "convolution.py").exists()

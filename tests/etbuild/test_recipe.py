@@ -242,7 +242,6 @@ def test_discover_recipes_skips_bases() -> None:
 UNSUPPORTED_SETTINGS = {
     ("quantize",): "quantize: {scheme: int8-static}\n",
     ("backends", 0): "backends: [{name: cpu}]\n",
-    ("operators",): "operators: {allow: [aten::add.out]}\n",
     ("memory", "levels", 1): "memory: {levels: [{name: sram, bytes: 1KiB}, {name: dram}]}\n",
 }
 

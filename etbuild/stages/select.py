@@ -1,0 +1,77 @@
+"""Select stage: what the final program calls → allowlist check, op list, trimmed runtime.
+
+Takes: `<recipe>.pte` (the final program: lowering can add operators, so the export graph
+is not enough), `lowered.pte` (the same instructions with their source frames) and the
+recipe's `operators` section. Gives: `selected_operators.yaml` in ExecuTorch's
+selective-build format, `runtime/` (a package directory and `<recipe>-runtime.zip` with
+only the kernels the program calls) and `select.json` (operators, dtypes, backends, and
+the trimmed runtime's bytes next to the full runtime's). A program that calls an operator
+outside `operators.allow` fails here, naming each operator and where it came from.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from etbuild.fsutil import write_bytes, write_json
+from etbuild.recipe import Recipe
+from etbuild.select import (
+    Selection,
+    check_allowed,
+    collect,
+    full_runtime_bytes,
+    generate_runtime,
+    selected_operators_yaml,
+)
+
+
+def allow_entries(recipe: Recipe) -> list[str] | None:
+    """The recipe's allowlist entries (a file path becomes one `@file` entry), or None."""
+    if not recipe.operators:
+        return None
+    allow = recipe.operators["allow"]
+    return [f"@{allow}"] if isinstance(allow, str) else list(allow)
+
+
+def size_report(selection: Selection, runtime_bytes: int, zip_bytes: int) -> dict[str, Any]:
+    full = full_runtime_bytes()
+    return {
+        "operators": {op.name: {"calls": op.count, "dtypes": list(op.dtypes)} for op in selection.operators},
+        "backends": list(selection.backends),
+        "runtime_bytes": runtime_bytes, "runtime_zip_bytes": zip_bytes, "full_runtime_bytes": full,
+        "runtime_fraction": round(runtime_bytes / full, 4),
+    }
+
+
+def run_select(recipe: Recipe, pte: Path, lowered: Path, out: Path) -> None:
+    """Write selected_operators.yaml, runtime/ and select.json into `out` (build/<recipe>)."""
+    selection = collect(pte, lowered)
+    allow = allow_entries(recipe)
+    if allow is not None:
+        check_allowed(selection, allow, recipe.where("operators.allow"), base_dir=recipe.path.parent)
+    write_bytes(out / "selected_operators.yaml", selected_operators_yaml(selection, str(recipe.path)).encode())
+    runtime = generate_runtime(selection, out / "runtime", source=str(recipe.path), name=recipe.name)
+    write_json(out / "select.json", size_report(selection, runtime.total_bytes, runtime.zip_bytes))
+
+
+def run_union(recipes: list[Recipe], build_root: Path, name: str) -> dict[str, Any]:
+    """One trimmed runtime for the union of several built recipes, each verified against it.
+
+    Writes `build/union/<name>/` (runtime/, selected_operators.yaml, select.json) and
+    returns the select.json content; raises VerificationError when a recipe fails on it.
+    """
+    from etbuild.stages.verify import verify
+
+    selections = [collect(build_root / r.name / f"{r.name}.pte", build_root / r.name / "lowered.pte") for r in recipes]
+    union = selections[0].union(selections[1:])
+    out = build_root / "union" / name
+    source = ", ".join(str(r.path) for r in recipes)
+    write_bytes(out / "selected_operators.yaml", selected_operators_yaml(union, source).encode())
+    runtime = generate_runtime(union, out / "runtime", source=source, name=name)
+    report = size_report(union, runtime.total_bytes, runtime.zip_bytes)
+    report["recipes"] = {
+        r.name: verify(r, build_root / r.name / f"{r.name}.pte", runtime.root)["passed"] for r in recipes
+    }
+    write_json(out / "select.json", report)
+    return report
