@@ -144,8 +144,9 @@ def latency_table(rows: list[dict[str, Any]]) -> list[str]:
         ours = lat["etbuild"]
         lines.append(
             f"| {r['recipe']} ({r['method']}) | {_us(ours)} | {_us(lat['executorch_portable'])} | "
-            f"{_us(lat['executorch_xnnpack'])} | {_us(lat['eager_torch'])} | {_ratio(lat['executorch_portable'], ours)} "
-            f"| {_ratio(lat['executorch_xnnpack'], ours)} | {_ratio(lat['eager_torch'], ours)} |"
+            f"{_us(lat['executorch_xnnpack'])} | {_us(lat['eager_torch'])} | "
+            f"{_ratio(lat['executorch_portable'], ours)} | {_ratio(lat['executorch_xnnpack'], ours)} | "
+            f"{_ratio(lat['eager_torch'], ours)} |"
         )
     return lines
 

@@ -57,6 +57,11 @@ def _run(args: argparse.Namespace) -> int:
 def _inspect(args: argparse.Namespace) -> int:
     from etbuild.runtime.inspect import describe, format_description
 
+    if args.memory:
+        from etbuild.memory.measure import memory_tables
+
+        print(memory_tables(args.pte))
+        return 0
     d = describe(args.pte)
     print(json.dumps(d, indent=2) if args.json else format_description(d))
     return 0
@@ -88,6 +93,7 @@ def parser() -> argparse.ArgumentParser:
     i = sub.add_parser("inspect", parents=[common], help="summarize a .pte: methods, operators, sizes")
     i.add_argument("pte")
     i.add_argument("--json", action="store_true")
+    i.add_argument("--memory", action="store_true", help="per memory level: planned bytes, lower bound, tensors")
     i.set_defaults(fn=_inspect)
     return p
 

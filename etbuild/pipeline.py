@@ -13,18 +13,13 @@ from typing import Any
 import torch
 from torch.export import ExportedProgram
 
+from etbuild.recipe import MemoryConfig
 from etbuild.runtime.format.pte import write_program
 from etbuild.stages.emit import emit
 from etbuild.stages.lower import lower
 from etbuild.stages.plan import MethodPlan, plan_method
 
-
-@dataclass(frozen=True)
-class PlanOptions:
-    """The memory options a pipeline run plans with (the recipe's `memory` section)."""
-
-    planner: str = "greedy"
-    alignment: int = 16
+DEFAULT_MEMORY = MemoryConfig()
 
 
 @dataclass(frozen=True)
@@ -35,15 +30,15 @@ class Compiled:
     plans: list[MethodPlan]
 
 
-def compile_exported(methods: Mapping[str, ExportedProgram], memory: PlanOptions = PlanOptions()) -> Compiled:
+def compile_exported(methods: Mapping[str, ExportedProgram], memory: MemoryConfig = DEFAULT_MEMORY) -> Compiled:
     """Compile exported methods (name → ExportedProgram) into one `.pte`."""
     program, segments = lower(methods)
-    plans = [plan_method(p, memory) for p in program.execution_plan]
+    plans = [plan_method(p, memory).plan for p in program.execution_plan]
     return Compiled(write_program(emit(program, plans), segments), plans)
 
 
 def compile_module(
-    module: torch.nn.Module, inputs: tuple[Any, ...], memory: PlanOptions = PlanOptions(),
+    module: torch.nn.Module, inputs: tuple[Any, ...], memory: MemoryConfig = DEFAULT_MEMORY,
     dynamic_shapes: Any = None,
 ) -> Compiled:
     """Compile `module(*inputs)` into `.pte` bytes with one method, `forward`."""

@@ -38,10 +38,9 @@ KeyPath = tuple[str | int, ...]
 NOT_SUPPORTED_YET: tuple[KeyPath, ...] = (
     ("quantize",),
     ("backends", 0),
-    ("memory", "levels", 1),
 )
 """Key paths whose stage does not exist yet: a recipe is rejected when one holds a non-null value.
-A trailing index means "a list with that item": `("memory", "levels", 1)` is a second level."""
+A trailing index means "a list with that item": `("backends", 0)` is a first backend."""
 
 _SCHEMA: dict[str, Any] = json.loads(RECIPE_SCHEMA.read_text(encoding="utf-8"))
 _INTEGER_DTYPES = ("int64", "int32", "uint8", "int8")
@@ -243,12 +242,22 @@ def _default_levels() -> tuple[LevelConfig, ...]:
 
 
 @dataclass(frozen=True)
+class RuleConfig:
+    """A placement rule: tensors of at most `max_bytes`, or from modules matching `module`, go to `level`."""
+
+    level: str
+    max_bytes: int | None = None
+    module: str | None = None
+
+
+@dataclass(frozen=True)
 class MemoryConfig:
     """How to plan memory. Loaded levels carry memory.alignment unless they set their own."""
 
     planner: str = _default("memory", "planner")
     alignment: int = _default("memory", "alignment")
     levels: tuple[LevelConfig, ...] = field(default_factory=_default_levels)
+    rules: tuple[RuleConfig, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -311,6 +320,7 @@ def load_recipe(path: str | Path) -> Recipe:
     _check_inputs_or_methods(doc)
     _check_inputs(doc)
     _check_dynamic(doc)
+    _check_memory(doc)
     data = copy.deepcopy(doc.data)
     _fill_defaults(data, _SCHEMA)
     _normalize(data, doc)
@@ -318,12 +328,16 @@ def load_recipe(path: str | Path) -> Recipe:
 
 
 def discover_recipes(root: str | Path = "recipes") -> list[Path]:
-    """Every `*.yaml` product recipe under `root`, sorted; files under `base/` are not products."""
+    """Every `*.yaml` product recipe under `root`, sorted.
+
+    Files under a `base/` folder are bases, not products; files under an `errors/` folder are
+    recipes that must fail (examples of error messages, built by the tests).
+    """
     root = Path(root)
     return sorted(
         path
         for path in root.rglob("*.yaml")
-        if path.is_file() and "base" not in path.relative_to(root).parts[:-1]
+        if path.is_file() and not {"base", "errors"} & set(path.relative_to(root).parts[:-1])
     )
 
 
@@ -611,6 +625,21 @@ def _reject_unsupported(doc: _Doc) -> None:
             raise _error(doc.where(path), path, f"not supported yet: {format_key_path(section)}")
 
 
+def _check_memory(doc: _Doc) -> None:
+    """Level names are unique and every rule names a level."""
+    memory = doc.data.get("memory") or {}
+    names = [level["name"] for level in memory.get("levels") or [{"name": "dram"}]]
+    for i, name in enumerate(names):
+        if name in names[:i]:
+            path = ("memory", "levels", i, "name")
+            raise _error(doc.where(path), path, f"level {name!r} is already defined")
+    for i, rule in enumerate(memory.get("rules") or []):
+        if rule["level"] not in names:
+            path = ("memory", "rules", i, "level")
+            message = f"expected one of the levels {', '.join(names)}; got {rule['level']!r}"
+            raise _error(doc.where(path), path, message + _did_you_mean(rule["level"], names))
+
+
 def _check_inputs_or_methods(doc: _Doc) -> None:
     """`model` gives exactly one of `inputs` (forward) and `methods`; `dynamic` goes with inputs."""
     model = doc.data["model"]
@@ -726,10 +755,15 @@ def _normalize(data: dict[str, Any], doc: _Doc) -> None:
     """Sizes to integers, level alignments inherited, file paths absolute (naming file's dir)."""
     memory = data["memory"]
     for level in memory["levels"]:
-        if isinstance(level["bytes"], str):
+        if level["bytes"] == "unbounded":
+            level["bytes"] = None
+        elif isinstance(level["bytes"], str):
             level["bytes"] = _parse_size(level["bytes"])
         if level["alignment"] is None:
             level["alignment"] = memory["alignment"]
+    for rule in memory["rules"]:
+        if isinstance(rule["max_bytes"], str):
+            rule["max_bytes"] = _parse_size(rule["max_bytes"])
     model = data["model"]
     factory = _FILE_FACTORY.fullmatch(model["factory"])
     if factory:
@@ -787,6 +821,7 @@ def _build(path: Path, doc: _Doc, data: dict[str, Any]) -> Recipe:
             planner=memory["planner"],
             alignment=memory["alignment"],
             levels=tuple(LevelConfig(**level) for level in memory["levels"]),
+            rules=tuple(RuleConfig(**rule) for rule in memory["rules"]),
         ),
         verify=VerifyConfig(
             samples=verify["samples"],

@@ -47,6 +47,10 @@ class Artifacts:
         return self.root / "plan.json"
 
     @property
+    def memory(self) -> list[Path]:
+        return [self.plan, self.root / "memory.json", self.root / "memory.svg"]
+
+    @property
     def pte(self) -> Path:
         return self.root / f"{self.name}.pte"
 
@@ -113,7 +117,7 @@ def recipe_tasks(recipe: Recipe, build_root: Path, version: str) -> Iterator[dic
     specs = {
         "export": (export.run_export, (recipe, a.exports), model_deps, exports, ("model",)),
         "lower": (lower.run_lower, (a.exports, a.lowered), exports, [a.lowered], ()),
-        "plan": (plan.run_plan, (a.lowered, recipe.memory, a.plan), [str(a.lowered)], [a.plan], ("memory",)),
+        "plan": (plan.run_plan, (a.lowered, recipe.memory, a.root), [str(a.lowered)], a.memory, ("memory",)),
         "emit": (emit.run_emit, (a.lowered, a.plan, a.pte), [str(a.lowered), str(a.plan)], [a.pte], ()),
         "select": (
             select.run_select, (recipe, a.pte, a.lowered, a.root), [str(a.pte), str(a.lowered)], a.select,

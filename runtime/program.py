@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import json
 import mmap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -29,10 +30,11 @@ DEFAULT_MAX_PLANNED_BYTES = 4 << 30
 class Program:
     """A loaded `.pte`: its decoded flatbuffer and zero-copy access to its segments."""
 
-    def __init__(self, data: Any, source: str = "<bytes>") -> None:
+    def __init__(self, data: Any, source: str = "<bytes>", level_names: Mapping[str, list[str]] | None = None) -> None:
         self.data = data
         self.source = source
         self.program, self.header = _read(data, source)
+        self.level_names = dict(level_names or {})  # method -> memory level names, by memory id
 
     @classmethod
     def load(cls, path: str | Path) -> Program:
@@ -42,11 +44,25 @@ class Program:
             if path.stat().st_size == 0:
                 raise InvalidProgram(f"{path}: file is empty")
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        return cls(data, str(path))
+        return cls(data, str(path), _level_names(path.parent / "memory.json"))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Program:
         return cls(data)
+
+    def _by_level(self, method: str, plan: fb.ExecutionPlan, buffers: Mapping[str, np.ndarray]) -> list[Any]:
+        """Caller buffers keyed by level name → a list by memory id (None: allocate)."""
+        names = self.level_names.get(method)
+        count = len(plan.non_const_buffer_sizes) - 1
+        if not names or len(names) != count:
+            raise MethodInputError(
+                f"{self.source}: buffers are given by level name but the level names of method {method!r} "
+                "are unknown: keep memory.json beside the .pte, or pass the buffers as a list by memory id"
+            )
+        unknown = sorted(set(buffers) - set(names))
+        if unknown:
+            raise MethodInputError(f"no memory level {', '.join(map(repr, unknown))}; levels: {', '.join(names)}")
+        return [buffers.get(n) for n in names]
 
     @property
     def method_names(self) -> list[str]:
@@ -84,24 +100,41 @@ class Program:
         self,
         name: str = "forward",
         *,
-        buffers: Sequence[np.ndarray] | None = None,
+        buffers: Sequence[np.ndarray] | Mapping[str, np.ndarray] | None = None,
         kernels: Mapping[str, KernelInfo] | None = None,
         instruction_budget: int = DEFAULT_INSTRUCTION_BUDGET,
         max_planned_bytes: int = DEFAULT_MAX_PLANNED_BYTES,
     ) -> Method:
         """Prepare a method for calls: arenas, tensor views, bound kernels.
 
-        buffers: caller-provided planned memory, one per memory id (default: allocated).
+        buffers: caller-provided planned memory: a list in memory-id order, or a mapping from
+            level name (as in the recipe's `memory.levels`) to buffer; levels not given are
+            allocated (default: all allocated).
         kernels: the kernel registry to bind against (default: every shipped kernel).
         instruction_budget: instructions one call may execute before it is stopped.
         """
         plan = self.plan(name)
-        arenas = _arenas(plan, buffers, max_planned_bytes, self.source)
+        if isinstance(buffers, Mapping):
+            buffers = self._by_level(name, plan, buffers)
+        arenas = _arenas(plan, buffers, max_planned_bytes, self.source, self.level_names.get(name))
         registry = kernels if kernels is not None else load_all()
         try:
             return Method(plan, arenas, self.constant_data(), registry, instruction_budget)
         except InvalidProgram as exc:
             raise type(exc)(f"{self.source}: method {name!r}: {exc}") from None
+
+
+def _level_list(names: list[str] | None, count: int) -> list[str]:
+    return names if names and len(names) == count else [f"memory id {i + 1}" for i in range(count)]
+
+
+def _level_names(report: Path) -> dict[str, list[str]]:
+    """Memory level names per method from the `memory.json` etbuild writes beside a `.pte`."""
+    try:
+        methods = json.loads(report.read_text())["methods"]
+        return {name: [lv["name"] for lv in m["levels"]] for name, m in methods.items()}
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
 
 
 def _read(data: Any, source: str) -> tuple[fb.Program, ExtendedHeader | None]:
@@ -112,22 +145,27 @@ def _read(data: Any, source: str) -> tuple[fb.Program, ExtendedHeader | None]:
 
 
 def _arenas(
-    plan: fb.ExecutionPlan, buffers: Sequence[np.ndarray] | None, limit: int, source: str
+    plan: fb.ExecutionPlan, buffers: Sequence[Any] | None, limit: int, source: str, names: list[str] | None
 ) -> list[np.ndarray]:
+    """One uint8 arena per memory id: the caller's buffer where given, else a new zeroed one."""
     sizes = list(plan.non_const_buffer_sizes[1:])
     if any(s < 0 for s in sizes) or sum(sizes) > limit:
         raise InvalidProgram(f"{source}: planned buffer sizes {sizes} are negative or exceed {limit} bytes")
     if buffers is None:
-        return [np.zeros(s, dtype=np.uint8) for s in sizes]
+        buffers = [None] * len(sizes)
     if len(buffers) != len(sizes):
         raise MethodInputError(f"the plan has {len(sizes)} memory buffers, {len(buffers)} were given")
-    arenas = []
-    for i, (buf, size) in enumerate(zip(buffers, sizes)):
-        arr = np.frombuffer(buf, dtype=np.uint8) if not isinstance(buf, np.ndarray) else buf.view(np.uint8).reshape(-1)
-        if arr.nbytes < size:
-            raise MethodInputError(f"buffer for memory id {i + 1} holds {arr.nbytes} bytes; the plan needs {size}")
-        arenas.append(arr)
-    return arenas
+    labels = _level_list(names, len(sizes))
+    return [_arena(buf, size, label) for buf, size, label in zip(buffers, sizes, labels)]
+
+
+def _arena(buf: Any, size: int, label: str) -> np.ndarray:
+    if buf is None:
+        return np.zeros(size, dtype=np.uint8)
+    arr = buf.view(np.uint8).reshape(-1) if isinstance(buf, np.ndarray) else np.frombuffer(buf, dtype=np.uint8)
+    if arr.nbytes < size:
+        raise MethodInputError(f"buffer for {label} holds {arr.nbytes} bytes; the plan needs {size}")
+    return arr
 
 
 class Method:

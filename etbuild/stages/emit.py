@@ -27,7 +27,7 @@ def apply_plan(plan: fb.ExecutionPlan, mplan: MethodPlan) -> None:
         if not isinstance(t, fb.Tensor):
             raise StageError(f"plan places value {value}, which is not a tensor")
         t.allocation_info = fb.AllocationDetails(memory_id, offset & 0xFFFFFFFF, offset >> 32)
-    plan.non_const_buffer_sizes = [0, mplan.arena_bytes]
+    plan.non_const_buffer_sizes = [0, *mplan.level_bytes]
     for chain in plan.chains:
         chain.stacktrace = None
 

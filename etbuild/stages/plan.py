@@ -1,7 +1,12 @@
-"""Plan stage: lifetimes of every planned tensor → offsets in one arena (`plan.json`).
+"""Plan stage: lifetimes of every planned tensor → places in the recipe's memory hierarchy.
 
-Takes: `lowered.pte` and the recipe's `memory` section. Gives: per planned tensor its
-memory id, offset and lifetime; the arena size; the lower bound (peak live bytes).
+Takes: `lowered.pte` and the recipe's `memory` section (levels fastest first, planner,
+placement rules). Gives, per method: each planned tensor's memory id (1 + its level's
+index) and offset, and per level the planned bytes and the lower bound (peak live bytes):
+`plan.json` for emit, `memory.json` (everything the runtime will allocate, so a device
+team can size every pool before flashing) and `memory.svg` (the plan drawn over time).
+A tensor that fits in no level fails the build naming the level, the bytes needed and
+available, and the largest tensors live at the peak.
 """
 
 from __future__ import annotations
@@ -10,70 +15,123 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from etbuild.errors import StageError
-from etbuild.fsutil import write_json
-from etbuild.memory.lifetimes import lifetimes, peak_live_bytes
-from etbuild.memory.planners import PLANNERS, arena_size
+from etbuild.fsutil import write_bytes, write_json
+from etbuild.memory.hierarchy import HierarchyPlan, Level, Rule, place
+from etbuild.memory.lifetimes import TensorLife, lifetimes
+from etbuild.memory.report import memory_report
+from etbuild.memory.svg import memory_svg
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import read_program
 
 if TYPE_CHECKING:
     from etbuild.recipe import MemoryConfig
 
+# Estimates for a C++ runtime such as ExecuTorch's (bytes): one EValue per value, tensor
+# metadata (TensorImpl plus sizes, dim_order and strides per dim), one entry per instruction.
+EVALUE_BYTES, TENSOR_IMPL_BYTES, BYTES_PER_DIM, INSTRUCTION_BYTES = 16, 64, 9, 16
+
 
 @dataclass(frozen=True)
 class MethodPlan:
-    """Where each planned tensor of one method lives."""
+    """Where each planned tensor of one method lives, and what each level holds."""
 
     method: str
     planner: str
-    alignment: int
-    arena_bytes: int
-    lower_bound: int
+    level_names: tuple[str, ...]
+    level_bytes: tuple[int, ...]
+    lower_bounds: tuple[int, ...]
     placements: dict[int, tuple[int, int]]  # value index -> (memory_id, offset)
-    lifetimes: dict[int, tuple[int, int, int]]  # value index -> (nbytes, start, end)
 
     def to_json(self) -> dict[str, Any]:
+        levels = [
+            {"name": n, "memory_id": i + 1, "planned_bytes": b, "lower_bound": lb}
+            for i, (n, b, lb) in enumerate(zip(self.level_names, self.level_bytes, self.lower_bounds))
+        ]
         return {
-            "method": self.method, "planner": self.planner, "alignment": self.alignment,
-            "arenas": [{"memory_id": 1, "bytes": self.arena_bytes}],
-            "planned_bytes": self.arena_bytes, "lower_bound": self.lower_bound,
-            "tensors": [
-                {"value": v, "memory_id": mid, "offset": off, "bytes": self.lifetimes[v][0],
-                 "lifetime": list(self.lifetimes[v][1:])}
-                for v, (mid, off) in sorted(self.placements.items())
-            ],
+            "method": self.method, "planner": self.planner, "levels": levels,
+            "planned_bytes": sum(self.level_bytes), "lower_bound": sum(self.lower_bounds),
+            "tensors": [{"value": v, "memory_id": m, "offset": o} for v, (m, o) in sorted(self.placements.items())],
         }
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> MethodPlan:
+        levels = d["levels"]
         return cls(
-            method=d["method"], planner=d["planner"], alignment=d["alignment"],
-            arena_bytes=d["planned_bytes"], lower_bound=d["lower_bound"],
+            method=d["method"], planner=d["planner"], level_names=tuple(lv["name"] for lv in levels),
+            level_bytes=tuple(lv["planned_bytes"] for lv in levels),
+            lower_bounds=tuple(lv["lower_bound"] for lv in levels),
             placements={t["value"]: (t["memory_id"], t["offset"]) for t in d["tensors"]},
-            lifetimes={t["value"]: (t["bytes"], *t["lifetime"]) for t in d["tensors"]},
         )
 
 
-def plan_method(plan: fb.ExecutionPlan, cfg: MemoryConfig) -> MethodPlan:
-    """Place every planned tensor of one method in memory id 1."""
-    if cfg.planner not in PLANNERS:
-        raise StageError(f"unknown planner {cfg.planner!r}; planners: {', '.join(sorted(PLANNERS))}")
-    lives = lifetimes(plan)
-    offsets = PLANNERS[cfg.planner](lives, cfg.alignment)
-    return MethodPlan(
-        method=plan.name or "", planner=cfg.planner, alignment=cfg.alignment,
-        arena_bytes=arena_size(lives, offsets, cfg.alignment),
-        lower_bound=peak_live_bytes(lives, cfg.alignment),
-        placements={t.value: (1, offsets[t.value]) for t in lives},
-        lifetimes={t.value: (t.nbytes, t.start, t.end) for t in lives},
+def module_paths(plan: fb.ExecutionPlan) -> dict[int, str]:
+    """value index -> module path of the call that produced it (from the lowered frames)."""
+    frames = plan.chains[0].stacktrace or [] if plan.chains else []
+    modules: dict[int, str] = {}
+    for ins, frame_list in zip(plan.chains[0].instructions if plan.chains else [], frames):
+        call = ins.instr_args
+        if not isinstance(call, fb.KernelCall) or not call.args or not frame_list.items:
+            continue
+        path = (frame_list.items[0].name or "").split(" (", 1)[0]
+        ret = plan.values[call.args[-1]].val
+        for v in ret.items if isinstance(ret, fb.TensorList) else [call.args[-1]]:
+            if path and path != "<root>":
+                modules.setdefault(v, path)
+    return modules
+
+
+def runtime_allocations(plan: fb.ExecutionPlan) -> dict[str, int]:
+    """What a runtime allocates besides planned memory: counts, and byte estimates for C++."""
+    tensors = [ev.val for ev in plan.values if isinstance(ev.val, fb.Tensor)]
+    instructions = len(plan.chains[0].instructions) if plan.chains else 0
+    metadata = sum(TENSOR_IMPL_BYTES + BYTES_PER_DIM * len(t.sizes) for t in tensors)
+    return {
+        "values": len(plan.values), "tensors": len(tensors), "instructions": instructions,
+        "estimated_method_bytes": EVALUE_BYTES * len(plan.values) + metadata + INSTRUCTION_BYTES * instructions,
+    }
+
+
+def levels_of(cfg: MemoryConfig) -> list[Level]:
+    return [Level(lv.name, lv.bytes, lv.alignment) for lv in cfg.levels]
+
+
+@dataclass(frozen=True)
+class PlannedMethod:
+    """One method's plan with what it was made from (for the report and the drawing)."""
+
+    plan: MethodPlan
+    placed: HierarchyPlan
+    lives: list[TensorLife]
+    modules: dict[int, str]
+
+
+def plan_method(plan: fb.ExecutionPlan, cfg: MemoryConfig) -> PlannedMethod:
+    """Place every planned tensor of one method in the hierarchy."""
+    lives, modules = lifetimes(plan), module_paths(plan)
+    rules = [Rule(r.level, r.max_bytes, r.module) for r in cfg.rules]
+    placed = place(lives, levels_of(cfg), rules, cfg.planner, modules)
+    method = MethodPlan(
+        method=plan.name or "", planner=cfg.planner, level_names=tuple(lv.name for lv in cfg.levels),
+        level_bytes=placed.level_bytes, lower_bounds=placed.lower_bounds,
+        placements={v: (p.memory_id, p.offset) for v, p in placed.placements.items()},
     )
+    return PlannedMethod(method, placed, lives, modules)
 
 
-def run_plan(lowered: Path, cfg: MemoryConfig, out: Path) -> None:
-    """Plan every method of `lowered.pte` and write `plan.json`."""
+def run_plan(lowered: Path, cfg: MemoryConfig, out_dir: Path) -> None:
+    """Plan every method of `lowered.pte`; write plan.json, memory.json and memory.svg."""
     program, _ = read_program(lowered.read_bytes())
-    plans = [plan_method(p, cfg).to_json() for p in program.execution_plan]
-    total = sum(p["planned_bytes"] for p in plans)
-    bound = sum(p["lower_bound"] for p in plans)
-    write_json(out, {"methods": plans, "planned_bytes": total, "lower_bound": bound})
+    planned = [plan_method(p, cfg) for p in program.execution_plan]
+    plans = [m.plan.to_json() for m in planned]
+    reports = {
+        m.plan.method: memory_report(m.placed, m.lives, levels_of(cfg), runtime_allocations(p))
+        for m, p in zip(planned, program.execution_plan)
+    }
+    first = planned[0]
+    title = f"{lowered.parent.name}: method {first.plan.method}, planner {cfg.planner}"
+    svg = memory_svg(first.lives, first.placed.placements, first.plan.level_names, first.plan.level_bytes,
+                     title, first.modules)
+    total, bound = sum(p["planned_bytes"] for p in plans), sum(p["lower_bound"] for p in plans)
+    write_json(out_dir / "plan.json", {"methods": plans, "planned_bytes": total, "lower_bound": bound})
+    write_json(out_dir / "memory.json", {"methods": reports})
+    write_bytes(out_dir / "memory.svg", svg.encode())

@@ -75,8 +75,8 @@ def test_no_temporary_files_are_left(project):
     recipe, root = project
     _build(recipe, root)
     assert sorted(p.name for p in (root / "tiny").iterdir()) == [
-        "export", "lowered.pte", "plan.json", "runtime", "select.json", "selected_operators.yaml", "tiny.pte",
-        "verify.json"]
+        "export", "lowered.pte", "memory.json", "memory.svg", "plan.json", "runtime", "select.json",
+        "selected_operators.yaml", "tiny.pte", "verify.json"]
     assert [p.name for p in (root / "tiny" / "export").iterdir()] == ["forward.pt2"]
 
 

@@ -18,6 +18,7 @@ from etbuild.recipe import (
     MemoryConfig,
     MethodSpec,
     ModelConfig,
+    RuleConfig,
     VerifyConfig,
     discover_recipes,
     format_key_path,
@@ -301,8 +302,8 @@ def test_bad_enum_value_suggests_the_nearest() -> None:
 def test_bad_size_suffix() -> None:
     assert error_of(GOOD + "memory:\n  levels: [{name: sram, bytes: 256KB}]\n") == (
         "recipes/x.yaml:6:32: memory.levels[0].bytes: expected a size in bytes: a positive"
-        " integer or a string like '256KiB' (suffix B, KiB, MiB or GiB), or null for no limit;"
-        " got '256KB'"
+        " integer or a string like '256KiB' (suffix B, KiB, MiB or GiB), or 'unbounded' / null for no"
+        " limit; got '256KB'"
     )
 
 
@@ -349,11 +350,38 @@ def test_unsupported_section() -> None:
     )
 
 
-def test_second_memory_level_is_unsupported() -> None:
-    text = GOOD + "memory:\n  levels: [{name: sram, bytes: 1MiB}, {name: dram}]\n"
-    assert (
-        error_of(text) == "recipes/x.yaml:6:39: memory.levels[1]: not supported yet: memory.levels"
+def test_memory_hierarchy_loads_levels_and_rules() -> None:
+    text = GOOD + (
+        "memory:\n  planner: best\n"
+        "  levels: [{name: sram, bytes: 256KiB, alignment: 32}, {name: dram, bytes: unbounded}]\n"
+        "  rules: [{level: sram, max_bytes: 4KiB}, {level: dram, module: 'head*'}]\n"
     )
+    memory = load_recipe(write("x.yaml", text)).memory
+    assert memory.planner == "best"
+    assert memory.levels == (LevelConfig("sram", 262144, 32), LevelConfig("dram", None, 16))
+    assert memory.rules == (RuleConfig("sram", 4096, None), RuleConfig("dram", None, "head*"))
+
+
+def test_rule_naming_an_unknown_level() -> None:
+    text = GOOD + "memory:\n  levels: [{name: sram, bytes: 1MiB}, {name: dram}]\n"
+    text += "  rules: [{level: srm, max_bytes: 64}]\n"
+    assert error_of(text) == (
+        "recipes/x.yaml:7:12: memory.rules[0].level: expected one of the levels sram, dram; got 'srm'"
+        " — did you mean 'sram'?"
+    )
+
+
+def test_rule_without_a_condition() -> None:
+    text = GOOD + "memory:\n  rules: [{level: dram}]\n"
+    assert error_of(text) == (
+        "recipes/x.yaml:6:11: memory.rules[0]: expected a rule with `level` and at least one of `max_bytes`"
+        " or `module`; got a mapping"
+    )
+
+
+def test_duplicate_level_name() -> None:
+    text = GOOD + "memory:\n  levels: [{name: sram, bytes: 1MiB}, {name: sram}]\n"
+    assert error_of(text) == "recipes/x.yaml:6:40: memory.levels[1].name: level 'sram' is already defined"
 
 
 def test_bad_factory_string() -> None:
