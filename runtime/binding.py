@@ -133,7 +133,7 @@ class Binder:
             elif isinstance(a, fb.DelegateCall):
                 steps.append(self.delegate_step(a, where))
             elif isinstance(a, fb.MoveCall):
-                steps.append(self.move_step(a, where))
+                steps.append(self.move_step(a))
             elif isinstance(a, fb.JumpFalseCall):
                 steps.append(self.jump_step(a, pc, n, where))
             else:
@@ -192,12 +192,16 @@ class Binder:
     def delegate_step(self, call: fb.DelegateCall, where: str) -> Step:
         handle = self.delegates.get(call.delegate_index)
         if handle is None:
-            raise InvalidProgram(f"{where}: delegate {call.delegate_index} is not loaded")
+            delegates = self.plan.delegates
+            backend = delegates[call.delegate_index].id if 0 <= call.delegate_index < len(delegates) else None
+            if backend is None:
+                raise InvalidProgram(f"{where}: delegate index {call.delegate_index} is out of range")
+            raise InvalidProgram(f"{where}: the program delegates to backend {backend!r}, which this runtime lacks")
         args = list(call.args)
         objs = self.values.objects
         return lambda: handle.execute([objs[i] for i in args])
 
-    def move_step(self, call: fb.MoveCall, where: str) -> Step:
+    def move_step(self, call: fb.MoveCall) -> Step:
         src = call.move_from
         store = self.values.setter(call.move_to)
         objs = self.values.objects

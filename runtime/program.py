@@ -205,34 +205,41 @@ class Method:
         return [_output(objs[i]) for i in self.output_indices]
 
     def _run(self) -> None:
-        steps = self.steps
+        if not self.straight:
+            self._run_with_jumps()
+            return
         pc = 0
         try:
-            if self.straight:
-                for pc, step in enumerate(steps):  # noqa: B007  (pc names the failing step)
-                    step()
-                return
-            self._run_with_jumps()
+            for pc, step in enumerate(self.steps):  # noqa: B007  (pc names the failing step)
+                step()
         except (KernelError, InvalidProgram):
             raise
         except Exception as exc:  # a kernel rejected its arguments: say which instruction
-            raise KernelError(f"method {self.name!r} instruction {pc}: {type(exc).__name__}: {exc}") from exc
+            raise self._failure(pc, exc) from exc
 
     def _run_with_jumps(self) -> None:
         steps, is_jump, n = self.steps, self.is_jump, len(self.steps)
         pc, budget = 0, self.budget
-        while pc < n:
-            budget -= 1
-            if budget < 0:
-                raise InvalidProgram(
-                    f"method {self.name!r} ran {self.budget} instructions without finishing "
-                    "(instruction budget exhausted: a loop that never ends?)"
-                )
-            if is_jump[pc]:
-                pc = steps[pc]()
-            else:
-                steps[pc]()
-                pc += 1
+        try:
+            while pc < n:
+                budget -= 1
+                if budget < 0:
+                    raise InvalidProgram(
+                        f"method {self.name!r} ran {self.budget} instructions without finishing "
+                        "(instruction budget exhausted: a loop that never ends?)"
+                    )
+                if is_jump[pc]:
+                    pc = steps[pc]()
+                else:
+                    steps[pc]()
+                    pc += 1
+        except (KernelError, InvalidProgram):
+            raise
+        except Exception as exc:
+            raise self._failure(pc, exc) from exc
+
+    def _failure(self, pc: int, exc: Exception) -> KernelError:
+        return KernelError(f"method {self.name!r} instruction {pc}: {type(exc).__name__}: {exc}")
 
 
 def _checked(indices: list[int], n: int, what: str) -> list[int]:

@@ -128,3 +128,12 @@ def test_seeded_mutation_fuzzer(good):
         except EtbuildError:
             outcomes["typed error"] += 1
     assert outcomes["typed error"] > 50, outcomes
+
+
+def test_delegated_program_names_the_missing_backend(good):
+    def delegate(program, plan):
+        plan.delegates = [fb.BackendDelegate(id="XnnpackBackend", processed=fb.BackendDelegateDataReference(0, 0))]
+        plan.chains[0].instructions.insert(0, fb.Instruction(fb.DelegateCall(0, [plan.inputs[0]])))
+
+    with pytest.raises(InvalidProgram, match="the program delegates to backend 'XnnpackBackend', which this runtime lacks"):
+        _load_and_call(_edited(good, delegate))
