@@ -11,7 +11,17 @@ from collections.abc import Callable
 import numpy as np
 
 from etbuild.errors import KernelError
-from etbuild.kernels.portable.common import cast, erf, float_dtype, opmath, quiet, result_dtype, store, wrap_dim
+from etbuild.kernels.portable.common import (
+    NATIVE,
+    cast,
+    erf,
+    float_dtype,
+    opmath,
+    quiet,
+    result_dtype,
+    store,
+    wrap_dim,
+)
 from etbuild.kernels.registry import FLOAT_DTYPES, REAL_DTYPES, kernel
 from etbuild.runtime.tensor import resize
 
@@ -23,6 +33,11 @@ def _apply(x: np.ndarray, out: np.ndarray, fn: Callable[[np.ndarray], np.ndarray
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return 1 / (1 + np.exp(-x))
+
+
+def _in_place(x: np.ndarray, out: np.ndarray) -> bool:
+    """Whether out can serve as the work array: x's shape and dtype, float32 or float64."""
+    return out.dtype == x.dtype and out.dtype in NATIVE and out.shape == x.shape
 
 
 def _softplus(x: np.ndarray, beta: float = 1.0, threshold: float = 20.0) -> np.ndarray:
@@ -37,22 +52,50 @@ def relu_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
+def _gelu_erf(v: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = x·(1 + erf(x/√2))/2, computed in v's dtype; in out itself when it can be."""
+    work = out if out.dtype == v.dtype and not np.may_share_memory(out, v) else None
+    e = erf(np.multiply(v, math.sqrt(0.5), out=work), out=work)
+    e += 1
+    e *= 0.5
+    return np.multiply(e, v, out=out, casting="unsafe")
+
+
+def _gelu_tanh(v: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out = x·(1 + tanh(√(2/π)·(x + 0.044715·x³)))/2, computed in v's dtype."""
+    k = math.sqrt(2 / math.pi)
+    t = np.square(v)
+    t *= 0.044715
+    t += 1
+    t *= v
+    t *= k
+    np.tanh(t, out=t)
+    t += 1
+    t *= 0.5
+    return np.multiply(t, v, out=out, casting="unsafe")
+
+
 @kernel("aten::gelu.out", dtypes=FLOAT_DTYPES)
 @quiet
 def gelu_out(x: np.ndarray, approximate: str, out: np.ndarray) -> np.ndarray:
     """x·Φ(x) with the exact erf, or the tanh approximation when approximate == 'tanh'."""
-    if approximate == "none":
-        return _apply(x, out, lambda v: 0.5 * v * (1 + erf(v / math.sqrt(2)).astype(v.dtype)))
-    if approximate == "tanh":
-        k = math.sqrt(2 / math.pi)
-        return _apply(x, out, lambda v: 0.5 * v * (1 + np.tanh(k * (v + 0.044715 * v * v * v))))
-    raise KernelError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
+    if approximate not in ("none", "tanh"):
+        raise KernelError(f"gelu: approximate must be 'none' or 'tanh', not {approximate!r}")
+    out = resize(out, x.shape)
+    v = np.atleast_1d(cast(x, opmath(x.dtype)))  # 0-d arrays would compute in numpy scalars
+    (_gelu_erf if approximate == "none" else _gelu_tanh)(v, np.atleast_1d(out))
+    return out
 
 
 @kernel("aten::sigmoid.out", dtypes=REAL_DTYPES)
 @quiet
 def sigmoid_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
-    return _apply(x, out, _sigmoid)
+    if not _in_place(x, out):
+        return _apply(x, out, _sigmoid)
+    np.negative(x, out=out)
+    np.exp(out, out=out)
+    out += 1
+    return np.reciprocal(out, out=out)
 
 
 @kernel("aten::silu.out", dtypes=FLOAT_DTYPES)
@@ -64,6 +107,8 @@ def silu_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
 @kernel("aten::hardtanh.out", dtypes=REAL_DTYPES)
 def hardtanh_out(x: np.ndarray, lo: float, hi: float, out: np.ndarray) -> np.ndarray:
     """clamp(x, lo, hi) in x's dtype; nn.ReLU6 lowers to hardtanh(x, 0, 6)."""
+    if _in_place(x, out):
+        return np.clip(x, lo, hi, out=out)
     ct = opmath(x.dtype)
     return store(out, np.minimum(np.maximum(x.astype(ct, copy=False), cast(lo, ct)), cast(hi, ct)))
 

@@ -16,6 +16,7 @@ from etbuild.kernels.portable.common import (
     Operand,
     broadcast_shape,
     cast,
+    direct,
     erf,
     float_dtype,
     named,
@@ -43,8 +44,7 @@ def _rsqrt(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:
 
 
 def _erf(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:
-    np.copyto(out, erf(x), casting=casting)
-    return out
+    return erf(x, out=out)
 
 
 def _reciprocal(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:
@@ -100,7 +100,8 @@ _ROUNDING = {"aten::floor.out", "aten::ceil.out", "aten::round.out", "aten::trun
 def _float_unary(fn: Ufunc) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     @quiet
     def unary(x: np.ndarray, out: np.ndarray) -> np.ndarray:
-        return _write(out, fn, float_dtype(x.dtype), x)
+        done = direct(fn, out, x)
+        return done if done is not None else _write(out, fn, float_dtype(x.dtype), x)
 
     return unary
 
@@ -108,6 +109,9 @@ def _float_unary(fn: Ufunc) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
 def _same_unary(fn: Ufunc, rounding: bool) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     @quiet
     def unary(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+        done = direct(fn, out, x)
+        if done is not None:
+            return done
         if rounding and x.dtype.kind != "f":
             return _write(out, np.positive, x.dtype, x)
         return _write(out, fn, x.dtype, x)
@@ -158,6 +162,9 @@ FLOAT_BINARY: dict[str, Ufunc] = {
 def _binary(fn: Ufunc, to_float: bool) -> Callable[[Operand, Operand, np.ndarray], np.ndarray]:
     @quiet
     def binary(a: Operand, b: Operand, out: np.ndarray) -> np.ndarray:
+        done = direct(fn, out, a, b)
+        if done is not None:
+            return done
         dtype = result_dtype(a, b)
         return _write(out, fn, float_dtype(dtype) if to_float else dtype, a, b)
 
@@ -172,6 +179,10 @@ for _name, _fn in FLOAT_BINARY.items():
 
 def _add(a: Operand, b: Operand, alpha: float, sign: int, out: np.ndarray) -> np.ndarray:
     """out = a + sign * alpha * b in the promoted dtype."""
+    if alpha == 1:
+        done = direct(np.add if sign > 0 else np.subtract, out, a, b)
+        if done is not None:
+            return done
     dtype = result_dtype(a, b)
     if dtype.kind == "b" and sign < 0:
         raise KernelError("subtraction of bool tensors is not supported")

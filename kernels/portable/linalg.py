@@ -23,17 +23,31 @@ def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, shape: tuple[int, ...
     return out
 
 
+def _product_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
+    """The shape of np.matmul(a, b): 1-d operands lose their vector dim."""
+    if len(a) == 1 or len(b) == 1:
+        return (*a[:-1], *b[:-2], *b[-1:]) if len(b) > 1 else a[:-1]
+    return (*np.broadcast_shapes(a[:-2], b[:-2]), a[-2], b[-1])
+
+
 def _scaled_add(
     bias: np.ndarray, a: np.ndarray, b: np.ndarray, beta: float, alpha: float, out: np.ndarray
 ) -> np.ndarray:
-    """out = beta * bias + alpha * (a @ b); beta == 0 ignores bias (even its NaNs)."""
+    """out = beta * bias + alpha * (a @ b); beta == 0 ignores bias (even its NaNs).
+
+    The product goes straight into out and the bias is added in place when out has the
+    compute dtype; otherwise the sum is rounded into out once.
+    """
     ct = opmath(result_dtype(bias, a, b))
-    value = np.matmul(cast(a, ct), cast(b, ct))
+    shape = _product_shape(a.shape, b.shape)
+    out = resize(out, shape)
+    value = out if out.dtype == ct else np.empty(shape, ct)
+    np.matmul(cast(a, ct), cast(b, ct), out=value)
     if alpha != 1:
         value *= cast(alpha, ct)
     if beta != 0:
-        value = value + (cast(bias, ct) if beta == 1 else cast(bias, ct) * cast(beta, ct))
-    return store(out, value)
+        value += cast(bias, ct) if beta == 1 else cast(bias, ct) * cast(beta, ct)
+    return out if value is out else store(out, value)
 
 
 @kernel("aten::mm.out", dtypes=FLOAT_DTYPES)

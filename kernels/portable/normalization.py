@@ -33,6 +33,18 @@ def _moments(v: np.ndarray, axes: tuple[int, ...], eps: float) -> tuple[np.ndarr
     return mean, 1 / np.sqrt(var + cast(eps, v.dtype))
 
 
+def _work(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """The array to compute x's normalized values in: out itself (already resized to x's
+    shape) when it has the compute dtype, so no rounding step is needed; else a new one."""
+    ct = opmath(x.dtype)
+    return out if out.dtype == ct else np.empty(x.shape, ct)
+
+
+def _finish(y: np.ndarray, out: np.ndarray) -> np.ndarray:
+    """out holding y: nothing to do when y is out, else one rounding copy."""
+    return out if y is out else store(out, y)
+
+
 @kernel("aten::native_layer_norm.out", dtypes=FLOAT_DTYPES)
 @quiet
 def native_layer_norm_out(
@@ -45,15 +57,26 @@ def native_layer_norm_out(
     mean_out: np.ndarray,
     rstd_out: np.ndarray,
 ) -> Outs:
-    """Normalize over the trailing `normalized_shape` dims; mean/rstd keep them as size 1."""
+    """Normalize over the trailing `normalized_shape` dims; mean/rstd keep them as size 1.
+
+    Computed in place in the result: x − mean, then its mean square, then the scaling.
+    """
     k = len(normalized_shape)
     if k > x.ndim or list(x.shape[x.ndim - k :]) != list(normalized_shape):
         raise KernelError(f"layer_norm: shape {normalized_shape} does not end {list(x.shape)}")
-    v = cast(x, opmath(x.dtype))
+    out = resize(out, x.shape)
+    y = _work(x, out)
     axes = tuple(range(x.ndim - k, x.ndim))
-    mean, rstd = _moments(v, axes, eps)
-    y = _affine((v - mean) * rstd, weight, bias, tuple(normalized_shape))
-    return store(out, y), store(mean_out, mean), store(rstd_out, rstd)
+    mean = np.mean(x, axis=axes, keepdims=True, dtype=y.dtype)
+    np.subtract(x, mean, out=y)
+    var = np.mean(np.square(y), axis=axes, keepdims=True)
+    rstd = np.reciprocal(np.sqrt(var + cast(eps, y.dtype), out=var), out=var)
+    y *= rstd
+    if weight is not None:
+        y *= cast(weight, y.dtype).reshape(normalized_shape)
+    if bias is not None:
+        y += cast(bias, y.dtype).reshape(normalized_shape)
+    return _finish(y, out), store(mean_out, mean), store(rstd_out, rstd)
 
 
 @kernel("aten::_native_batch_norm_legit_no_training.out", dtypes=FLOAT_DTYPES)
@@ -70,13 +93,21 @@ def native_batch_norm_legit_no_training_out(
     save_mean: np.ndarray,
     save_invstd: np.ndarray,
 ) -> Outs:
-    """(x - running_mean) / sqrt(running_var + eps) * weight + bias over dim 1."""
-    v = cast(x, opmath(x.dtype))
+    """x·scale + shift over dim 1, scale = weight/sqrt(running_var + eps) and shift = bias −
+    running_mean·scale (torch's CPU inference kernel folds it the same way)."""
+    out = resize(out, x.shape)
+    y = _work(x, out)
+    ct = y.dtype
+    scale = 1 / np.sqrt(cast(running_var, ct) + cast(eps, ct))
+    if weight is not None:
+        scale *= cast(weight, ct)
+    shift = -cast(running_mean, ct) * scale
+    if bias is not None:
+        shift += cast(bias, ct)
     shape = (1, -1) + (1,) * (x.ndim - 2)
-    mean = cast(running_mean, v.dtype).reshape(shape)
-    invstd = 1 / np.sqrt(cast(running_var, v.dtype).reshape(shape) + cast(eps, v.dtype))
-    y = _affine((v - mean) * invstd, weight, bias, shape)
-    return store(out, y), resize(save_mean, (0,)), resize(save_invstd, (0,))
+    np.multiply(x, scale.reshape(shape), out=y)
+    y += shift.reshape(shape)
+    return _finish(y, out), resize(save_mean, (0,)), resize(save_invstd, (0,))
 
 
 @kernel("aten::native_group_norm.out", dtypes=FLOAT_DTYPES)

@@ -26,8 +26,11 @@ def _split_outs(x: np.ndarray, sizes: Sequence[int], dim: int, out: list[np.ndar
     axis = wrap_dim(dim, x.ndim)
     if sum(sizes) != x.shape[axis] or len(sizes) != len(out):
         raise KernelError(f"split sizes {list(sizes)} do not cover dim {dim} of {list(x.shape)} in {len(out)} outs")
-    bounds = np.cumsum([0, *sizes])
-    return [store(o, x[_along(axis, slice(lo, hi))]) for o, lo, hi in zip(out, bounds, bounds[1:])]
+    parts, start = [], 0
+    for o, size in zip(out, sizes):
+        parts.append(store(o, x[_along(axis, slice(start, start + size))]))
+        start += size
+    return parts
 
 
 @kernel("aten::view_copy.out", dtypes=ALL_DTYPES)

@@ -1,4 +1,4 @@
-"""The shared kernel helpers: torch's promotion rules, erf, dims."""
+"""The shared kernel helpers: torch's promotion rules, erf, direct writes, dims."""
 
 from __future__ import annotations
 
@@ -57,6 +57,43 @@ def test_erf_is_accurate_in_float64() -> None:
     np.testing.assert_allclose(common.erf(xs), want, rtol=4e-15, atol=1e-300)
     special = common.erf(np.array([np.inf, -np.inf, np.nan]))
     assert special[0] == 1 and special[1] == -1 and np.isnan(special[2])
+
+
+def test_erf_float32_stays_float32_and_is_within_4e_7() -> None:
+    xs = np.concatenate([np.linspace(-6, 6, 120001), [0.0, -0.0, 1e-30, 3.9, 4.0, 4.1, 30.0]]).astype(np.float32)
+    want = np.array([math.erf(float(x)) for x in xs])
+    got = common.erf(xs)
+    assert got.dtype == np.float32
+    np.testing.assert_allclose(got, want, rtol=4e-7, atol=1e-30)
+    special = common.erf(np.array([np.inf, -np.inf, np.nan], dtype=np.float16))
+    assert special.dtype == np.float32 and special[0] == 1 and special[1] == -1 and np.isnan(special[2])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_erf_writes_into_out_even_when_it_is_the_input(dtype: type) -> None:
+    x = np.linspace(-3, 3, 61).astype(dtype)
+    want = common.erf(x)
+    work = x.copy()
+    assert common.erf(work, out=work) is work
+    np.testing.assert_array_equal(work, want)
+    scalar = np.empty((), dtype)
+    assert common.erf(np.array(0.5, dtype), out=scalar) is scalar and scalar == common.erf(np.array([0.5], dtype))[0]
+
+
+def test_horner_evaluates_lowest_coefficient_first() -> None:
+    z = np.array([0.0, 1.0, 2.0])
+    np.testing.assert_array_equal(common.horner(z, [1.0, 2.0, 3.0]), 1 + 2 * z + 3 * z * z)
+
+
+def test_direct_writes_only_when_no_promotion_or_resize_is_needed() -> None:
+    a, b = np.ones((2, 3), np.float32), np.full((3,), 2.0, np.float32)
+    out = np.zeros((2, 3), np.float32)
+    assert common.direct(np.add, out, a, b) is out and (out == 3).all()
+    assert common.direct(np.add, out, a, b.astype(np.float64)) is None
+    assert common.direct(np.add, out, a, 2.0) is None
+    assert common.direct(np.add, np.zeros((2, 3), np.float16), a.astype(np.float16), a.astype(np.float16)) is None
+    small = np.zeros((3,), np.float32)
+    assert common.direct(np.add, small, b, a) is None and (small == 0).all()
 
 
 def test_wrap_dim_accepts_0_and_minus_1_on_scalars_only() -> None:
