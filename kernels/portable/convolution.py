@@ -13,8 +13,11 @@ channels swapped within each group.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
+from collections.abc import Iterable
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -32,31 +35,82 @@ def _out_spatial(padded: list[int], kernel: tuple[int, ...], stride: list[int], 
     return sizes
 
 
-def _im2col(x: np.ndarray, w: np.ndarray, stride: list[int], dilation: list[int], groups: int, res: np.ndarray) -> None:
-    """res (N, O, *P) = w (O, C/g, *K) applied to each group's columns (C/g·K, P) of x."""
+def _columns(x: np.ndarray, kernel: tuple[int, ...], stride: list[int], dilation: list[int], groups: int) -> np.ndarray:
+    """The im2col matrix of x per sample and group: (N, G, C/g·K, P), K and P flattened.
+
+    A 1×1 kernel reads x itself (strided), a copy only when the stride skips elements.
+    """
     n, c = x.shape[:2]
-    o, cg = w.shape[:2]
     nsp = x.ndim - 2
-    kernel = w.shape[2:]
+    if all(k == 1 for k in kernel):
+        picked = x[(slice(None), slice(None), *(slice(None, None, st) for st in stride))]
+        return picked.reshape(n, groups, c // groups, math.prod(picked.shape[2:]))
     win = windows(x, kernel, stride, dilation)  # (N, C, *P, *K)
     out_sp = win.shape[2 : 2 + nsp]
     order = (0, 1, 2, *range(3 + nsp, 3 + 2 * nsp), *range(3, 3 + nsp))
-    cols = win.reshape(n, groups, cg, *out_sp, *kernel).transpose(order)  # (N, G, C/g, *K, *P)
-    cols = cols.reshape(n, groups, cg * math.prod(kernel), math.prod(out_sp))  # copies unless 1×1
-    wmat = w.reshape(groups, o // groups, cg * math.prod(kernel))
-    np.matmul(wmat, cols, out=res.reshape(n, groups, o // groups, math.prod(out_sp)))
+    cols = win.reshape(n, groups, c // groups, *out_sp, *kernel).transpose(order)  # (N, G, C/g, *K, *P)
+    return cols.reshape(n, groups, c // groups * math.prod(kernel), math.prod(out_sp))
 
 
-def _phase_grid(x: np.ndarray, padding: list[int], stride: list[int], q: list[int], tail: int) -> np.ndarray:
-    """x zero-padded and split into its stride phases, as one flat buffer with `tail` spare zeros.
+def _im2col(x: np.ndarray, w: np.ndarray, stride: list[int], dilation: list[int], groups: int, res: np.ndarray) -> None:
+    """res (N, O, *P) = w (O, C/g, *K) applied to each group's columns (C/g·K, P) of x."""
+    cols = _columns(x, w.shape[2:], stride, dilation, groups)
+    wmat = w.reshape(groups, w.shape[0] // groups, cols.shape[2])
+    np.matmul(wmat, cols, out=res.reshape(*cols.shape[:2], wmat.shape[1], cols.shape[3]))
 
-    Phase ph holds the padded elements at indices ≡ ph (mod stride), so that a tap of a strided
-    convolution reads one phase at unit stride. The buffer is laid out (*stride, N, C, *q) with
-    q = ceil(padded extent / stride).
+
+@dataclass(frozen=True)
+class _TapGrid:
+    """Where the taps of a depthwise convolution read, in x padded and split by stride phase.
+
+    Phase ph of a padded spatial dim holds its elements at indices ≡ ph (mod stride), so every
+    tap reads one phase at unit stride. A phase plane has extents `q` (row-major `pitch`); tap
+    k reads phase `phases[k]` from `shifts[k]` positions into the plane. `span` positions (the
+    output's first-dim rows of full plane rows) are computed per sample and channel: the
+    columns past each row's output extent read neighbouring cells and are dropped.
     """
+
+    q: tuple[int, ...]
+    phases: tuple[int, ...]
+    shifts: tuple[int, ...]
+    span: int
+    tail: int  # positions read past the last plane
+
+    @property
+    def plane(self) -> int:
+        return math.prod(self.q)
+
+
+@functools.lru_cache(maxsize=256)
+def _tap_grid(
+    size: tuple[int, ...],
+    kernel: tuple[int, ...],
+    stride: tuple[int, ...],
+    padding: tuple[int, ...],
+    dilation: tuple[int, ...],
+    out_sp: tuple[int, ...],
+) -> _TapGrid:
+    """The tap grid of a depthwise convolution of inputs of spatial `size`; cached, as a
+    program calls each convolution with the same geometry every time."""
+    q = tuple(-(-(e + 2 * p) // st) for e, p, st in zip(size, padding, stride))
+    pitch = [math.prod(q[i + 1 :]) for i in range(len(q))]
+    phase_pitch = [math.prod(stride[i + 1 :]) for i in range(len(stride))]
+    taps = list(itertools.product(*(range(k) for k in kernel)))
+    phases = tuple(sum(t * d % st * pp for t, d, st, pp in zip(tap, dilation, stride, phase_pitch)) for tap in taps)
+    shifts = tuple(sum(t * d // st * p for t, d, st, p in zip(tap, dilation, stride, pitch)) for tap in taps)
+    tail = sum((k - 1) * d // st * p for k, d, st, p in zip(kernel, dilation, stride, pitch))
+    return _TapGrid(q, phases, shifts, out_sp[0] * pitch[0], tail)
+
+
+def _phase_grid(x: np.ndarray, padding: list[int], stride: list[int], g: _TapGrid, channels_last: bool) -> np.ndarray:
+    """x zero-padded and split into stride phases: a flat buffer (*stride, N, *q, C) when
+    channels_last, else (*stride, N, C, *q), followed by zeros for the reads past the end."""
     n, c, *size = x.shape
-    buf = np.zeros(math.prod(stride) * n * c * math.prod(q) + tail, x.dtype)
-    grid = buf[: buf.size - tail].reshape(*stride, n, c, *q)
+    cells = (n, *g.q, c) if channels_last else (n, c, *g.q)
+    buf = np.zeros(math.prod(stride) * math.prod(cells) + g.tail * c, x.dtype)
+    grid = buf[: buf.size - g.tail * c].reshape(*stride, *cells)
+    src_x = np.moveaxis(x, 1, -1) if channels_last else x
+    lead, trail = ((slice(None),), (slice(None),)) if channels_last else ((slice(None), slice(None)), ())
     for ph in itertools.product(*(range(st) for st in stride)):
         firsts = [(f - p) % st for f, p, st in zip(ph, padding, stride)]
         src = tuple(slice(f, None, st) for f, st in zip(firsts, stride))
@@ -64,8 +118,18 @@ def _phase_grid(x: np.ndarray, padding: list[int], stride: list[int], q: list[in
             slice((f + p) // st, (f + p) // st + len(range(f, e, st)))
             for f, p, st, e in zip(firsts, padding, stride, size)
         )
-        grid[ph][(slice(None), slice(None), *dst)] = x[(slice(None), slice(None), *src)]
+        grid[ph][(*lead, *dst, *trail)] = src_x[(*lead, *src, *trail)]
     return buf
+
+
+def _sum_taps(views: Iterable[np.ndarray], weights: np.ndarray, acc: np.ndarray) -> None:
+    """acc = Σₖ views[k]·weights[k], with one spare array for the products."""
+    tmp = np.empty_like(acc)
+    for k, view in enumerate(views):
+        if k == 0:
+            np.multiply(view, weights[0], out=acc)
+        else:
+            acc += np.multiply(view, weights[k], out=tmp)
 
 
 def _depthwise(
@@ -73,33 +137,31 @@ def _depthwise(
 ) -> None:
     """res (N, C·m, *P) from one input channel per group: Σ over taps of shifted x · weight.
 
-    Each tap multiplies whole rows of the phase grid: one row per (sample, channel) spans
-    P[0] rows of its padded plane, so a tap is a unit-stride (N, C, 1, span) view at an
-    offset; the columns past each row's output extent are computed and dropped.
+    Each tap is one multiply-add of a unit-stride view of the phase grid by per-channel
+    weights. The grid is channels-last when there are more channels than positions per
+    channel, so that numpy's inner loops run along the longer of the two.
     """
     n, c = x.shape[:2]
     kernel, out_sp = w.shape[2:], res.shape[2:]
     mult = w.shape[0] // c
-    offsets = [[t * d // st for t in range(k)] for k, d, st in zip(kernel, dilation, stride)]
-    q = [-(-(e + 2 * p) // st) for e, p, st in zip(x.shape[2:], padding, stride)]
-    pitch = [math.prod(q[i + 1 :]) for i in range(len(q))]
-    rows, plane, span = n * c, math.prod(q), out_sp[0] * pitch[0]
-    buf = _phase_grid(x, padding, stride, q, sum(off[-1] * p for off, p in zip(offsets, pitch)))
-    exact = list(out_sp[1:]) == q[1:]
-    acc = res.reshape(n, c, mult, span) if exact else np.empty((n, c, mult, span), res.dtype)
-    tmp = np.empty_like(acc)
-    taps = np.moveaxis(w.reshape(c, mult, -1), 2, 0)[:, None, :, :, None].copy()  # (K, 1, C, m, 1)
-    for k, tap in enumerate(itertools.product(*(range(s) for s in kernel))):
-        phase = np.ravel_multi_index([t * d % st for t, d, st in zip(tap, dilation, stride)], stride)
-        start = phase * rows * plane + sum(off[t] * p for off, t, p in zip(offsets, tap, pitch))
-        view = buf[start : start + rows * plane].reshape(n, c, 1, plane)[..., :span]
-        if k == 0:
-            np.multiply(view, taps[k], out=acc)
-        else:
-            acc += np.multiply(view, taps[k], out=tmp)
+    g = _tap_grid(x.shape[2:], kernel, tuple(stride), tuple(padding), tuple(dilation), out_sp)
+    crop = tuple(slice(o) for o in out_sp[1:])
+    if mult == 1 and c > g.span:
+        buf = _phase_grid(x, padding, stride, g, channels_last=True)
+        starts = [(ph * n * g.plane + shift) * c for ph, shift in zip(g.phases, g.shifts)]
+        views = (buf[s : s + n * g.plane * c].reshape(n, g.plane, c)[:, : g.span] for s in starts)
+        acc = np.empty((n, g.span, c), res.dtype)
+        _sum_taps(views, w.reshape(c, -1).T.copy(), acc)
+        res[...] = np.moveaxis(acc.reshape(n, out_sp[0], *g.q[1:], c)[(slice(None), slice(None), *crop)], -1, 1)
+        return
+    buf = _phase_grid(x, padding, stride, g, channels_last=False)
+    starts = [ph * n * c * g.plane + shift for ph, shift in zip(g.phases, g.shifts)]
+    views = (buf[s : s + n * c * g.plane].reshape(n, c, 1, g.plane)[..., : g.span] for s in starts)
+    exact = out_sp[1:] == g.q[1:]
+    acc = res.reshape(n, c, mult, g.span) if exact else np.empty((n, c, mult, g.span), res.dtype)
+    _sum_taps(views, np.moveaxis(w.reshape(c, mult, -1), 2, 0)[:, None, :, :, None].copy(), acc)
     if not exact:
-        rows = acc.reshape(n, c * mult, out_sp[0], *q[1:])
-        res[...] = rows[(..., *(slice(o) for o in out_sp[1:]))]
+        res[...] = acc.reshape(n, c * mult, out_sp[0], *g.q[1:])[(..., *crop)]
 
 
 def _forward(

@@ -1,8 +1,9 @@
 """aten::convolution.out against torch on the geometries its fast paths special-case.
 
 The conformance spec covers one case per feature; these sweep the depthwise tap loop (stride
-phases, dilation, channel multipliers, 1-D/2-D/3-D) and the im2col path (1×1, grouped,
-batched, transposed) in every float dtype, with strided inputs and non-contiguous outs.
+phases, dilation, channel multipliers, channels-first and channels-last grids, 1-D/2-D/3-D)
+and the im2col path (1×1, grouped, batched, transposed) in every float dtype, with strided
+inputs and non-contiguous outs.
 """
 
 from __future__ import annotations
@@ -26,6 +27,9 @@ CASES = [
     ((1, 6, 3, 3), (6, 1, 3, 3), [2, 2], [0, 0], [1, 1], 6, False),
     ((2, 3, 11), (6, 1, 3), [2], [1], [2], 3, False),
     ((1, 3, 4, 5, 6), (3, 1, 2, 3, 2), [1, 2, 1], [1, 0, 1], [1, 1, 2], 3, False),
+    ((1, 64, 3, 3), (64, 1, 3, 3), [1, 1], [1, 1], [1, 1], 64, False),
+    ((2, 40, 5, 4), (40, 1, 3, 3), [2, 2], [1, 1], [1, 2], 40, False),
+    ((1, 48, 6), (48, 1, 3), [1], [1], [1], 48, False),
     ((1, 16, 5, 5), (24, 16, 1, 1), [1, 1], [0, 0], [1, 1], 1, False),
     ((2, 16, 5, 5), (24, 16, 1, 1), [2, 2], [0, 0], [1, 1], 1, False),
     ((2, 6, 7, 7), (4, 3, 3, 3), [1, 1], [1, 1], [1, 1], 2, False),
