@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from etbuild.kernels.portable.common import cast, opmath, quiet, result_dtype, store, vector_norm
+from etbuild.kernels.portable.common import NATIVE, cast, opmath, quiet, result_dtype, store, vector_norm
 from etbuild.kernels.registry import FLOAT_DTYPES, kernel
 from etbuild.runtime.tensor import resize
 
@@ -27,7 +27,8 @@ def _product_shape(a: tuple[int, ...], b: tuple[int, ...]) -> tuple[int, ...]:
     """The shape of np.matmul(a, b): 1-d operands lose their vector dim."""
     if len(a) == 1 or len(b) == 1:
         return (*a[:-1], *b[:-2], *b[-1:]) if len(b) > 1 else a[:-1]
-    return (*np.broadcast_shapes(a[:-2], b[:-2]), a[-2], b[-1])
+    batch = a[:-2] if a[:-2] == b[:-2] else np.broadcast_shapes(a[:-2], b[:-2])
+    return (*batch, a[-2], b[-1])
 
 
 def _scaled_add(
@@ -38,10 +39,13 @@ def _scaled_add(
     The product goes straight into out and the bias is added in place when out has the
     compute dtype; otherwise the sum is rounded into out once.
     """
-    ct = opmath(result_dtype(bias, a, b))
     shape = _product_shape(a.shape, b.shape)
-    out = resize(out, shape)
-    value = out if out.dtype == ct else np.empty(shape, ct)
+    if out.shape != shape:
+        out = resize(out, shape)
+    same = a.dtype == b.dtype == bias.dtype == out.dtype and out.dtype in NATIVE  # the common case
+    ct = out.dtype if same else opmath(result_dtype(bias, a, b))
+    in_place = out.dtype == ct and not (beta != 0 and np.may_share_memory(out, bias))
+    value = out if in_place else np.empty(shape, ct)
     np.matmul(cast(a, ct), cast(b, ct), out=value)
     if alpha != 1:
         value *= cast(alpha, ct)

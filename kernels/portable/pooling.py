@@ -15,6 +15,7 @@ import numpy as np
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import cast, opmath, pad_spatial, per_dim, store, windows
 from etbuild.kernels.registry import FLOAT_DTYPES, kernel
+from etbuild.runtime.tensor import resize
 
 
 def pooled_size(size: int, k: int, s: int, p: int, d: int, ceil_mode: bool) -> int:
@@ -126,16 +127,29 @@ def max_pool2d_with_indices_out(
     out: np.ndarray,
     indices: np.ndarray,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Max over each window and its flat index into the input's H·W plane (first max wins)."""
+    """Max over each window and its flat index into the input's H·W plane, as torch computes
+    them: a running max over the kernel taps that a later tap replaces only when it is greater
+    (the first max wins) or NaN, starting from −inf at the window's first in-bounds element."""
     g = Geometry(x, 2, kernel_size, stride, padding, dilation, ceil_mode)
-    win = g.view(x, -np.inf)
-    flat = win.reshape(*win.shape[:-2], -1)
-    arg = np.argmax(flat, axis=-1)
-    values = np.take_along_axis(flat, arg[..., None], axis=-1)[..., 0]
-    kh, kw = np.divmod(arg, g.k[1])
-    h = (np.arange(g.out[0]) * g.s[0] - g.p[0])[:, None] + kh * g.d[0]
-    w = (np.arange(g.out[1]) * g.s[1] - g.p[1])[None, :] + kw * g.d[1]
-    return store(out, values), store(indices, h * g.size[1] + w)
+    win = g.view(x, -np.inf)  # (*lead, *out, *kernel)
+    out = resize(out, win.shape[:-2])
+    best = out if out.dtype == x.dtype and not np.may_share_memory(out, x) else np.empty(out.shape, x.dtype)
+    best.fill(-np.inf)
+    starts = [np.arange(o) * s - p for o, s, p in zip(g.out, g.s, g.p)]
+    skip = [-(-np.maximum(-st, 0) // d) for st, d in zip(starts, g.d)]  # taps before the input
+    tap = np.empty(out.shape, np.int64)
+    tap[...] = skip[0][:, None] * g.k[1] + skip[1]
+    take = np.empty(out.shape, bool)
+    for k in range(g.k[0] * g.k[1]):
+        v = win[..., k // g.k[1], k % g.k[1]]
+        np.greater(v, best, out=take)
+        take |= np.isnan(v)
+        np.maximum(best, v, out=best)  # NaN-propagating: the same values as the rule above
+        np.putmask(tap, take, k)
+    shifts = np.array([i * g.d[0] * g.size[1] + j * g.d[1] for i in range(g.k[0]) for j in range(g.k[1])])
+    where = shifts.take(tap)
+    where += starts[0][:, None] * g.size[1] + starts[1]
+    return (out if best is out else store(out, best)), store(indices, where)
 
 
 def _adaptive_mean(v: np.ndarray, axis: int, size: int) -> np.ndarray:
