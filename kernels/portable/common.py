@@ -249,7 +249,7 @@ _TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
 _ERF_TAYLOR = tuple(_TWO_OVER_SQRT_PI * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(13))
 # erfc(a) = exp(−a²)·t·S(y) on 0.5 <= a <= 6 with t = 2/(2 + a) in [0.25, 0.8] and y = (2t − 1.05)/0.55:
 # S = c₀/2 + Σ cₖ·Tₖ(y), Chebyshev coefficients of exp(a²)·erfc(a)/t interpolated at 60 nodes in
-# 50-digit arithmetic; the first omitted one is below 1e-19. Above 6, erf is 1 in float64.
+# 50-digit arithmetic (mpmath); the first omitted one is below 1e-19. Above 6, erf is 1 in float64.
 _ERFC_CHEB = (
     1.0989285902384596557,
     0.19863814860634424788,
@@ -272,8 +272,9 @@ _ERFC_CHEB = (
     -2.7875339420935672015e-17,
     4.2700374071887697179e-18,
 )
-# float32: erf(x) ≈ x·P(x²)/Q(x²) for |x| <= 4 (erf rounds to ±1 beyond), a rational fit with
-# relative error 2.5e-9; evaluated in float32 it is within 4e-7 of erf (6 float32 ulp below 1).
+# float32: erf(x) ≈ x·P(x²)/Q(x²) for |x| <= 4 (erf rounds to ±1 beyond): a near-minimax fit of
+# relative error 2.5e-9 (least squares with Lawson reweighting against 40-digit erf at 9000
+# points); evaluated in float32 it is within 4e-7 of erf (6 float32 ulp below 1).
 _ERF32_P = (
     1.1283791692426073,
     0.18512037614249335,

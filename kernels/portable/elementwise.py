@@ -1,8 +1,10 @@
 """Elementwise arithmetic and math: add/sub/mul/div, pow, remainder, unary math, clamp.
 
 Every kernel computes in the torch-promoted dtype of its inputs (float16 in float32, rounded
-once) and casts into `out`, which is resized to the broadcast shape. Integer division by zero
-is left to numpy (torch raises); float division follows IEEE.
+once) and casts into `out`, which is resized to the broadcast shape. When the operands are
+already arrays of out's float32/float64 dtype, the ufunc writes into out in one call
+(common.direct) and the promotion work is skipped. Integer division by zero is left to numpy
+(torch raises); float division follows IEEE.
 """
 
 from __future__ import annotations
