@@ -37,7 +37,7 @@ from etbuild.runtime import Program
 from etbuild.runtime.format.pte import read_program
 
 ROOT = Path(__file__).resolve().parents[1]
-STAGES = ("export", "lower", "plan", "emit", "verify")
+STAGES = ("export", "lower", "plan", "emit", "select", "verify")
 
 
 def median_us(fn: Callable[[], Any], runs: int, warmup: int = 5) -> float:
@@ -123,7 +123,7 @@ def _us(v: float | None) -> str:
 
 
 def build_table(rows: list[dict[str, Any]]) -> list[str]:
-    lines = ["| recipe | etbuild build s (export/lower/plan/emit/verify) | ExecuTorch s (export/to_edge/"
+    lines = ["| recipe | etbuild build s (export/lower/plan/emit/select/verify) | ExecuTorch s (export/to_edge/"
              "to_executorch) | .pte bytes ours / ET | planned bytes ours / ET / lower bound |", "|---|---|---|---|---|"]
     for r in rows:
         b, e = r["build_s"], r["executorch_build_s"]
