@@ -160,3 +160,22 @@ def test_features_run_in_executorch(cond_pte, tmp_path):
     model, pte = _two_methods()
     x = torch.randn(2, 6)
     torch.testing.assert_close(load(pte, "encode").execute([x])[0], model.encode(x).detach(), rtol=1e-5, atol=1e-6)
+
+
+class TupleInListOut(torch.nn.Module):
+    def forward(self, pair, scale):
+        a, b = pair
+        return [a * scale, (a + b).sum(0), torch.stack([a, b])]
+
+
+def test_tuple_inputs_and_list_outputs_are_flattened_in_order(tmp_path):
+    torch.manual_seed(0)
+    inputs = ((torch.randn(3, 4), torch.randn(3, 4)), torch.randn(4))
+    pte = compile_module(TupleInListOut(), inputs).pte
+    plan = Program.from_bytes(pte).plan("forward")
+    assert (len(plan.inputs), len(plan.outputs)) == (3, 3)
+    flat = [inputs[0][0], inputs[0][1], inputs[1]]
+    expected = [t.numpy() for t in TupleInListOut()(*inputs)]
+    outs = Program.from_bytes(pte).load_method()(*[t.numpy() for t in flat])
+    for out, exp in zip(outs, expected):
+        np.testing.assert_allclose(out, exp, rtol=1e-6)
