@@ -62,11 +62,6 @@ def canonical_name(name: str, overload: str) -> str:
     return f"{name}.{overload}" if overload else name
 
 
-def lookup(name: str) -> KernelInfo | None:
-    """The kernel registered under `name`, or None."""
-    return _REGISTRY.get(name)
-
-
 def registered() -> dict[str, KernelInfo]:
     """A snapshot of every registered kernel, by name."""
     return dict(_REGISTRY)
