@@ -64,17 +64,16 @@ class _TapGrid:
     """Where the taps of a depthwise convolution read, in x padded and split by stride phase.
 
     Phase ph of a padded spatial dim holds its elements at indices ≡ ph (mod stride), so every
-    tap reads one phase at unit stride. A phase plane has extents `q` (row-major `pitch`); tap
-    k reads phase `phases[k]` from `shifts[k]` positions into the plane. `span` positions (the
-    output's first-dim rows of full plane rows) are computed per sample and channel: the
-    columns past each row's output extent read neighbouring cells and are dropped.
+    tap reads one phase at unit stride. A phase plane has extents `q`; tap k reads phase
+    `phases[k]` from `shifts[k]` positions on. Whole planes are computed, so a tap is one
+    contiguous run of the grid: the positions past the output's extents read neighbouring
+    cells (or the `tail` of zeros after the last plane) and are dropped.
     """
 
     q: tuple[int, ...]
     phases: tuple[int, ...]
     shifts: tuple[int, ...]
-    span: int
-    tail: int  # positions read past the last plane
+    tail: int
 
     @property
     def plane(self) -> int:
@@ -88,7 +87,6 @@ def _tap_grid(
     stride: tuple[int, ...],
     padding: tuple[int, ...],
     dilation: tuple[int, ...],
-    out_sp: tuple[int, ...],
 ) -> _TapGrid:
     """The tap grid of a depthwise convolution of inputs of spatial `size`; cached, as a
     program calls each convolution with the same geometry every time."""
@@ -98,8 +96,7 @@ def _tap_grid(
     taps = list(itertools.product(*(range(k) for k in kernel)))
     phases = tuple(sum(t * d % st * pp for t, d, st, pp in zip(tap, dilation, stride, phase_pitch)) for tap in taps)
     shifts = tuple(sum(t * d // st * p for t, d, st, p in zip(tap, dilation, stride, pitch)) for tap in taps)
-    tail = sum((k - 1) * d // st * p for k, d, st, p in zip(kernel, dilation, stride, pitch))
-    return _TapGrid(q, phases, shifts, out_sp[0] * pitch[0], tail)
+    return _TapGrid(q, phases, shifts, max(shifts))
 
 
 def _phase_grid(x: np.ndarray, padding: list[int], stride: list[int], g: _TapGrid, channels_last: bool) -> np.ndarray:
@@ -107,8 +104,9 @@ def _phase_grid(x: np.ndarray, padding: list[int], stride: list[int], g: _TapGri
     channels_last, else (*stride, N, C, *q), followed by zeros for the reads past the end."""
     n, c, *size = x.shape
     cells = (n, *g.q, c) if channels_last else (n, c, *g.q)
-    buf = np.zeros(math.prod(stride) * math.prod(cells) + g.tail * c, x.dtype)
-    grid = buf[: buf.size - g.tail * c].reshape(*stride, *cells)
+    total = math.prod(stride) * math.prod(cells)
+    buf = np.zeros(total + g.tail * (c if channels_last else 1), x.dtype)
+    grid = buf[:total].reshape(*stride, *cells)
     src_x = np.moveaxis(x, 1, -1) if channels_last else x
     lead, trail = ((slice(None),), (slice(None),)) if channels_last else ((slice(None), slice(None)), ())
     for ph in itertools.product(*(range(st) for st in stride)):
@@ -137,31 +135,30 @@ def _depthwise(
 ) -> None:
     """res (N, C·m, *P) from one input channel per group: Σ over taps of shifted x · weight.
 
-    Each tap is one multiply-add of a unit-stride view of the phase grid by per-channel
-    weights. The grid is channels-last when there are more channels than positions per
-    channel, so that numpy's inner loops run along the longer of the two.
+    Each tap is one multiply-add of a contiguous run of the phase grid by per-channel weights.
+    The grid is channels-last when there are more channels than positions per plane, so that
+    numpy's inner loops run along the longer of the two.
     """
     n, c = x.shape[:2]
     kernel, out_sp = w.shape[2:], res.shape[2:]
     mult = w.shape[0] // c
-    g = _tap_grid(x.shape[2:], kernel, tuple(stride), tuple(padding), tuple(dilation), out_sp)
-    crop = tuple(slice(o) for o in out_sp[1:])
-    if mult == 1 and c > g.span:
+    g = _tap_grid(x.shape[2:], kernel, tuple(stride), tuple(padding), tuple(dilation))
+    crop = tuple(slice(o) for o in out_sp)
+    run = n * c * g.plane
+    if mult == 1 and c > g.plane:
         buf = _phase_grid(x, padding, stride, g, channels_last=True)
-        starts = [(ph * n * g.plane + shift) * c for ph, shift in zip(g.phases, g.shifts)]
-        views = (buf[s : s + n * g.plane * c].reshape(n, g.plane, c)[:, : g.span] for s in starts)
-        acc = np.empty((n, g.span, c), res.dtype)
+        starts = [ph * run + sh * c for ph, sh in zip(g.phases, g.shifts)]
+        views = (buf[s : s + run].reshape(n, g.plane, c) for s in starts)
+        acc = np.empty((n, g.plane, c), res.dtype)
         _sum_taps(views, w.reshape(c, -1).T.copy(), acc)
-        res[...] = np.moveaxis(acc.reshape(n, out_sp[0], *g.q[1:], c)[(slice(None), slice(None), *crop)], -1, 1)
-        return
-    buf = _phase_grid(x, padding, stride, g, channels_last=False)
-    starts = [ph * n * c * g.plane + shift for ph, shift in zip(g.phases, g.shifts)]
-    views = (buf[s : s + n * c * g.plane].reshape(n, c, 1, g.plane)[..., : g.span] for s in starts)
-    exact = out_sp[1:] == g.q[1:]
-    acc = res.reshape(n, c, mult, g.span) if exact else np.empty((n, c, mult, g.span), res.dtype)
-    _sum_taps(views, np.moveaxis(w.reshape(c, mult, -1), 2, 0)[:, None, :, :, None].copy(), acc)
-    if not exact:
-        res[...] = acc.reshape(n, c * mult, out_sp[0], *g.q[1:])[(..., *crop)]
+        res[...] = np.moveaxis(acc.reshape(n, *g.q, c)[(slice(None), *crop)], -1, 1)
+    else:
+        buf = _phase_grid(x, padding, stride, g, channels_last=False)
+        starts = [ph * run + sh for ph, sh in zip(g.phases, g.shifts)]
+        views = (buf[s : s + run].reshape(n, c, 1, g.plane) for s in starts)
+        acc = np.empty((n, c, mult, g.plane), res.dtype)
+        _sum_taps(views, np.moveaxis(w.reshape(c, mult, -1), 2, 0)[:, None, :, :, None].copy(), acc)
+        res[...] = acc.reshape(n, c * mult, *g.q)[(slice(None), slice(None), *crop)]
 
 
 def _forward(
