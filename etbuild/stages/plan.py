@@ -66,17 +66,20 @@ class MethodPlan:
 
 def module_paths(plan: fb.ExecutionPlan) -> dict[int, str]:
     """value index -> module path of the call that produced it (from the lowered frames)."""
-    frames = plan.chains[0].stacktrace or [] if plan.chains else []
+    if not plan.chains:
+        return {}
+    chain = plan.chains[0]
     modules: dict[int, str] = {}
-    for ins, frame_list in zip(plan.chains[0].instructions if plan.chains else [], frames):
+    for ins, frame_list in zip(chain.instructions, chain.stacktrace or []):
         call = ins.instr_args
         if not isinstance(call, fb.KernelCall) or not call.args or not frame_list.items:
             continue
         path = (frame_list.items[0].name or "").split(" (", 1)[0]
+        if not path or path == "<root>":
+            continue
         ret = plan.values[call.args[-1]].val
         for v in ret.items if isinstance(ret, fb.TensorList) else [call.args[-1]]:
-            if path and path != "<root>":
-                modules.setdefault(v, path)
+            modules.setdefault(v, path)
     return modules
 
 
