@@ -73,7 +73,7 @@ def code_version() -> str:
     package_root = Path(etbuild.__file__).resolve().parent.parent
     for folder in ("etbuild", "runtime", "kernels", "backends", "schema"):
         for path in sorted((package_root / folder).rglob("*")):
-            if path.suffix in (".py", ".fbs", ".json") and "__pycache__" not in path.parts:
+            if path.suffix in (".py", ".fbs", ".json", ".j2") and "__pycache__" not in path.parts:
                 digest.update(path.relative_to(package_root).as_posix().encode())
                 digest.update(path.read_bytes())
     return f"etbuild {etbuild.__version__}+{digest.hexdigest()[:12]}, torch {metadata.version('torch')}"
@@ -107,6 +107,14 @@ def model_files(recipe: Recipe) -> list[Path]:
     return files
 
 
+def allowlist_files(recipe: Recipe) -> list[Path]:
+    """Allowlist files the select stage reads (`allow: file.txt` or `@file.txt` entries)."""
+    from etbuild.stages.select import allow_entries
+
+    entries = allow_entries(recipe) or []
+    return [recipe.path.parent / e[1:] for e in entries if e.startswith("@")]
+
+
 def recipe_tasks(recipe: Recipe, build_root: Path, version: str) -> Iterator[dict[str, Any]]:
     """The task dicts of one recipe, in stage order."""
     from etbuild.stages import emit, export, lower, plan, select, verify
@@ -120,8 +128,8 @@ def recipe_tasks(recipe: Recipe, build_root: Path, version: str) -> Iterator[dic
         "plan": (plan.run_plan, (a.lowered, recipe.memory, a.root), [str(a.lowered)], a.memory, ("memory",)),
         "emit": (emit.run_emit, (a.lowered, a.plan, a.pte), [str(a.lowered), str(a.plan)], [a.pte], ()),
         "select": (
-            select.run_select, (recipe, a.pte, a.lowered, a.root), [str(a.pte), str(a.lowered)], a.select,
-            ("operators",),
+            select.run_select, (recipe, a.pte, a.lowered, a.root),
+            [str(a.pte), str(a.lowered), *map(str, allowlist_files(recipe))], a.select, ("operators",),
         ),
         "verify": (
             verify.run_verify, (recipe, a.pte, a.runtime_zip.parent, a.verify),

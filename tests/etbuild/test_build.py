@@ -154,3 +154,5 @@ def test_allowlist_file_and_trimmed_runtime(project):
     runtime = root / "tiny" / "runtime"
     assert (runtime / "tiny-runtime.zip").exists()
     assert not (runtime / "etbuild" / "kernels" / "portable" / "convolution.py").exists()
+    (recipe.parent / "ops.txt").write_text("aten::addmm.out\n")
+    assert _build(recipe, root).executed == ["select:tiny"]  # the allowlist file is read by select
