@@ -5,7 +5,7 @@
 
 from pathlib import Path
 
-from etbuild.build import task_namespace
+from etbuild.build import doit_namespace
 from etbuild.recipe import discover_recipes, load_recipe
 
-globals().update(task_namespace([load_recipe(p) for p in discover_recipes("recipes")], Path("build")))
+globals().update(doit_namespace([load_recipe(p) for p in discover_recipes("recipes")], Path("build")))

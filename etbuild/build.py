@@ -89,7 +89,7 @@ class StageReporter:
         pass
 
 
-def task_namespace(recipes: Sequence[Recipe], build_root: Path, reporter: type | None = None) -> dict[str, Any]:
+def doit_namespace(recipes: Sequence[Recipe], build_root: Path, reporter: type | None = None) -> dict[str, Any]:
     """A doit module namespace: DOIT_CONFIG plus one `task_<stage>` creator per stage."""
     version = code_version()
     tasks = [t for r in recipes for t in recipe_tasks(r, build_root, version)]
@@ -129,7 +129,7 @@ def build(
     build_root.mkdir(parents=True, exist_ok=True)
     FAILURES.clear()
     targets = [f"verify:{r.name}" for r in recipes]
-    loader = ModuleTaskLoader(task_namespace(recipes, build_root, reporter))
+    loader = ModuleTaskLoader(doit_namespace(recipes, build_root, reporter))
     result.exit_code = DoitMain(loader).run(["run", *targets])
     return result
 

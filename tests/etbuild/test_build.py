@@ -156,3 +156,15 @@ def test_allowlist_file_and_trimmed_runtime(project):
     assert not (runtime / "etbuild" / "kernels" / "portable" / "convolution.py").exists()
     (recipe.parent / "ops.txt").write_text("aten::addmm.out\n")
     assert _build(recipe, root).executed == ["select:tiny"]  # the allowlist file is read by select
+
+
+def test_doit_at_the_repo_root_lists_every_stage_of_every_recipe():
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    proc = subprocess.run([sys.executable, "-m", "doit", "list", "--all"], cwd=root, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    names = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
+    assert {"export:mlp", "lower:mlp", "plan:mlp", "emit:mlp", "select:mlp", "verify:mlp", "verify:cnn-sram"} <= names
+    assert not any("cnn-sram-overflow" in n for n in names)  # recipes/errors/ holds recipes that must fail
