@@ -113,7 +113,7 @@ def cast(x: Operand, dtype: np.dtype) -> np.ndarray:
 
 def store(out: np.ndarray, value: np.ndarray | Any) -> np.ndarray:
     """Resize out to value's shape, copy value in (casting to out's dtype) and return out."""
-    shape = np.shape(value)
+    shape = value.shape if isinstance(value, np.ndarray) else np.shape(value)
     if out.shape != shape:
         out = resize(out, shape)
     np.copyto(out, value, casting="unsafe")
@@ -122,16 +122,28 @@ def store(out: np.ndarray, value: np.ndarray | Any) -> np.ndarray:
 
 NATIVE = (FLOAT32, FLOAT64)
 """The dtypes numpy computes in exactly as torch does (float16 computes in float32 in torch)."""
+EXACT = NATIVE + tuple(np.dtype(t) for t in ("int64", "int32", "int16", "int8", "uint8", "bool"))
+"""The dtypes whose torch opmath is the dtype itself: every one but float16 (see `opmath`)."""
 
 
-def direct(fn: Callable[..., Any], out: np.ndarray, *operands: Operand) -> np.ndarray | None:
-    """out = fn(*operands) in one call, when every operand is an array of out's dtype (float32
-    or float64) and the result has out's shape; None (nothing written) otherwise.
+def fit(out: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """resize(out, shape) without its cost when out already has that shape (a tuple of ints)."""
+    return out if out.shape == shape else resize(out, shape)
 
-    The common case of elementwise kernels: no promotion, no cast, no temporary.
+
+def direct(
+    fn: Callable[..., Any], out: np.ndarray, *operands: Operand, exact: tuple[np.dtype, ...] = NATIVE
+) -> np.ndarray | None:
+    """out = fn(*operands) in one call, when every operand is an array of out's dtype (one of
+    `exact`, float32 or float64 unless told) and the result has out's shape; None (nothing
+    written) otherwise.
+
+    The common case of elementwise kernels: no promotion, no cast, no temporary. A kernel
+    passes a wider `exact` only when its general path computes in the operands' own dtype
+    for every one of those dtypes, with the same fn.
     """
     dtype, shape = out.dtype, out.shape
-    if dtype not in NATIVE:
+    if dtype not in exact:
         return None
     fits = False
     for x in operands:
@@ -166,6 +178,9 @@ def wrap_dim(dim: int, ndim: int) -> int:
 
 def reduce_axes(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
     """The axes a reduction covers: None or [] means all of them, as in torch."""
+    if type(dim) is list and len(dim) == 1:  # the common case, without the set and the sort
+        axis = wrap_dim(dim[0], ndim)
+        return (axis,) if ndim else ()
     dims = [dim] if isinstance(dim, int) else list(dim or [])
     if not dims:
         return tuple(range(ndim))

@@ -10,7 +10,17 @@ from collections.abc import Callable
 
 import numpy as np
 
-from etbuild.kernels.portable.common import Operand, broadcast_shape, cast, named, result_dtype
+from etbuild.kernels.portable.common import (
+    FLOAT32,
+    FLOAT64,
+    INT64,
+    Operand,
+    broadcast_shape,
+    cast,
+    fit,
+    named,
+    result_dtype,
+)
 from etbuild.kernels.registry import ALL_DTYPES, INT_DTYPES, kernel
 from etbuild.runtime.tensor import resize
 
@@ -56,8 +66,45 @@ SHIFT: dict[str, Ufunc] = {
 }
 
 
+_INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+_EXACT_INT = 2**53
+
+
+def _weak(x: np.ndarray, value: Operand) -> bool:
+    """Whether numpy, given `value` as a bare Python scalar, computes in x's dtype exactly as
+    the promoted path does (value cast to x's dtype): a float, or an int of at most 53 bits,
+    with a float32/float64 tensor (rounded once, like the cast); an int in range with an
+    int64 tensor."""
+    kind = type(value)
+    if kind is float:
+        return x.dtype == FLOAT32 or x.dtype == FLOAT64
+    if kind is not int:
+        return False
+    if x.dtype == INT64:
+        return _INT64_MIN <= value <= _INT64_MAX
+    # An int of at most 53 bits is exact as a double, so any conversion rounds it just once.
+    return (x.dtype == FLOAT32 or x.dtype == FLOAT64) and -_EXACT_INT <= value <= _EXACT_INT
+
+
+def _same(a: Operand, b: Operand, out: np.ndarray) -> bool:
+    """Whether a and b need no promotion: arrays of one dtype, one of them of out's shape (so
+    the broadcast shape is out's, or the ufunc raises ValueError); or an array of out's shape
+    and a Python scalar `_weak` allows."""
+    if not isinstance(a, np.ndarray):
+        return False
+    if isinstance(b, np.ndarray):
+        return a.dtype == b.dtype and (a.shape == out.shape or b.shape == out.shape)
+    return a.shape == out.shape and _weak(a, b)
+
+
 def _promoted(fn: Ufunc) -> Callable[[Operand, Operand, np.ndarray], np.ndarray]:
     def binary(a: Operand, b: Operand, out: np.ndarray) -> np.ndarray:
+        if _same(a, b, out):
+            try:
+                fn(a, b, out=out, casting="unsafe")
+                return out
+            except ValueError:  # the operands broadcast beyond out: the general path resizes
+                pass
         dtype = result_dtype(a, b)
         out = resize(out, broadcast_shape(a, b))
         fn(cast(a, dtype), cast(b, dtype), out=out, casting="unsafe")
@@ -68,6 +115,12 @@ def _promoted(fn: Ufunc) -> Callable[[Operand, Operand, np.ndarray], np.ndarray]
 
 def _logical(fn: Ufunc) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]:
     def binary(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+        if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and (a.shape == out.shape or b.shape == out.shape):
+            try:
+                fn(a, b, out=out, casting="unsafe")
+                return out
+            except ValueError:  # the operands broadcast beyond out: the general path resizes
+                pass
         out = resize(out, broadcast_shape(a, b))
         fn(a, b, out=out, casting="unsafe")
         return out
@@ -87,21 +140,21 @@ for _name, _fn in LOGICAL.items():
 
 @kernel("aten::logical_not.out", dtypes=ALL_DTYPES)
 def logical_not_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
-    out = resize(out, x.shape)
+    out = fit(out, x.shape)
     np.logical_not(x, out=out, casting="unsafe")
     return out
 
 
 @kernel("aten::bitwise_not.out", dtypes=BITWISE_DTYPES)
 def bitwise_not_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
-    out = resize(out, x.shape)
+    out = fit(out, x.shape)
     np.invert(x, out=out, casting="unsafe")
     return out
 
 
 def _float_test(fn: Ufunc, x: np.ndarray, out: np.ndarray) -> np.ndarray:
     """fn on float inputs; integers and bools are never NaN or infinite."""
-    out = resize(out, x.shape)
+    out = fit(out, x.shape)
     if x.dtype.kind == "f":
         fn(x, out=out, casting="unsafe")
     else:

@@ -44,9 +44,16 @@ def to_copy_out(x: np.ndarray, non_blocking: bool, memory_format: int | None, ou
 
 
 @kernel("aten::copy_", dtypes=ALL_DTYPES)
-@quiet
 def copy_(dst: np.ndarray, src: np.ndarray, non_blocking: bool) -> np.ndarray:
     """In place: src (broadcast, cast) into dst, which is returned (mutable-buffer write-back)."""
+    if isinstance(src, np.ndarray) and src.dtype == dst.dtype:
+        np.copyto(dst, src)  # no cast, so nothing to quiet
+        return dst
+    return _copy_cast(dst, src)
+
+
+@quiet
+def _copy_cast(dst: np.ndarray, src: np.ndarray) -> np.ndarray:
     np.copyto(dst, src, casting="unsafe")
     return dst
 

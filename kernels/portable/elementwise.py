@@ -15,11 +15,15 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import (
+    BOOL,
+    EXACT,
+    NATIVE,
     Operand,
     broadcast_shape,
     cast,
     direct,
     erf,
+    fit,
     float_dtype,
     named,
     opmath,
@@ -34,7 +38,7 @@ Ufunc = Callable[..., np.ndarray]
 
 def _write(out: np.ndarray, fn: Ufunc, dtype: np.dtype, *operands: Operand) -> np.ndarray:
     """out = fn(*operands) computed in opmath(dtype), written straight into out."""
-    out = resize(out, broadcast_shape(*operands))
+    out = fit(out, broadcast_shape(*operands))
     ct = opmath(dtype)
     fn(*(cast(x, ct) for x in operands), out=out, casting="unsafe")
     return out
@@ -161,10 +165,17 @@ FLOAT_BINARY: dict[str, Ufunc] = {
 }
 
 
+# Dtypes for which `direct` gives what the promoted path gives: a binary op computes in its
+# operands' own dtype for all of them but float16; a to-float op (div) only for float32/float64.
+_EXACT_SUB = tuple(t for t in EXACT if t != BOOL)  # bool subtraction raises on the general path
+
+
 def _binary(fn: Ufunc, to_float: bool) -> Callable[[Operand, Operand, np.ndarray], np.ndarray]:
+    exact = NATIVE if to_float else EXACT
+
     @quiet
     def binary(a: Operand, b: Operand, out: np.ndarray) -> np.ndarray:
-        done = direct(fn, out, a, b)
+        done = direct(fn, out, a, b, exact=exact)
         if done is not None:
             return done
         dtype = result_dtype(a, b)
@@ -182,7 +193,7 @@ for _name, _fn in FLOAT_BINARY.items():
 def _add(a: Operand, b: Operand, alpha: float, sign: int, out: np.ndarray) -> np.ndarray:
     """out = a + sign * alpha * b in the promoted dtype."""
     if alpha == 1:
-        done = direct(np.add if sign > 0 else np.subtract, out, a, b)
+        done = direct(np.add if sign > 0 else np.subtract, out, a, b, exact=EXACT if sign > 0 else _EXACT_SUB)
         if done is not None:
             return done
     dtype = result_dtype(a, b)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from etbuild.errors import KernelError
-from etbuild.kernels.portable.common import broadcast_shape, cast, result_dtype, store, wrap_dim
+from etbuild.kernels.portable.common import BOOL, broadcast_shape, cast, result_dtype, store, wrap_dim
 from etbuild.kernels.registry import ALL_DTYPES, REAL_DTYPES, kernel
 from etbuild.runtime.tensor import resize
 
@@ -86,6 +86,16 @@ def embedding_out(
 
 @kernel("aten::where.self_out", dtypes=ALL_DTYPES)
 def where_self_out(cond: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
+    if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and cond.dtype == BOOL and a.dtype == b.dtype:
+        # No promotion, cast or resize. (Two copyto calls, b then a where cond, would spare the
+        # temporary but read a and cond after writing out: wrong if out overlaps either.)
+        try:
+            value = np.where(cond, a, b)
+        except ValueError:  # shapes that do not broadcast: the general path reports them
+            value = None
+        if value is not None and value.shape == out.shape:
+            np.copyto(out, value, casting="unsafe")
+            return out
     dtype = result_dtype(a, b)
     out = resize(out, broadcast_shape(cond, a, b))
     np.copyto(out, np.where(cond.astype(bool, copy=False), cast(a, dtype), cast(b, dtype)), casting="unsafe")

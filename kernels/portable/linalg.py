@@ -46,11 +46,14 @@ def _scaled_add(
     ct = out.dtype if same else opmath(result_dtype(bias, a, b))
     in_place = out.dtype == ct and not (beta != 0 and np.may_share_memory(out, bias))
     value = out if in_place else np.empty(shape, ct)
-    np.matmul(cast(a, ct), cast(b, ct), out=value)
+    if same:  # every operand already has ct: no casts to make (cast would return each as is)
+        np.matmul(a, b, out=value)
+    else:
+        np.matmul(cast(a, ct), cast(b, ct), out=value)
     if alpha != 1:
         value *= cast(alpha, ct)
     if beta != 0:
-        value += cast(bias, ct) if beta == 1 else cast(bias, ct) * cast(beta, ct)
+        value += (bias if same else cast(bias, ct)) if beta == 1 else cast(bias, ct) * cast(beta, ct)
     return out if value is out else store(out, value)
 
 

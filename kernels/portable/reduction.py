@@ -14,6 +14,7 @@ import numpy as np
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import (
     INT64,
+    NATIVE,
     cast,
     float_dtype,
     opmath,
@@ -43,10 +44,36 @@ def _reduce(
     return store(out, fn(cast(x, opmath(ct)), axis=axes, keepdims=keepdim, **kw))
 
 
+def _sum_into(x: np.ndarray, axes: tuple[int, ...], keepdim: bool, ct: np.dtype, out: np.ndarray) -> bool:
+    """out = Σ x over axes in one add.reduce straight into out, when that is exactly what the
+    general path (np.sum of x cast to ct, then copied into out) computes; False otherwise.
+
+    Integer and bool sums into int64 are exact in any order; a float32/float64 sum is the same
+    only with no cast and with x and out C-contiguous, so numpy iterates as it would for a
+    result it allocates itself (summation order decides float rounding; the tests in
+    tests/kernels/test_fast_paths.py compare the two bit for bit).
+    """
+    if out.dtype != ct:
+        return False
+    if ct == INT64:
+        if x.dtype.kind not in "biu":
+            return False
+    elif not (x.dtype == ct and ct in NATIVE and x.flags.c_contiguous and out.flags.c_contiguous):
+        return False
+    try:
+        np.add.reduce(x, axis=axes, dtype=ct, keepdims=keepdim, out=out)
+    except ValueError:  # out has another shape (dynamic): the general path resizes
+        return False
+    return True
+
+
 @kernel("aten::sum.IntList_out", dtypes=ALL_DTYPES)
 def sum_intlist_out(
     x: np.ndarray, dim: list[int] | None, keepdim: bool, dtype: int | None, out: np.ndarray
 ) -> np.ndarray:
+    ct = _acc_dtype(x, dtype)
+    if _sum_into(x, reduce_axes(dim, x.ndim), keepdim, ct, out):
+        return out
     return _reduce(np.sum, x, dim, keepdim, _acc_dtype(x, dtype), out)
 
 
@@ -69,6 +96,15 @@ def prod_out(x: np.ndarray, dtype: int | None, out: np.ndarray) -> np.ndarray:
 @quiet
 def mean_out(x: np.ndarray, dim: list[int] | None, keepdim: bool, dtype: int | None, out: np.ndarray) -> np.ndarray:
     ct = numpy_dtype(dtype) if dtype is not None else x.dtype
+    if ct == x.dtype and ct in NATIVE:
+        axes = reduce_axes(dim, x.ndim)
+        count = 1
+        for axis in axes:
+            count *= x.shape[axis]
+        if count and _sum_into(x, axes, keepdim, ct, out):  # (np.mean warns on an empty slice)
+            # np.mean's own division: by the count as an np.intp, in place, cast back into out.
+            np.true_divide(out, np.intp(count), out=out, casting="unsafe")
+            return out
     return _reduce(np.mean, x, dim, keepdim, ct, out)
 
 
