@@ -1,4 +1,4 @@
-"""Programs shared by the selective-build tests (no tests here): built once per session.
+"""Programs shared by the selective-build tests: built once per session.
 
 `mlp`: etbuild.zoo.mlp([16, 32, 4]) (addmm, relu). `tiny`: TinyNet below (addmm, slice,
 cat of a tensor list, sigmoid), whose source lines the collected locations point to.
