@@ -122,7 +122,8 @@ def recipe_tasks(recipe: Recipe, build_root: Path, version: str) -> Iterator[dic
     a = Artifacts(build_root / recipe.name, recipe.name, tuple(m.name for m in recipe.model.methods))
     model_deps = [str(p) for p in model_files(recipe)]
     exports = [str(p) for p in a.exports.values()]
-    specs = {
+    # stage -> (action, its arguments, files it reads, files it writes, recipe sections it reads)
+    specs: dict[str, tuple[Callable[..., None], tuple[Any, ...], list[str], list[Any], tuple[str, ...]]] = {
         "export": (export.run_export, (recipe, a.exports), model_deps, exports, ("model",)),
         "lower": (lower.run_lower, (a.exports, a.lowered), exports, [a.lowered], ()),
         "plan": (plan.run_plan, (a.lowered, recipe.memory, a.root), [str(a.lowered)], a.memory, ("memory",)),

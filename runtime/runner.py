@@ -39,7 +39,8 @@ def _ordered(npz: Any, prefix: str) -> list[np.ndarray]:
 def _save(out: Path, arrays: dict[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp.npz")
-    np.savez(tmp, **{k: np.asarray(v) for k, v in arrays.items()})
+    payload: dict[str, Any] = {k: np.asarray(v) for k, v in arrays.items()}
+    np.savez(tmp, **payload)
     tmp.replace(out)
 
 

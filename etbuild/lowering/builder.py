@@ -71,19 +71,19 @@ class PlanBuilder:
             data_buffer_idx=idx, shape_dynamism=dynamism,
         ))
 
-    def int(self, v: int) -> int:
+    def int_value(self, v: int) -> int:
         return self.add(fb.Int(int(v)))
 
-    def double(self, v: float) -> int:
+    def double_value(self, v: float) -> int:
         return self.add(fb.Double(float(v)))
 
-    def bool(self, v: bool) -> int:
+    def bool_value(self, v: bool) -> int:
         return self.add(fb.Bool(bool(v)))
 
-    def null(self) -> int:
+    def null_value(self) -> int:
         return self.add(fb.Null())
 
-    def string(self, v: str) -> int:
+    def string_value(self, v: str) -> int:
         return self.add(fb.String(v))
 
     def int_list(self, item_values: Sequence[int]) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch._ops import OpOverload
 from torch.export import ExportedProgram
 from torch.fx import Node
 
@@ -37,31 +38,29 @@ def fold_constants(ep: ExportedProgram) -> dict[Node, torch.Tensor]:
     """Every node whose value is known at build time, with that value."""
     consts = constant_inputs(ep)
     for node in ep.graph.nodes:
-        if node.op == "call_function" and _foldable(node, consts):
-            result = _evaluate(node, consts)
+        op = node.target
+        if node.op == "call_function" and isinstance(op, OpOverload) and _foldable(node, op, consts):
+            result = _evaluate(node, op, consts)
             if result is not None:
                 consts[node] = result
     return consts
 
 
-def _foldable(node: Node, consts: dict[Node, torch.Tensor]) -> bool:
-    target = node.target
-    if not isinstance(target, torch._ops.OpOverload):
-        return False
-    if torch.Tag.nondeterministic_seeded in target.tags or target._schema.is_mutable:
+def _foldable(node: Node, op: OpOverload, consts: dict[Node, torch.Tensor]) -> bool:
+    if torch.Tag.nondeterministic_seeded in op.tags or op._schema.is_mutable:
         return False
     inputs = node.all_input_nodes
     return bool(inputs) and all(n in consts for n in inputs)
 
 
-def _evaluate(node: Node, consts: dict[Node, torch.Tensor]) -> torch.Tensor | None:
+def _evaluate(node: Node, op: OpOverload, consts: dict[Node, torch.Tensor]) -> torch.Tensor | None:
     def resolve(a: Any) -> Any:
         return consts[a] if isinstance(a, Node) else a
 
     args = torch.fx.node.map_aggregate(node.args, resolve)
     kwargs = torch.fx.node.map_aggregate(node.kwargs, resolve)
     with torch.no_grad():
-        result = node.target(*args, **kwargs)
+        result = op(*args, **kwargs)
     if not isinstance(result, torch.Tensor):
         return None
     read = sum(consts[n].numel() * consts[n].element_size() for n in node.all_input_nodes)

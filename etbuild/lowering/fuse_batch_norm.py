@@ -9,6 +9,7 @@ feeds only the BatchNorm. The program then has no BatchNorm call at all.
 from __future__ import annotations
 
 import operator
+from typing import Any, NamedTuple
 
 import torch
 from torch.fx import Graph, Node
@@ -16,40 +17,61 @@ from torch.fx import Graph, Node
 aten = torch.ops.aten
 
 
-def _foldable(bn: Node, consts: dict[Node, torch.Tensor]) -> bool:
-    conv = bn.args[0]
+def _const(arg: Any, consts: dict[Node, torch.Tensor]) -> torch.Tensor | None:
+    """The constant an argument names (None for an absent optional); KeyError if not constant."""
+    if arg is None:
+        return None
+    if not isinstance(arg, Node):
+        raise KeyError(arg)
+    return consts[arg]
+
+
+class _Fold(NamedTuple):
+    conv: Node
+    weight: torch.Tensor
+    eps: float
+
+
+def _conv_feeding(bn: Node, consts: dict[Node, torch.Tensor]) -> _Fold | None:
+    """The convolution a BatchNorm can be folded into (with its weight and eps), or None."""
+    conv, eps = bn.args[0], bn.args[6]
     if not isinstance(conv, Node) or conv.target is not aten.convolution.default or len(conv.users) != 1:
-        return False
-    weight, bias = conv.args[1], conv.args[2]
-    stats = [a for a in bn.args[1:5] if a is not None]
-    transposed = conv.args[6]
-    return not transposed and weight in consts and (bias is None or bias in consts) and all(s in consts for s in stats)
+        return None
+    if conv.args[6] or not isinstance(eps, (int, float)):  # transposed convolutions keep their BatchNorm
+        return None
+    try:
+        weight = _const(conv.args[1], consts)
+        for arg in (conv.args[2], *bn.args[1:5]):
+            _const(arg, consts)
+    except KeyError:
+        return None
+    return _Fold(conv, weight, float(eps)) if weight is not None else None
 
 
-def _folded(bn: Node, consts: dict[Node, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
-    conv = bn.args[0]
-    weight = consts[conv.args[1]]
-    out_channels = weight.shape[0]
-    gamma, beta, mean, var = (consts[a] if a is not None else None for a in bn.args[1:5])
-    eps = bn.args[6]
-    scale = (gamma if gamma is not None else torch.ones(out_channels)) / torch.sqrt(var + eps)
-    bias = consts[conv.args[2]] if conv.args[2] is not None else torch.zeros(out_channels)
-    shift = beta if beta is not None else torch.zeros(out_channels)
+def _folded(fold: _Fold, bn: Node, consts: dict[Node, torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+    conv, weight = fold.conv, fold.weight
+    ones, zeros = torch.ones(weight.shape[0]), torch.zeros(weight.shape[0])
+    gamma, beta, mean, var = (_const(a, consts) for a in bn.args[1:5])
+    scale = (gamma if gamma is not None else ones) / torch.sqrt((var if var is not None else ones) + fold.eps)
+    bias = _const(conv.args[2], consts)
+    shift = ((bias if bias is not None else zeros) - (mean if mean is not None else zeros)) * scale
+    shift = shift + (beta if beta is not None else zeros)
     new_weight = weight * scale.reshape(-1, *([1] * (weight.dim() - 1)))
-    return new_weight.to(weight.dtype).contiguous(), ((bias - mean) * scale + shift).to(weight.dtype)
+    return new_weight.to(weight.dtype).contiguous(), shift.to(weight.dtype)
 
 
 def fuse_batch_norm(graph: Graph, consts: dict[Node, torch.Tensor]) -> int:
     """Fold every foldable conv → BatchNorm pair in place; returns how many were folded."""
     folded = 0
     for bn in list(graph.nodes):
-        if bn.target is not aten._native_batch_norm_legit_no_training.default or not _foldable(bn, consts):
+        if bn.target is not aten._native_batch_norm_legit_no_training.default:
             continue
+        fold = _conv_feeding(bn, consts)
         users = list(bn.users)
-        if any(u.target is not operator.getitem or (u.args[1] != 0 and u.users) for u in users):
+        if fold is None or any(u.target is not operator.getitem or (u.args[1] != 0 and u.users) for u in users):
             continue
-        conv = bn.args[0]
-        weight, bias = _folded(bn, consts)
+        conv = fold.conv
+        weight, bias = _folded(fold, bn, consts)
         with graph.inserting_before(conv):
             w_node = graph.create_node("get_attr", f"_folded_bn_weight_{folded}")
             b_node = graph.create_node("get_attr", f"_folded_bn_bias_{folded}")

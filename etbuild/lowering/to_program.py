@@ -91,7 +91,7 @@ class GraphConverter:
         for spec, value in zip(self.ep.graph_signature.output_specs, results):
             if spec.kind == OutputKind.BUFFER_MUTATION:
                 buf = self.env[next(n for n in self.ep.graph.nodes if n.name == _input_for(self.ep, spec.target))]
-                self.b.kernel_call("aten::copy_", "", [buf, value, self.b.bool(False), buf], None)
+                self.b.kernel_call("aten::copy_", "", [buf, value, self.b.bool_value(False), buf], None)
             elif spec.kind == OutputKind.USER_OUTPUT:
                 outputs.append(value)
             else:
@@ -119,12 +119,12 @@ class GraphConverter:
     def call(self, node: Node) -> None:
         target = node.target
         if target is operator.getitem:
-            self.env[node] = self.env[node.args[0]][node.args[1]]
+            self.env[node] = self.env[_arg_node(node, 0)][_arg_int(node, 1)]
         elif target in PRIM_OPS:
             self.prim_call(node, PRIM_OPS[target])
         elif target is torch.ops.aten.sym_size.int:
-            args = [self.value_of(node.args[0]), self.b.int(node.args[1])]
-            self.env[node] = self.b.int(0)
+            args = [self.value_of(_arg_node(node, 0)), self.b.int_value(_arg_int(node, 1))]
+            self.env[node] = self.b.int_value(0)
             self.b.kernel_call("aten::sym_size", "int", [*args, self.env[node]], node_frame(node))
         elif target is torch.ops.higher_order.cond:
             self.cond(node)
@@ -139,15 +139,15 @@ class GraphConverter:
         args = [self.value_of(a) if isinstance(a, Node) else self.scalar_value(a, node) for a in node.args]
         result = node.meta.get("val")
         if isinstance(result, (bool, torch.SymBool)):
-            self.env[node] = self.b.bool(False)
+            self.env[node] = self.b.bool_value(False)
         elif isinstance(result, (float, torch.SymFloat)):
-            self.env[node] = self.b.double(0.0)
+            self.env[node] = self.b.double_value(0.0)
         else:
-            self.env[node] = self.b.int(0)
+            self.env[node] = self.b.int_value(0)
         self.b.kernel_call(name, "Scalar", [*args, self.env[node]], node_frame(node))
 
     def kernel(self, node: Node, op: OpOverload) -> None:
-        bound = _bind_args(node)
+        bound = _bind_args(node, node.target)
         args, outs = [], []
         for arg in op._schema.arguments:
             if arg.is_out:
@@ -160,15 +160,20 @@ class GraphConverter:
 
     def cond(self, node: Node) -> None:
         """Inline both branches: JumpFalse, true branch, Move, jump to end, false branch, Move."""
-        pred, true_gm, false_gm, operands = node.args
+        pred, true_gm, false_gm = (_arg_node(node, i) for i in range(3))
+        operands = node.args[3]
         outs = [self.new_tensor(m) for m in node.meta["val"]]
         jump_to_false = self.b.jump_false(self.value_of(pred))
-        self.branch(getattr(self.ep.graph_module, true_gm.target), operands, outs)
-        jump_to_end = self.b.jump_false(self.b.bool(False))
+        self.branch(self.submodule(true_gm), operands, outs)
+        jump_to_end = self.b.jump_false(self.b.bool_value(False))
         self.b.patch_jump(jump_to_false)
-        self.branch(getattr(self.ep.graph_module, false_gm.target), operands, outs)
+        self.branch(self.submodule(false_gm), operands, outs)
         self.b.patch_jump(jump_to_end)
         self.env[node] = outs
+
+    def submodule(self, node: Node) -> torch.fx.GraphModule:
+        """The graph module a `get_attr` node names (a branch of torch.cond)."""
+        return getattr(self.ep.graph_module, str(node.target))
 
     def branch(self, gm: torch.fx.GraphModule, operands: Any, outs: list[int]) -> None:
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
@@ -194,7 +199,7 @@ class GraphConverter:
     def arg_value(self, value: Any, typ: Any, node: Node) -> int:
         """The value index for one argument, converted by its schema type."""
         if value is None:
-            return self.b.null()
+            return self.b.null_value()
         if isinstance(typ, torch._C.OptionalType):
             typ = typ.getElementType()
         if isinstance(value, Node):
@@ -209,19 +214,19 @@ class GraphConverter:
 
     def scalar_value(self, value: Any, node: Node) -> int:
         if isinstance(value, torch.dtype):
-            return self.b.int(scalar_type(value))
+            return self.b.int_value(scalar_type(value))
         if isinstance(value, torch.memory_format):
-            return self.b.int(_MEMORY_FORMATS.get(value, 0))
+            return self.b.int_value(_MEMORY_FORMATS.get(value, 0))
         if isinstance(value, (torch.layout, torch.device)):
-            return self.b.null()
+            return self.b.null_value()
         if isinstance(value, bool):
-            return self.b.bool(value)
+            return self.b.bool_value(value)
         if isinstance(value, int):
-            return self.b.int(value)
+            return self.b.int_value(value)
         if isinstance(value, float):
-            return self.b.double(value)
+            return self.b.double_value(value)
         if isinstance(value, str):
-            return self.b.string(value)
+            return self.b.string_value(value)
         raise StageError(f"node {node.name}: cannot store argument {value!r} of type {type(value).__name__}")
 
     def scalar_tensor(self, value: Any) -> int:
@@ -244,7 +249,7 @@ class GraphConverter:
             return self.b.double_list(items)
         if isinstance(elem, torch._C.BoolType):
             return self.b.bool_list(items)
-        return self.b.int_list([self.value_of(i) if isinstance(i, Node) else self.b.int(i) for i in items])
+        return self.b.int_list([self.value_of(i) if isinstance(i, Node) else self.b.int_value(i) for i in items])
 
 
 def _input_for(ep: ExportedProgram, buffer: str | None) -> str:
@@ -254,9 +259,25 @@ def _input_for(ep: ExportedProgram, buffer: str | None) -> str:
     raise StageError(f"mutated buffer {buffer} is not an input of the graph")
 
 
-def _bind_args(node: Node) -> dict[str, Any]:
-    schema = node.target._schema
-    bound = dict(zip([a.name for a in schema.arguments], node.args))
+def _arg_node(node: Node, i: int) -> Node:
+    """Argument i of a node, which must be another node (a graph value)."""
+    arg = node.args[i]
+    if not isinstance(arg, Node):
+        raise StageError(f"node {node.name}: argument {i} is {arg!r}; expected a value computed by the graph")
+    return arg
+
+
+def _arg_int(node: Node, i: int) -> int:
+    """Argument i of a node, which must be a Python int."""
+    arg = node.args[i]
+    if not isinstance(arg, int):
+        raise StageError(f"node {node.name}: argument {i} is {arg!r}; expected an int")
+    return arg
+
+
+def _bind_args(node: Node, op: Any) -> dict[str, Any]:
+    """The node's arguments by schema name (positional and keyword)."""
+    bound = dict(zip([a.name for a in op._schema.arguments], node.args))
     bound.update(node.kwargs)
     return bound
 
