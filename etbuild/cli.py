@@ -109,6 +109,9 @@ def main(argv: list[str] | None = None) -> int:
             raise
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except BrokenPipeError:  # the reader went away (`etbuild inspect x.pte | head`): nothing to report
+        sys.stderr.close()
+        return 0
     except OSError as exc:
         if args.debug:
             raise

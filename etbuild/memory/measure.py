@@ -10,43 +10,33 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from etbuild.memory.hierarchy import HierarchyPlan, Level, Placement
 from etbuild.memory.lifetimes import lifetimes, peak_live_bytes
-from etbuild.memory.report import format_memory_table
+from etbuild.memory.report import format_memory_table, memory_report
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.program import Program
 
 ALIGNMENT = 16
 
 
-def _memory_id(plan: fb.ExecutionPlan, value: int) -> int:
-    alloc = plan.values[value].val.allocation_info
-    return alloc.memory_id if alloc is not None else 0
-
-
 def method_table(plan: fb.ExecutionPlan, names: list[str] | None) -> dict[str, Any]:
-    """The report of one method, in the shape `format_memory_table` prints."""
+    """The report of one method as built, in the shape `memory_report` gives."""
     sizes = list(plan.non_const_buffer_sizes[1:])
     lives = lifetimes(plan)
-    levels = []
-    for i, size in enumerate(sizes):
-        members = [t for t in lives if _memory_id(plan, t.value) == i + 1]
-        bound = peak_live_bytes(members, ALIGNMENT)
-        levels.append({
-            "name": names[i] if names and len(names) == len(sizes) else f"mem{i + 1}", "memory_id": i + 1,
-            "capacity": None, "planned_bytes": size, "lower_bound": bound,
-            "ratio": round(size / bound, 4) if bound else None, "free_bytes": None,
-            "unshared_bytes": sum(-(-t.nbytes // ALIGNMENT) * ALIGNMENT for t in members),
-            "tensor_count": len(members),
-        })
-    planned, bound = sum(sizes), sum(lv["lower_bound"] for lv in levels)
-    return {
-        "planner": "as built", "levels": levels, "runtime_allocations": {},
-        "totals": {
-            "planned_bytes": planned, "lower_bound": bound, "ratio": round(planned / bound, 4) if bound else None,
-            "unshared_bytes": sum(lv["unshared_bytes"] for lv in levels),
-            "tensor_count": sum(lv["tensor_count"] for lv in levels),
-        },
-    }
+    placements = {}
+    for t in lives:
+        alloc = plan.values[t.value].val.allocation_info
+        if alloc is not None:
+            placements[t.value] = Placement(alloc.memory_id, alloc.offset)
+    members = [[t for t in lives if t.value in placements and placements[t.value].memory_id == i + 1]
+               for i in range(len(sizes))]
+    built = HierarchyPlan(
+        placements=placements, level_bytes=tuple(sizes),
+        lower_bounds=tuple(peak_live_bytes(m, ALIGNMENT) for m in members),
+        tensor_counts=tuple(len(m) for m in members), planner="as built",
+    )
+    labels = names if names and len(names) == len(sizes) else [f"mem{i + 1}" for i in range(len(sizes))]
+    return memory_report(built, lives, [Level(n, None, ALIGNMENT) for n in labels], {})
 
 
 def memory_tables(path: str | Path) -> str:
