@@ -12,15 +12,28 @@ A small linker over `ast`. Each top-level statement is classified:
     delete       `del NAME`: kept when every name it deletes is bound by kept code
     skip         `if TYPE_CHECKING:` blocks: dropped (annotations are dropped too)
 
+Constants (feature flags) are folded before a module is classified: `Shaker(constants=…)`
+gives values to top-level names of some modules, and every read of one, `alias.NAME` on a
+module alias or a bare name from `from module import NAME`, becomes its value. Then `if`,
+`elif`, `while`, `x if c else y`, `not` and `and`/`or` fold where the constants decide them,
+bottom-up, and what follows a `return`, `raise`, `break` or `continue` goes, so the code
+behind an off flag, and what only it used, does not ship; an import used only for flags goes
+with it. Code holding a `yield`, `global` or `nonlocal` stays even when it cannot run (its
+function would change). Names of such a module that have no value given stay ordinary uses.
+Assigning or deleting a constant is an `InternalError`.
+
 Uses are the global names a statement reads anywhere inside it, function bodies included
 (names local to a function or comprehension are not global reads); `alias.attr` on a module
 alias needs only that module's `attr`. Function signature annotations are removed from the
 output and are not uses; class-level annotations are uses (dataclasses read them). Output is
-`ast.unparse` of the kept statements without docstrings or comments.
+`ast.unparse` of the kept statements without comments or string statements (docstrings,
+wherever they are); `from __future__ import annotations` goes, the annotations it made lazy
+written as the strings it made of them (see `_Strip`).
 
 Conservative where it cannot see: a dynamic registration whose names it cannot find is
-kept, a bare use of a module alias ships that whole module. `Shaker.uncovered` reports
-selected kernels no kept registration accounts for.
+kept, a bare use of a module alias ships that whole module, a flag alias that a local name
+shadows is not folded. `Shaker.uncovered` reports selected kernels no kept registration
+accounts for.
 """
 
 from __future__ import annotations
@@ -100,9 +113,8 @@ class Module:
 ModuleExists = Callable[[str], bool]
 
 
-def analyze(name: str, source: str, is_package: bool, exists: ModuleExists, text: str | None = None) -> Module:
-    """Parse and classify a module's top-level statements; `exists` says if a name is a module."""
-    tree = ast.parse(source)
+def analyze(name: str, tree: ast.Module, is_package: bool, exists: ModuleExists, text: str | None = None) -> Module:
+    """Classify a parsed module's top-level statements; `exists` says if a name is a module."""
     future = any(isinstance(s, ast.ImportFrom) and s.module == "__future__" for s in tree.body)
     module = Module(name, is_package, [], text=text)
     for i, node in enumerate(tree.body):
@@ -138,9 +150,7 @@ def _statement(node: ast.stmt, kind: str, future: bool, refs: Mapping[str, Ref],
 
 
 def _kind(node: ast.stmt, first: bool) -> str:
-    if first and isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(
-        node.value.value, str
-    ):
+    if first and _is_string(node):
         return "docstring"
     if isinstance(node, ast.ImportFrom) and node.module == "__future__":
         return "future"
@@ -172,19 +182,31 @@ def _targets(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> list[ast.expr]
 def _import_refs(
     node: ast.stmt, module: str, is_package: bool, exists: ModuleExists
 ) -> dict[str, Ref]:
+    assert isinstance(node, (ast.Import, ast.ImportFrom))
     refs: dict[str, Ref] = {}
+    for alias, path in _alias_paths(node, module, is_package):
+        if isinstance(node, ast.Import) or exists(path):
+            refs[alias] = ModuleRef(path)
+        else:
+            base, name = path.rsplit(".", 1)
+            refs[alias] = NameRef(base, name)
+    return refs
+
+
+def _alias_paths(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> Iterator[tuple[str, str]]:
+    """(alias, the dotted path it is bound to) for each alias an import statement binds.
+
+    `import a.b.c` binds `a` to `a`; `from a.b import c` binds `c` to `a.b.c`, module or not.
+    """
     if isinstance(node, ast.Import):
         for a in node.names:
-            refs[a.asname or a.name.split(".")[0]] = ModuleRef(a.name if a.asname else a.name.split(".")[0])
-        return refs
-    assert isinstance(node, ast.ImportFrom)
+            yield (a.asname, a.name) if a.asname else (a.name.split(".")[0], a.name.split(".")[0])
+        return
     base = _absolute(node, module, is_package)
     for a in node.names:
         if a.name == "*":
             raise InternalError(f"{module}: `from {base} import *` cannot be tree-shaken")
-        sub = f"{base}.{a.name}"
-        refs[a.asname or a.name] = ModuleRef(sub) if exists(sub) else NameRef(base, a.name)
-    return refs
+        yield a.asname or a.name, f"{base}.{a.name}"
 
 
 def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
@@ -387,6 +409,8 @@ class Shaker:
     source: module name -> (source text, is_package), or None for modules outside the tree
     (the standard library, numpy); `allowed` says which first-party modules may ship.
     selected: kernel names to keep registrations for, by the module that registers them.
+    constants: module -> {top-level name: value}: feature flags, folded into the modules that
+    read them before analysis (see `fold_constants`).
     """
 
     def __init__(
@@ -396,12 +420,15 @@ class Shaker:
         selected: Mapping[str, frozenset[str]],
         generated: Mapping[str, tuple[str, bool]] | None = None,
         overrides: Mapping[str, Mapping[str, str]] | None = None,
+        *,
+        constants: Constants | None = None,
     ) -> None:
         self.source = source
         self.allowed = allowed
         self.selected = selected
         self.generated = dict(generated or {})
         self.overrides = overrides or {}
+        self.constants = constants or {}
         self.modules: dict[str, Module] = {}
         self._sources: dict[str, tuple[str, bool] | None] = {}
         self.kept: dict[str, set[int]] = {}
@@ -491,7 +518,7 @@ class Shaker:
     def _analyze(self, name: str) -> Module | None:
         if name in self.generated:
             text, is_package = self.generated[name]
-            return analyze(name, text, is_package, self.exists, text=text)
+            return analyze(name, ast.parse(text), is_package, self.exists, text=text)
         if not (name == "etbuild" or name.startswith("etbuild.")):
             return None
         if not self.allowed(name):
@@ -500,7 +527,8 @@ class Shaker:
         if found is None:
             raise InternalError(f"no source for module {name}")
         text, is_package = found
-        return analyze(name, _with_overrides(text, self.overrides.get(name, {})), is_package, self.exists)
+        tree = _override(ast.parse(text), self.overrides.get(name, {}))
+        return analyze(name, fold_constants(tree, name, is_package, self.constants), is_package, self.exists)
 
     def _source(self, name: str) -> tuple[str, bool] | None:
         if name not in self._sources:
@@ -586,60 +614,315 @@ class Shaker:
         return node
 
 
-def _with_overrides(text: str, overrides: Mapping[str, str]) -> str:
-    """The module source with each top-level def named in `overrides` replaced."""
-    if not overrides:
-        return text
-    tree = ast.parse(text)
+def _override(tree: ast.Module, overrides: Mapping[str, str]) -> ast.Module:
+    """The module with each top-level def named in `overrides` replaced by the given source."""
     for name, replacement in overrides.items():
-        new = ast.parse(replacement).body
         idx = [i for i, s in enumerate(tree.body) if isinstance(s, (ast.FunctionDef, ast.ClassDef)) and s.name == name]
         if len(idx) != 1:
             raise InternalError(f"cannot override {name}: the module defines it {len(idx)} times")
-        tree.body[idx[0] : idx[0] + 1] = new
-    return ast.unparse(tree)
+        tree.body[idx[0] : idx[0] + 1] = ast.parse(replacement).body
+    return tree
+
+
+# ---------------------------------------------------------------------------- constants
+
+
+Value = bool | int | str | None
+Constants = Mapping[str, Mapping[str, Value]]
+
+
+def fold_constants(tree: ast.Module, module: str, is_package: bool, constants: Constants) -> ast.Module:
+    """The module with its reads of `constants` replaced by their values and what they decide folded."""
+    flags = {f"{m}.{name}": value for m, names in constants.items() for name, value in names.items()}
+    paths = _import_paths(tree, module, is_package)
+    if not any(f == p or f.startswith(f"{p}.") for f in flags for p in paths.values()):
+        return tree  # reads no flag: left as written
+    folded = _Fold(module, paths, flags).visit(tree)
+    assert isinstance(folded, ast.Module)
+    return folded
+
+
+def _import_paths(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
+    """Top-level import aliases -> the dotted path each is bound to, for those nothing else rebinds."""
+    paths: dict[str, set[str]] = {}
+    other = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
+    for node in tree.body:
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            for alias, path in _alias_paths(node, module, is_package):
+                paths.setdefault(alias, set()).add(path)
+        else:
+            other |= _bound(node)
+    return {alias: path.pop() for alias, path in paths.items() if len(path) == 1 and alias not in other}
+
+
+class _Fold(ast.NodeTransformer):
+    """Replaces reads of flags by constants, then folds bottom-up what the constants decide.
+
+    A flag is read as `alias.NAME` (alias bound to its module, or a chain `pkg.mod.NAME`) or as
+    a bare alias of `from mod import NAME`. Scopes are handled conservatively: a name bound in
+    any enclosing function, class or comprehension is never taken for the module's alias.
+    """
+
+    def __init__(self, module: str, paths: Mapping[str, str], flags: Mapping[str, Value]) -> None:
+        self.module = module
+        self.paths = paths
+        self.flags = flags
+        self.scopes: list[set[str]] = []
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        super().generic_visit(node)
+        for name in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, name, None)
+            if isinstance(stmts, list):
+                setattr(node, name, _reachable(stmts))
+        return _nonempty(node)
+
+    # --- flag reads
+
+    def _flag(self, node: ast.expr) -> str | None:
+        """The flag an `alias.NAME` / `NAME` expression reads, if any."""
+        attrs: list[str] = []
+        while isinstance(node, ast.Attribute):
+            attrs.append(node.attr)
+            node = node.value
+        if not isinstance(node, ast.Name) or node.id not in self.paths or any(node.id in s for s in self.scopes):
+            return None
+        path = ".".join([self.paths[node.id], *reversed(attrs)])
+        return path if path in self.flags else None
+
+    def _read(self, node: ast.Name | ast.Attribute) -> ast.AST:
+        path = self._flag(node)
+        if path is None:
+            return self.generic_visit(node)
+        if not isinstance(node.ctx, ast.Load):
+            raise InternalError(
+                f"{self.module}, line {node.lineno}: `{ast.unparse(node)}` is assigned or deleted, but "
+                f"{path} is a constant (folded into the code that reads it)"
+            )
+        return ast.copy_location(ast.Constant(self.flags[path]), node)
+
+    visit_Name = visit_Attribute = _read
+
+    def _scope(self, node: ast.AST, names: set[str]) -> ast.AST:
+        self.scopes.append(names)
+        self.generic_visit(node)
+        self.scopes.pop()
+        return node
+
+    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> ast.AST:
+        return self._scope(node, _scope_locals(node))
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
+        return self._scope(node, set().union(*(_bound(s) for s in node.body)))
+
+    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) -> ast.AST:
+        return self._scope(node, {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)})
+
+    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
+
+    # --- folding
+
+    def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
+        self.generic_visit(node)
+        node.test = _truth(node.test)
+        if not isinstance(node.test, ast.Constant):
+            return node
+        taken, dropped = (node.body, node.orelse) if node.test.value else (node.orelse, node.body)
+        return _spliced(taken) if _droppable(dropped) else node
+
+    def visit_While(self, node: ast.While) -> ast.AST | list[ast.stmt]:
+        """`while False:` runs only its `else`; `while True:` stays."""
+        self.generic_visit(node)
+        node.test = _truth(node.test)
+        if isinstance(node.test, ast.Constant) and not node.test.value and _droppable(node.body):
+            return _spliced(node.orelse)
+        return node
+
+    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+        self.generic_visit(node)
+        node.test = _truth(node.test)
+        if not isinstance(node.test, ast.Constant):
+            return node
+        taken, dropped = (node.body, node.orelse) if node.test.value else (node.orelse, node.body)
+        return taken if _droppable([dropped]) else node
+
+    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
+        self.generic_visit(node)
+        if not isinstance(node.op, ast.Not):
+            return node
+        node.operand = _truth(node.operand)
+        if not isinstance(node.operand, ast.Constant):
+            return node
+        return ast.copy_location(ast.Constant(not node.operand.value), node)
+
+    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
+        self.generic_visit(node)
+        return _boolop(node, truth=False)
+
+    def visit_Assert(self, node: ast.Assert) -> ast.AST:
+        self.generic_visit(node)
+        node.test = _truth(node.test)
+        return node
+
+
+def _boolop(node: ast.BoolOp, truth: bool) -> ast.expr:
+    """`and`/`or` without the constant operands that cannot change its value (or, with truth, its truth).
+
+    Python returns the first operand that decides (falsy for `and`, truthy for `or`), else the
+    last: a deciding constant ends the expression, a neutral one that is not last goes. A trailing
+    neutral constant changes only the value, not the truth: `x and True` is `x` only in a test.
+    """
+    decides = isinstance(node.op, ast.Or)
+    values: list[ast.expr] = []
+    for i, v in enumerate(node.values):
+        if _constant_truth(v) is decides:
+            values.append(v)
+            break
+        if _constant_truth(v) is None or i == len(node.values) - 1:
+            values.append(v)
+    if truth and len(values) > 1 and _constant_truth(values[-1]) is (not decides):
+        values.pop()
+    if not _droppable(node.values[node.values.index(values[-1]) + 1 :]):
+        return node
+    node.values = values
+    return values[0] if len(values) == 1 else node
+
+
+def _constant_truth(node: ast.expr) -> bool | None:
+    """The truth of a constant; None for any other expression."""
+    return bool(node.value) if isinstance(node, ast.Constant) else None
+
+
+def _truth(node: ast.expr) -> ast.expr:
+    """node where only its truth is used (a test): `and`/`or` also lose trailing neutral constants."""
+    if not isinstance(node, ast.BoolOp):
+        return node
+    node.values = [_truth(v) for v in node.values]  # an operand's value is the result only through its truth
+    return _boolop(node, truth=True)
+
+
+def _droppable(nodes: list[ast.stmt] | list[ast.expr]) -> bool:
+    """Whether removing code that never runs leaves its scope as it was.
+
+    Not so with a `yield` (the function would stop being a generator) or a `global` /
+    `nonlocal` (they hold for the whole function, wherever they stand).
+    """
+    stack: list[ast.AST] = list(nodes)
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal)):
+            return False
+        if not isinstance(n, _SCOPES):
+            stack.extend(ast.iter_child_nodes(n))
+    return True
+
+
+def _reachable(stmts: list[ast.stmt]) -> list[ast.stmt]:
+    """The statements up to the first `return`, `raise`, `break` or `continue` (what follows never runs)."""
+    for i, s in enumerate(stmts):
+        if isinstance(s, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
+            return stmts[: i + 1] if _droppable(stmts[i + 1 :]) else stmts
+    return stmts
+
+
+def _spliced(body: list[ast.stmt]) -> list[ast.stmt]:
+    """A taken branch's statements for its enclosing block (a `pass` there would be noise)."""
+    return [s for s in body if not isinstance(s, ast.Pass)]
+
+
+def _nonempty(node: ast.AST) -> ast.AST:
+    """node with `pass` in each statement list it needs that has become empty."""
+    needed = {
+        "body": isinstance(node, (ast.stmt, ast.excepthandler, ast.match_case)),
+        "finalbody": getattr(node, "handlers", None) == [],  # a `try` needs handlers or a `finally`
+    }
+    for name, required in needed.items():
+        if required and getattr(node, name, None) == []:
+            setattr(node, name, [ast.Pass()])
+    return node
 
 
 # ---------------------------------------------------------------------------- output
 
 
 class _Strip(ast.NodeTransformer):
-    """Removes docstrings, function signature annotations and unevaluated variable annotations."""
+    """Removes string statements, function signature annotations and unevaluated variable annotations.
+
+    With `lazy` (the module imported `from __future__ import annotations`) that import goes too,
+    and the annotations Python still evaluates without it (class-level ones, module-level `x: T`)
+    become the strings it made of them, so nothing evaluates an annotation that did not before:
+    forward references and names bound only under `if TYPE_CHECKING:` keep working.
+    """
+
+    def __init__(self, lazy: bool) -> None:
+        self.lazy = lazy
+        self.in_class = False
+
+    def generic_visit(self, node: ast.AST) -> ast.AST:
+        super().generic_visit(node)
+        for name in ("body", "orelse", "finalbody"):
+            stmts = getattr(node, name, None)
+            if isinstance(stmts, list):
+                setattr(node, name, [s for s in stmts if not _is_string(s)])
+        return _nonempty(node)
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
+        outer, self.in_class = self.in_class, False
         self.generic_visit(node)
+        self.in_class = outer
         args = node.args
         for a in [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]:
             if a is not None:
                 a.annotation = None
         node.returns = None
-        node.body = _without_docstring(node.body)
         return node
 
     visit_FunctionDef = visit_AsyncFunctionDef = _function
 
     def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
-        for i, st in enumerate(node.body):  # class-level annotations stay: dataclasses read them
-            node.body[i] = self.visit(st) if not isinstance(st, ast.AnnAssign) else st
-        node.body = _without_docstring(node.body)
+        outer, self.in_class = self.in_class, True
+        self.generic_visit(node)
+        self.in_class = outer
         return node
 
     def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
-        """`x: T = v` -> `x = v` outside class bodies: only its annotations dict would change."""
-        if node.value is None:
-            return node
-        return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
+        """`x: T = v` -> `x = v` outside class bodies (class-level annotations stay: dataclasses read them)."""
+        if node.value is not None and not self.in_class:
+            return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
+        if self.lazy:
+            node.annotation = ast.copy_location(ast.Constant(ast.unparse(node.annotation)), node.annotation)
+        return node
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> ast.AST | None:
+        """Drops `annotations` from `from __future__ import …`; other features stay.
+
+        Safe on every Python the project supports (requires-python >= 3.10): the import changes
+        only annotations; signature ones are stripped, local ones are never evaluated, and the
+        class- and module-level ones left are the strings it made. Evaluating those instead would
+        do for `X | None` on 3.10, not for forward references or names imported only under
+        `if TYPE_CHECKING:` (a block the shaker drops).
+        """
+        if node.module == "__future__":
+            node.names = [a for a in node.names if a.name != "annotations"]
+        return node if node.names else None
 
 
-def _without_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
-    first = body[0] if body else None
-    if isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str):
-        body = body[1:]
-    return body or [ast.Pass()]
+def _is_string(node: ast.stmt) -> bool:
+    """A statement that is only a string literal: a docstring, anywhere; it does nothing."""
+    return isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant) and isinstance(node.value.value, str)
+
+
+def _lazy_annotations(statements: list[ast.stmt]) -> bool:
+    return any(
+        isinstance(s, ast.ImportFrom) and s.module == "__future__" and any(a.name == "annotations" for a in s.names)
+        for s in statements
+    )
 
 
 def render(statements: list[ast.stmt]) -> str:
-    """Source text of the statements, without docstrings, comments or signature annotations."""
-    tree = _Strip().visit(ast.Module(body=copy.deepcopy(statements), type_ignores=[]))
+    """Source text of the statements, without string statements, comments or signature annotations."""
+    tree = _Strip(_lazy_annotations(statements)).visit(ast.Module(body=copy.deepcopy(statements), type_ignores=[]))
     text = ast.unparse(ast.fix_missing_locations(tree))
     return text + "\n" if text else ""
