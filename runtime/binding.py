@@ -15,12 +15,11 @@ import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
-
 from etbuild.errors import InvalidProgram
 from etbuild.kernels.registry import KernelInfo, canonical_name
+from etbuild.runtime import control_flow, features
 from etbuild.runtime.format import program as fb
-from etbuild.runtime.values import list_items
+from etbuild.runtime.values import LIST_TYPES, list_items
 
 Step = Callable[[], Any]
 KernelLookup = Callable[[str], "KernelInfo | None"]
@@ -33,14 +32,18 @@ class Values:
         self.plan = plan
         self.objects = objects
         self.dependents: dict[int, list[tuple[list[Any], int]]] = {}
+        if not (features.LIVE_VALUES and features.VALUE_LISTS):
+            return
         for i, ev in enumerate(plan.values):
-            if isinstance(ev.val, (fb.IntList, fb.TensorList, fb.OptionalTensorList)):
+            if isinstance(ev.val, LIST_TYPES):
                 for pos, j in enumerate(list_items(plan, i)):
                     if j >= 0:
                         self.dependents.setdefault(j, []).append((objects[i], pos))
 
     def setter(self, i: int) -> Callable[[Any], None]:
         """A function that stores a new object for value i (and in every list holding it)."""
+        if not features.LIVE_VALUES:
+            raise features.missing("LIVE_VALUES", f"value {i}")
         objects, deps = self.objects, self.dependents.get(i, [])
 
         def store(obj: Any) -> None:
@@ -57,7 +60,7 @@ def rebound_values(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -
     rebound = {i for i in plan.inputs if not _fixed_tensor(values[i].val)}
     for ins in instructions:
         a = ins.instr_args
-        if isinstance(a, fb.MoveCall):
+        if features.CONTROL_FLOW and isinstance(a, fb.MoveCall):
             rebound.add(a.move_to)
         elif isinstance(a, fb.KernelCall) and a.args:
             for r in _result_indices(plan, a.args[-1]):
@@ -73,20 +76,25 @@ def check_instruction_indices(plan: fb.ExecutionPlan, instructions: list[fb.Inst
     """Every value index an instruction names exists; raises InvalidProgram otherwise."""
     n = len(plan.values)
     for pc, ins in enumerate(instructions):
-        a = ins.instr_args
-        if isinstance(a, (fb.KernelCall, fb.DelegateCall)):
-            indices = list(a.args)
-        elif isinstance(a, fb.MoveCall):
-            indices = [a.move_from, a.move_to]
-        elif isinstance(a, fb.JumpFalseCall):
-            indices = [a.cond_value_index]
-        elif isinstance(a, fb.FreeCall):
-            indices = [a.value_index]
-        else:
-            raise InvalidProgram(f"instruction {pc}: no instruction arguments")
-        for i in indices:
+        for i in _value_indices(ins.instr_args, f"instruction {pc}"):
             if not 0 <= i < n:
                 raise InvalidProgram(f"instruction {pc}: value index {i} is out of range (0..{n - 1})")
+
+
+def _value_indices(a: Any, where: str) -> list[int]:
+    """The value indices an instruction names (instruction kinds a trimmed runtime lacks never get here:
+    its reader rejects them)."""
+    if isinstance(a, fb.KernelCall):
+        return list(a.args)
+    if isinstance(a, fb.FreeCall):
+        return [a.value_index]
+    if features.DELEGATES and isinstance(a, fb.DelegateCall):
+        return list(a.args)
+    if features.CONTROL_FLOW and isinstance(a, fb.MoveCall):
+        return [a.move_from, a.move_to]
+    if features.CONTROL_FLOW and isinstance(a, fb.JumpFalseCall):
+        return [a.cond_value_index]
+    raise InvalidProgram(f"{where}: no instruction arguments")
 
 
 def _fixed_tensor(v: Any) -> bool:
@@ -99,7 +107,7 @@ def _fixed_tensor(v: Any) -> bool:
 
 def _result_indices(plan: fb.ExecutionPlan, ret: int) -> list[int]:
     v = plan.values[ret].val
-    if isinstance(v, fb.TensorList):
+    if features.VALUE_LISTS and isinstance(v, fb.TensorList):
         return list_items(plan, ret)  # the list object itself is updated in place
     return [ret]
 
@@ -119,27 +127,24 @@ class Binder:
         self.delegates = delegates
         self.rebound: set[int] = set()
 
-    def bind(self, instructions: list[fb.Instruction]) -> tuple[list[Step], list[bool]]:
-        """The steps of a chain and, per step, whether it is a jump."""
+    def bind(self, instructions: list[fb.Instruction]) -> list[Step]:
+        """The steps of a chain (a jump step returns the next pc; see control_flow)."""
         check_instruction_indices(self.plan, instructions)
-        self.rebound = rebound_values(self.plan, instructions)
-        n = len(instructions)
+        if features.LIVE_VALUES:
+            self.rebound = rebound_values(self.plan, instructions)
         steps = []
         for pc, ins in enumerate(instructions):
             a = ins.instr_args
             where = f"instruction {pc}"
             if isinstance(a, fb.KernelCall):
                 steps.append(self.kernel_step(a, where))
-            elif isinstance(a, fb.DelegateCall):
-                steps.append(self.delegate_step(a, where))
-            elif isinstance(a, fb.MoveCall):
-                steps.append(self.move_step(a))
-            elif isinstance(a, fb.JumpFalseCall):
-                steps.append(self.jump_step(a, pc, n, where))
+            elif features.DELEGATES and isinstance(a, fb.DelegateCall):
+                steps.append(_delegate_step(self, a, where))
+            elif features.CONTROL_FLOW and isinstance(a, (fb.MoveCall, fb.JumpFalseCall)):
+                steps.append(control_flow.step(self.values, a, pc, len(instructions), where))
             else:
-                steps.append(_noop)
-        is_jump = [isinstance(ins.instr_args, fb.JumpFalseCall) for ins in instructions]
-        return steps, is_jump
+                steps.append(_noop)  # FreeCall: planned memory needs no freeing
+        return steps
 
     def operator_name(self, op_index: int, where: str) -> str:
         ops = self.plan.operators
@@ -163,22 +168,28 @@ class Binder:
         ret = args[nparams] if len(args) > nparams else None
         if ret is None and args and isinstance(self.plan.values[args[0]].val, fb.Tensor):
             ret = args[0]
-        store = self._storer(ret) if ret is not None else None
+        store = self._storer(ret, where) if ret is not None else None
         if store is None:
             return call_fn
         return lambda: store(call_fn())
 
     def _caller(self, fn: Callable[..., Any], arg_idx: list[int]) -> Callable[[], Any]:
         objs = self.values.objects
-        if self.rebound.isdisjoint(arg_idx):
+        if not features.LIVE_VALUES or self.rebound.isdisjoint(arg_idx):
             return functools.partial(fn, *[objs[i] for i in arg_idx])
         return lambda: fn(*[objs[i] for i in arg_idx])
 
-    def _storer(self, ret: int) -> Callable[[Any], None] | None:
+    def _storer(self, ret: int, where: str) -> Callable[[Any], None] | None:
+        """What stores a call's result when its value changes identity (None: the kernel wrote in place)."""
+        if not features.LIVE_VALUES:
+            for r in _result_indices(self.plan, ret):
+                if not _fixed_tensor(self.plan.values[r].val):
+                    raise features.missing("LIVE_VALUES", f"{where}: its result, value {r},")
+            return None
         targets = [i for i in _result_indices(self.plan, ret) if i in self.rebound]
         if not targets:
             return None
-        if isinstance(self.plan.values[ret].val, fb.TensorList):
+        if features.VALUE_LISTS and isinstance(self.plan.values[ret].val, fb.TensorList):
             items = list_items(self.plan, ret)
             setters = [(k, self.values.setter(i)) for k, i in enumerate(items) if i in self.rebound]
 
@@ -189,46 +200,17 @@ class Binder:
             return store_all
         return self.values.setter(ret)
 
-    def delegate_step(self, call: fb.DelegateCall, where: str) -> Step:
-        handle = self.delegates.get(call.delegate_index)
-        if handle is None:
-            delegates = self.plan.delegates
-            backend = delegates[call.delegate_index].id if 0 <= call.delegate_index < len(delegates) else None
-            if backend is None:
-                raise InvalidProgram(f"{where}: delegate index {call.delegate_index} is out of range")
-            raise InvalidProgram(f"{where}: the program delegates to backend {backend!r}, which this runtime lacks")
-        args = list(call.args)
-        objs = self.values.objects
-        return lambda: handle.execute([objs[i] for i in args])
-
-    def move_step(self, call: fb.MoveCall) -> Step:
-        src = call.move_from
-        store = self.values.setter(call.move_to)
-        objs = self.values.objects
-        return lambda: store(objs[src])
-
-    def jump_step(self, call: fb.JumpFalseCall, pc: int, n: int, where: str) -> Step:
-        cond = call.cond_value_index
-        dest = call.destination_instruction
-        if not 0 <= dest <= n:
-            raise InvalidProgram(f"{where}: jump destination {dest} is outside 0..{n}")
-        objs = self.values.objects
-
-        def jump() -> int:
-            return pc + 1 if truth(objs[cond], where) else dest
-
-        return jump
-
-
-def truth(value: Any, where: str) -> bool:
-    """A JumpFalse condition: a bool, or a bool tensor that is true when all elements are."""
-    if isinstance(value, np.ndarray):
-        if value.dtype != np.bool_:
-            raise InvalidProgram(f"{where}: jump condition is a {value.dtype} tensor, expected bool")
-        return bool(value.all())
-    if isinstance(value, (bool, np.bool_)):
-        return bool(value)
-    raise InvalidProgram(f"{where}: jump condition is {type(value).__name__}, expected bool")
+def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str) -> Step:
+    handle = binder.delegates.get(call.delegate_index)
+    if handle is None:
+        delegates = binder.plan.delegates
+        backend = delegates[call.delegate_index].id if 0 <= call.delegate_index < len(delegates) else None
+        if backend is None:
+            raise InvalidProgram(f"{where}: delegate index {call.delegate_index} is out of range")
+        raise InvalidProgram(f"{where}: the program delegates to backend {backend!r}, which this runtime lacks")
+    args = list(call.args)
+    objs = binder.values.objects
+    return lambda: handle.execute([objs[i] for i in args])
 
 
 def _noop() -> None:

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import MethodInputError
+from etbuild.runtime import features
 from etbuild.runtime.binding import Values
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.tensor import numpy_dtype, resize
@@ -25,6 +26,8 @@ def _setter(plan: fb.ExecutionPlan, values: Values, k: int, i: int) -> Setter:
     where = f"input {k}"
     if isinstance(v, fb.Tensor):
         return _tensor_setter(v, values, i, where)
+    if not features.SCALAR_INPUTS:
+        raise features.missing("SCALAR_INPUTS", where)
     kinds = {fb.Int: (int,), fb.Double: (float, int), fb.Bool: (bool,)}
     for cls, accepted in kinds.items():
         if isinstance(v, cls):
@@ -47,8 +50,19 @@ def _tensor_setter(t: fb.Tensor, values: Values, i: int, where: str) -> Setter:
     dtype = numpy_dtype(t.scalar_type)
     bound = tuple(t.sizes)
     dynamic = t.shape_dynamism != fb.TensorShapeDynamism.STATIC
-    store = values.setter(i)
     planned = t.allocation_info is not None
+    if planned and not dynamic:  # the common case: copy into the planned view, which never changes
+        dest = values.objects[i]
+
+        def set_planned(x: Any) -> None:
+            x = _as_array(x, dtype, where)
+            _check_shape(x.shape, bound, False, where)
+            np.copyto(dest, x)
+
+        return set_planned
+    if not features.LIVE_VALUES:
+        raise features.missing("LIVE_VALUES", f"{where}, an unplanned or dynamic tensor,")
+    store = values.setter(i)
     objects = values.objects
 
     def set_tensor(x: Any) -> None:
@@ -57,10 +71,8 @@ def _tensor_setter(t: fb.Tensor, values: Values, i: int, where: str) -> Setter:
         if not planned:
             store(np.ascontiguousarray(x))
             return
-        dest = objects[i]
-        if dynamic:
-            dest = resize(dest, x.shape)
-            store(dest)
+        dest = resize(objects[i], x.shape)
+        store(dest)
         np.copyto(dest, x)
 
     return set_tensor
@@ -78,7 +90,7 @@ def _as_array(x: Any, dtype: np.dtype, where: str) -> np.ndarray:
 
 
 def _check_shape(shape: tuple[int, ...], bound: tuple[int, ...], dynamic: bool, where: str) -> None:
-    if dynamic:
+    if features.DYNAMIC_SHAPES and dynamic:
         if len(shape) != len(bound) or any(s > b for s, b in zip(shape, bound)):
             raise MethodInputError(
                 f"{where}: shape {list(shape)} exceeds the upper bound {list(bound)} it was planned for"

@@ -17,6 +17,7 @@ import numpy as np
 
 from etbuild.errors import InvalidProgram, KernelError, MethodInputError
 from etbuild.kernels.registry import KernelInfo, load_all
+from etbuild.runtime import control_flow, features
 from etbuild.runtime.binding import Binder, Values
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, read_program, segment_bytes
@@ -44,7 +45,8 @@ class Program:
             if path.stat().st_size == 0:
                 raise InvalidProgram(f"{path}: file is empty")
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        return cls(data, str(path), _level_names(path.parent / "memory.json"))
+        names = _level_names(path.parent / "memory.json") if features.MEMORY_LEVELS else None
+        return cls(data, str(path), names)
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Program:
@@ -52,6 +54,8 @@ class Program:
 
     def _by_level(self, method: str, plan: fb.ExecutionPlan, buffers: Mapping[str, np.ndarray]) -> list[Any]:
         """Caller buffers keyed by level name → a list by memory id (None: allocate)."""
+        if not features.MEMORY_LEVELS:
+            raise features.missing("MEMORY_LEVELS", "buffers given by memory level name")
         names = self.level_names.get(method)
         count = len(plan.non_const_buffer_sizes) - 1
         if not names or len(names) != count:
@@ -82,7 +86,9 @@ class Program:
             constants = [memoryview(b.storage) for b in p.constant_buffer]
         else:
             constants = self._subsegments(p.constant_segment)
-        mutable = self._subsegments(p.mutable_data_segments[0]) if p.mutable_data_segments else []
+        mutable = []
+        if features.MUTABLE_STATE and p.mutable_data_segments:
+            mutable = self._subsegments(p.mutable_data_segments[0])
         return ConstantData(constants, mutable)
 
     def _subsegments(self, sub: fb.SubsegmentOffsets | None) -> list[memoryview]:
@@ -125,7 +131,10 @@ class Program:
 
 
 def _level_list(names: list[str] | None, count: int) -> list[str]:
-    return names if names and len(names) == count else [f"memory id {i + 1}" for i in range(count)]
+    """How errors name the planned buffers: by memory level when known, else by memory id."""
+    if features.MEMORY_LEVELS and names and len(names) == count:
+        return names
+    return [f"memory id {i + 1}" for i in range(count)]
 
 
 def _level_names(report: Path) -> dict[str, list[str]]:
@@ -189,8 +198,11 @@ class Method:
         if len(plan.chains) != 1:
             raise InvalidProgram(f"expected one chain, found {len(plan.chains)}")
         instructions = plan.chains[0].instructions
-        self.steps, self.is_jump = Binder(self.values, kernels.get, {}).bind(instructions)
-        self.straight = not any(self.is_jump) and len(self.steps) <= instruction_budget
+        self.steps = Binder(self.values, kernels.get, {}).bind(instructions)
+        self.straight = True  # no jump: every step runs once, in order, so the call ends
+        if features.CONTROL_FLOW:
+            self.is_jump = [isinstance(ins.instr_args, fb.JumpFalseCall) for ins in instructions]
+            self.straight = not any(self.is_jump) and len(self.steps) <= instruction_budget
         self._set_inputs = input_setters(plan, self.values)
 
     def __call__(self, *inputs: Any) -> list[Any]:
@@ -205,8 +217,8 @@ class Method:
         return [_output(objs[i]) for i in self.output_indices]
 
     def _run(self) -> None:
-        if not self.straight:
-            self._run_with_jumps()
+        if features.CONTROL_FLOW and not self.straight:
+            control_flow.run(self)
             return
         pc = 0
         try:
@@ -215,30 +227,10 @@ class Method:
         except (KernelError, InvalidProgram):
             raise
         except Exception as exc:  # a kernel rejected its arguments: say which instruction
-            raise self._failure(pc, exc) from exc
+            raise self.failure(pc, exc) from exc
 
-    def _run_with_jumps(self) -> None:
-        steps, is_jump, n = self.steps, self.is_jump, len(self.steps)
-        pc, budget = 0, self.budget
-        try:
-            while pc < n:
-                budget -= 1
-                if budget < 0:
-                    raise InvalidProgram(
-                        f"method {self.name!r} ran {self.budget} instructions without finishing "
-                        "(instruction budget exhausted: a loop that never ends?)"
-                    )
-                if is_jump[pc]:
-                    pc = steps[pc]()
-                else:
-                    steps[pc]()
-                    pc += 1
-        except (KernelError, InvalidProgram):
-            raise
-        except Exception as exc:
-            raise self._failure(pc, exc) from exc
-
-    def _failure(self, pc: int, exc: Exception) -> KernelError:
+    def failure(self, pc: int, exc: Exception) -> KernelError:
+        """The error for instruction pc raising exc."""
         return KernelError(f"method {self.name!r} instruction {pc}: {type(exc).__name__}: {exc}")
 
 

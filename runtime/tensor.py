@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from etbuild.errors import InvalidProgram, KernelError
+from etbuild.runtime import features
 from etbuild.runtime.format.program import ScalarType
 
 SCALAR_TYPE_TO_DTYPE: dict[int, np.dtype] = {
@@ -62,9 +63,13 @@ def resize(out: np.ndarray, shape: tuple[int, ...] | list[int]) -> np.ndarray:
     shape = tuple(int(s) for s in shape)
     if out.shape == shape:
         return out
-    storage = getattr(out, "storage", None)
-    if storage is None:
-        raise KernelError(f"output has static shape {list(out.shape)} but the result is {list(shape)}")
+    if features.DYNAMIC_SHAPES and isinstance(out, BoundedArray) and out.storage is not None:
+        return _within_bound(out, shape)
+    raise KernelError(f"output has static shape {list(out.shape)} but the result is {list(shape)}")
+
+
+def _within_bound(out: BoundedArray, shape: tuple[int, ...]) -> BoundedArray:
+    storage = out.storage
     nbytes = int(np.prod(shape, dtype=np.int64)) * out.dtype.itemsize
     if nbytes > storage.nbytes:
         raise KernelError(

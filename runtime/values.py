@@ -13,10 +13,13 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import InvalidProgram
+from etbuild.runtime import features
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.tensor import bounded, numpy_dtype
 
 MAX_RANK = 16
+LIST_TYPES = (fb.IntList, fb.TensorList, fb.OptionalTensorList)  # lists of value indices
+# Without VALUE_LISTS, a trimmed runtime's reader rejects list values: its schema lacks their tables.
 
 
 @dataclass
@@ -45,14 +48,18 @@ def tensor_nbytes(t: fb.Tensor, where: str) -> tuple[np.dtype, int]:
     return dtype, count * dtype.itemsize
 
 
-def _shaped(flat: np.ndarray, dtype: np.dtype, t: fb.Tensor) -> np.ndarray:
+def _shaped(flat: np.ndarray, dtype: np.dtype, t: fb.Tensor, where: str) -> np.ndarray:
     """View flat bytes as the tensor's logical shape, honouring a non-default dim_order."""
     sizes = tuple(t.sizes)
     order = list(t.dim_order) or list(range(len(sizes)))
     if order == sorted(order):
         if t.shape_dynamism != fb.TensorShapeDynamism.STATIC:
+            if not features.DYNAMIC_SHAPES:
+                raise features.missing("DYNAMIC_SHAPES", where)
             return bounded(flat, dtype, sizes)
         return flat.view(dtype).reshape(sizes)
+    if not features.DIM_ORDER:
+        raise features.missing("DIM_ORDER", where)
     physical = flat.view(dtype).reshape([sizes[d] for d in order])
     return physical.transpose(np.argsort(order))
 
@@ -75,16 +82,19 @@ def make_tensor(t: fb.Tensor, arenas: list[np.ndarray], consts: ConstantData, wh
         if t.data_buffer_idx == 0:
             return None
         buf = _pick(consts.constant_buffers, t.data_buffer_idx, where, "constant buffer")
-        return _shaped(_const_bytes(buf, nbytes, where, "constant buffer"), dtype, t)
+        return _shaped(_const_bytes(buf, nbytes, where, "constant buffer"), dtype, t, where)
     if not 1 <= alloc.memory_id <= len(arenas):
         raise InvalidProgram(f"{where}: memory_id {alloc.memory_id} has no planned buffer")
     arena = arenas[alloc.memory_id - 1]
-    _check_range(arena.nbytes, alloc.offset, nbytes, where, f"planned buffer {alloc.memory_id}")
-    flat = arena[alloc.offset : alloc.offset + nbytes]
+    offset = alloc.memory_offset_low | alloc.memory_offset_high << 32
+    _check_range(arena.nbytes, offset, nbytes, where, f"planned buffer {alloc.memory_id}")
+    flat = arena[offset : offset + nbytes]
     if t.data_buffer_idx:
+        if not features.MUTABLE_STATE:
+            raise features.missing("MUTABLE_STATE", where)
         init = _pick(consts.mutable_buffers, t.data_buffer_idx, where, "mutable data")
         flat[:] = _const_bytes(init, nbytes, where, "mutable data")
-    return _shaped(flat, dtype, t)
+    return _shaped(flat, dtype, t, where)
 
 
 def _pick(buffers: list[memoryview], idx: int, where: str, what: str) -> memoryview:
@@ -103,14 +113,15 @@ def materialize(plan: fb.ExecutionPlan, arenas: list[np.ndarray], consts: Consta
             vals[i] = make_tensor(v, arenas, consts, where)
         elif isinstance(v, (fb.Int, fb.Bool, fb.Double, fb.String)):
             vals[i] = _scalar(v)
-        elif isinstance(v, (fb.DoubleList, fb.BoolList)):
-            vals[i] = list(v.items)
-        elif isinstance(v, (fb.IntList, fb.TensorList, fb.OptionalTensorList)):
+        elif features.VALUE_LISTS and isinstance(v, LIST_TYPES):
             lists.append(i)
+        elif features.VALUE_LISTS and isinstance(v, (fb.DoubleList, fb.BoolList)):
+            vals[i] = list(v.items)
         elif not isinstance(v, fb.Null) and v is not None:
             raise InvalidProgram(f"{where}: unsupported value type {type(v).__name__}")
-    for i in lists:
-        vals[i] = [vals[j] if j >= 0 else None for j in list_items(plan, i)]
+    if features.VALUE_LISTS:
+        for i in lists:
+            vals[i] = [vals[j] if j >= 0 else None for j in list_items(plan, i)]
     return vals
 
 
@@ -133,6 +144,6 @@ def list_items(plan: fb.ExecutionPlan, i: int) -> list[int]:
     for j in items:
         if not (0 <= j < n or (allow_none and j == -1)):
             raise InvalidProgram(f"value {i}: list item {j} is not a value index (0..{n - 1})")
-        if j >= 0 and isinstance(plan.values[j].val, (fb.IntList, fb.TensorList, fb.OptionalTensorList)):
+        if j >= 0 and isinstance(plan.values[j].val, LIST_TYPES):
             raise InvalidProgram(f"value {i}: list item {j} is itself a list")
     return items

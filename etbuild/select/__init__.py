@@ -11,7 +11,7 @@ Torch-free: nothing here imports torch.
 """
 
 from etbuild.select.allowlist import check_allowed, parse_allowlist
-from etbuild.select.codegen import RuntimeArtifact, RuntimeFile, generate_runtime, write_runtime
+from etbuild.select.codegen import Contents, RuntimeArtifact, RuntimeFile, generate_runtime, write_runtime
 from etbuild.select.collect import collect
 from etbuild.select.et_yaml import selected_operators_yaml
 from etbuild.select.selection import CallSite, OperatorUse, Selection, SourceLocation
@@ -20,6 +20,7 @@ from etbuild.select.verify_trimmed import run_trimmed, trimmed_kernels
 
 __all__ = [
     "CallSite",
+    "Contents",
     "OperatorUse",
     "RuntimeArtifact",
     "RuntimeFile",

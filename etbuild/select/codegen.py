@@ -8,17 +8,24 @@ The tree under `out_dir/etbuild/` imports on its own with numpy and flatbuffers:
     etbuild/kernels/selected.py             generated: imports the kernel modules, SELECTED
     etbuild/kernels/<library>/<family>.py   only the selected kernels and what they use
     etbuild/kernels/<library>/__init__.py   generated: imports nothing
-    etbuild/schema/__init__.py              generated: program.fbs, parsed at codegen time
+    etbuild/schema/__init__.py              generated: program.fbs, parsed at codegen time and
+                                            pruned to the tables and fields the runtime reads
+    etbuild/runtime/format/program.py       generated: types for those tables
 
-Every module is cut from its source by `shake` (only the statements reachable from the
+Every module is cut from its source by `shake`: only the statements reachable from the
 runtime's entry points and the selected kernel registrations, without docstrings or
-comments); every file starts with a comment naming its generator, recipe and origin.
+comments, and with the runtime features (`etbuild.runtime.features`) the programs do not
+use folded to False, so the code behind them is gone. Every file starts with a comment
+naming its generator and origin; `selected.py` names the recipe, kernels and features.
+The runner (`etbuild.runtime.runner`) does not ship: it is the verify stage's driver, not
+part of a product's runtime.
 `out_dir/<name>-runtime.zip` holds the same tree (sorted entries, fixed timestamps) and is
 importable with zipimport.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import io
 import os
@@ -34,19 +41,25 @@ import jinja2
 from etbuild.errors import InternalError, StageError
 from etbuild.fsutil import write_bytes
 from etbuild.kernels.registry import load_all
-from etbuild.runtime.format.fbs import Schema, load_schema
+from etbuild.runtime import features as runtime_features
+from etbuild.runtime.format.fbs import Field, Schema, load_schema
+from etbuild.runtime.tensor import SCALAR_TYPE_TO_DTYPE
 from etbuild.select.selection import Selection
 from etbuild.select.shake import Shaker, render
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PACKAGE = "etbuild"
-# Modules shipped whole: the public runtime API and the runner the verify stage calls.
-ENTRY_MODULES = ("etbuild", "etbuild.errors", "etbuild.runtime", "etbuild.runtime.runner", "etbuild.kernels.registry")
+# Modules shipped whole: the public runtime API and the registry.
+ENTRY_MODULES = ("etbuild", "etbuild.errors", "etbuild.runtime", "etbuild.kernels.registry")
 RUNTIME_SIDE = ("etbuild.runtime", "etbuild.kernels", "etbuild.backends", "etbuild.schema")
 KERNEL_LIBRARIES = ("etbuild.kernels.portable", "etbuild.kernels.prim_ops")
 SELECTED_MODULE = "etbuild.kernels.selected"
 SCHEMA_MODULE = "etbuild.schema"
-FBS_MODULE = "etbuild.runtime.format.fbs"
+PTE_MODULE = "etbuild.runtime.format.pte"
+MIRROR_MODULE = "etbuild.runtime.format.program"
+REGISTRY_MODULE = "etbuild.kernels.registry"
+TENSOR_MODULE = "etbuild.runtime.tensor"
+FEATURES_MODULE = "etbuild.runtime.features"
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
@@ -68,6 +81,7 @@ class RuntimeArtifact:
     zip_path: Path
     files: tuple[RuntimeFile, ...]
     kernels: tuple[str, ...]
+    features: tuple[str, ...]
 
     @property
     def paths(self) -> tuple[Path, ...]:
@@ -82,12 +96,30 @@ class RuntimeArtifact:
         return self.zip_path.stat().st_size
 
 
+@dataclass(frozen=True)
+class Contents:
+    """What a trimmed runtime holds beyond its core.
+
+    kernels: canonical kernel names. features: names in etbuild.runtime.features.
+    scalar_types: the ScalarType codes its tensors may have (None: every code the runtime knows).
+    """
+
+    kernels: tuple[str, ...]
+    features: tuple[str, ...] = runtime_features.NAMES
+    scalar_types: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.features) - set(runtime_features.NAMES))
+        if unknown:
+            raise InternalError(f"unknown runtime features {unknown}; known: {', '.join(runtime_features.NAMES)}")
+
+
 def generate_runtime(
     selection: Selection, out_dir: str | Path, *, source: str, name: str | None = None
 ) -> RuntimeArtifact:
     """Write the trimmed runtime for a selection under out_dir (see the module docstring).
 
-    source: what the runtime is for (the recipe path), named in every generated file.
+    source: what the runtime is for (the recipe path), named in `selected.py`.
     name: the zip is `<name>-runtime.zip`; default: the stem of source.
     """
     if selection.backends:
@@ -95,52 +127,80 @@ def generate_runtime(
             f"{source}: the programs use backends {', '.join(selection.backends)}; "
             "trimmed runtimes cannot ship backends yet (etbuild's runtime registers none)"
         )
-    return write_runtime(selection.names, out_dir, source=source, name=name)
+    contents = Contents(selection.names, selection.features, selection.scalar_types)
+    return write_runtime(contents, out_dir, source=source, name=name)
 
 
 def write_runtime(
-    kernels: Iterable[str], out_dir: str | Path, *, source: str, name: str | None = None
+    contents: Contents | Iterable[str], out_dir: str | Path, *, source: str, name: str | None = None
 ) -> RuntimeArtifact:
-    """Write a runtime holding exactly the named kernels (generate_runtime's workhorse)."""
-    kernels = tuple(sorted(set(kernels)))
-    files = runtime_sources(kernels, source)
+    """Write a runtime with the given contents (kernel names alone: every feature and dtype)."""
+    if not isinstance(contents, Contents):
+        contents = Contents(tuple(contents))
+    contents = Contents(
+        tuple(sorted(set(contents.kernels))), tuple(sorted(set(contents.features))),
+        None if contents.scalar_types is None else tuple(sorted(set(contents.scalar_types))),
+    )
+    files = runtime_sources(contents, source)
     out = Path(out_dir)
     _replace_tree(out, files)
     zip_path = out / f"{name or Path(source).stem or PACKAGE}-runtime.zip"
     write_bytes(zip_path, zip_bytes(files))
     listed = tuple(RuntimeFile(path, len(text.encode()), origin) for path, (text, origin) in sorted(files.items()))
-    return RuntimeArtifact(out, out / PACKAGE, zip_path, listed, kernels)
+    return RuntimeArtifact(out, out / PACKAGE, zip_path, listed, contents.kernels, contents.features)
 
 
-def runtime_sources(kernels: tuple[str, ...], source: str) -> dict[str, tuple[str, str]]:
+def runtime_sources(contents: Contents, source: str) -> dict[str, tuple[str, str]]:
     """The trimmed tree in memory: path -> (text, origin)."""
     env = _templates()
-    shaker = _shaken(env, kernels, source)
+    shaker = _shaken(env, contents, source)
     files = {}
     for mod in shaker.modules.values():
+        if mod.name == SCHEMA_MODULE:
+            continue  # pruned to what the other modules read, below
         if mod.text is not None:
             text, origin = mod.text, _generated_origin(mod.name)
         else:
+            origin = "schema/program.fbs" if mod.name == MIRROR_MODULE else mod.name
             body = render(shaker.kept_statements(mod.name))
-            text = env.get_template("module.py.j2").render(source=source, origin=mod.name, body=body)
-            origin = mod.name
-        compile(text, mod.path, "exec")  # a broken cut is our bug: fail here, not on the device
+            text = env.get_template("module.py.j2").render(origin=origin, body=body)
         files[mod.path] = (text, origin)
+    schema = shaker.modules[SCHEMA_MODULE]
+    files[schema.path] = (_schema_module(env, _identifiers(t for t, _ in files.values())), "template schema.py.j2")
+    for path, (text, _) in files.items():
+        compile(text, path, "exec")  # a broken cut is our bug: fail here, not on the device
     return files
 
 
-def _shaken(env: jinja2.Environment, kernels: tuple[str, ...], source: str) -> Shaker:
+def _shaken(env: jinja2.Environment, contents: Contents, source: str) -> Shaker:
     """Every module the runtime and the kernels need, cut from the entry modules."""
-    by_module = kernel_modules(kernels)
-    generated = _generated_modules(env, kernels, by_module, source)
-    overrides = {FBS_MODULE: {"load_schema": env.get_template("load_schema.py.j2").render()}}
-    shaker = Shaker(module_source, runtime_side, by_module, generated, overrides)
+    by_module = kernel_modules(contents.kernels)
+    generated = _generated_modules(env, contents, by_module, source)
+    mirror = (_mirror_module(env), False)
+
+    def lookup(module: str) -> tuple[str, bool] | None:
+        return mirror if module == MIRROR_MODULE else module_source(module)
+
+    constants = {FEATURES_MODULE: {name: name in contents.features for name in runtime_features.NAMES}}
+    shaker = Shaker(lookup, runtime_side, by_module, generated, _overrides(env, contents), constants=constants)
     for module in (*ENTRY_MODULES, SELECTED_MODULE):
         shaker.whole(module)
     uncovered = shaker.uncovered()
     if uncovered:
         raise InternalError(f"tree shaking lost the registrations of {sorted(set().union(*uncovered.values()))}")
     return shaker
+
+
+def _overrides(env: jinja2.Environment, contents: Contents) -> dict[str, dict[str, str]]:
+    """Definitions a trimmed runtime replaces: its schema layout, its registry, its dtype table."""
+    out = {
+        PTE_MODULE: {"program_layout": env.get_template("program_layout.py.j2").render()},
+        REGISTRY_MODULE: {"load_all": env.get_template("load_all.py.j2").render()},
+    }
+    if contents.scalar_types is not None:
+        dtypes = [(code, SCALAR_TYPE_TO_DTYPE[code].name) for code in contents.scalar_types]
+        out[TENSOR_MODULE] = {"SCALAR_TYPE_TO_DTYPE": env.get_template("dtype_table.py.j2").render(dtypes=dtypes)}
+    return out
 
 
 def kernel_modules(kernels: Iterable[str]) -> dict[str, frozenset[str]]:
@@ -156,40 +216,88 @@ def kernel_modules(kernels: Iterable[str]) -> dict[str, frozenset[str]]:
 
 
 def _generated_origin(module: str) -> str:
-    return {
-        SELECTED_MODULE: "template selected.py.j2",
-        SCHEMA_MODULE: "template schema.py.j2",
-    }.get(module, "template empty_package.py.j2")
+    return "template selected.py.j2" if module == SELECTED_MODULE else "template empty_package.py.j2"
 
 
 def _generated_modules(
-    env: jinja2.Environment, kernels: tuple[str, ...], by_module: Mapping[str, frozenset[str]], source: str
+    env: jinja2.Environment, contents: Contents, by_module: Mapping[str, frozenset[str]], source: str
 ) -> dict[str, tuple[str, bool]]:
-    selected = env.get_template("selected.py.j2").render(source=source, modules=sorted(by_module), kernels=kernels)
-    out = {SELECTED_MODULE: (selected, False), SCHEMA_MODULE: (_schema_module(env, source), True)}
+    selected = env.get_template("selected.py.j2").render(
+        source=source, modules=sorted(by_module), kernels=contents.kernels, features=contents.features,
+        dtypes=None if contents.scalar_types is None else [SCALAR_TYPE_TO_DTYPE[c].name for c in contents.scalar_types],
+    )
+    schema = _schema_module(env, None)  # what the shaker sees; written pruned by runtime_sources
+    out = {SELECTED_MODULE: (selected, False), SCHEMA_MODULE: (schema, True)}
     for library in KERNEL_LIBRARIES:
-        out[library] = (env.get_template("empty_package.py.j2").render(source=source, origin=library), True)
+        out[library] = (env.get_template("empty_package.py.j2").render(origin=library), True)
     return out
 
 
-def _schema_module(env: jinja2.Environment, source: str) -> str:
-    """program.fbs, parsed here by the runtime's own parser, as compact Python literals."""
+def _schema_module(env: jinja2.Environment, names: set[str] | None) -> str:
+    """program.fbs, parsed here by the runtime's own parser, as compact Python literals.
+
+    names: the identifiers the runtime's code reads; only the tables and fields among them
+    (and those the root needs to reach them) are kept. None keeps everything.
+    """
     schema: Schema = load_schema()
+    kept = _kept_tables(schema, names) if names is not None else schema.tables
     tables = [
         (table, " ".join(f"{f.name}:{f.type.kind}:{f.type.name}:{int(f.type.vector)}:{f.slot}" for f in fields))
-        for table, fields in schema.tables.items()
+        for table, fields in kept.items()
     ]
-    extras = {
-        f"{table}.{f.name}": (f.default, f.force_align)
-        for table, fields in schema.tables.items()
+    defaults = {
+        f"{table}.{f.name}": f.default
+        for table, fields in kept.items()
         for f in fields
-        if (type(f.default), f.default, f.force_align) != (int, 0, 0)  # keep False and 0.0 as they are
+        if (type(f.default), f.default) != (int, 0)  # keep False and 0.0 as they are
     }
+    unions = {f.type.name for fields in kept.values() for f in fields if f.type.kind == "union"}
     return env.get_template("schema.py.j2").render(
-        source=source, origin="schema/program.fbs", root_type=schema.root_type,
-        file_identifier=schema.file_identifier, enums=repr(schema.enums), unions=repr(schema.unions),
-        extras=repr(extras), tables=tables,
+        origin="schema/program.fbs", root_type=schema.root_type,
+        enums=repr({n: e for n, e in schema.enums.items() if names is None or n in names}),
+        unions=repr({n: m for n, m in schema.unions.items() if n in unions}), defaults=repr(defaults), tables=tables,
     )
+
+
+def _kept_tables(schema: Schema, names: set[str]) -> dict[str, list[Field]]:
+    """The tables reachable from the root through fields named in `names`, with only those fields.
+
+    A union member is kept when the runtime names its type (it must, to handle it); the
+    reader rejects the others as unsupported.
+    """
+    kept: dict[str, list[Field]] = {}
+    todo = [schema.root_type, *(t for t in schema.tables if t in names)]
+    while todo:
+        table = todo.pop()
+        if table in kept:
+            continue
+        kept[table] = [f for f in schema.tables[table] if f.name in names]
+        for f in kept[table]:
+            if f.type.kind == "table":
+                todo.append(f.type.name)
+            elif f.type.kind == "union":
+                todo.extend(m for m in schema.unions[f.type.name] if m in names)
+    return {t: kept[t] for t in schema.tables if t in kept}
+
+
+def _mirror_module(env: jinja2.Environment) -> str:
+    """Source of the trimmed runtime's format/program.py (see format_program.py.j2)."""
+    schema = load_schema()
+    return env.get_template("format_program.py.j2").render(enums=list(schema.enums), tables=list(schema.tables))
+
+
+def _identifiers(texts: Iterable[str]) -> set[str]:
+    """Every name, attribute and imported name the given module sources mention."""
+    names: set[str] = set()
+    for text in texts:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.alias):
+                names.add(node.asname or node.name)
+    return names
 
 
 def _templates() -> jinja2.Environment:

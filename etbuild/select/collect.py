@@ -1,4 +1,4 @@
-"""Collect what a final `.pte` needs: every operator call with its dtypes, and the backends.
+"""Collect what a final `.pte` needs: every operator call with its dtypes, the backends, the runtime features.
 
 Reads the emitted program (no torch). With the unplanned `lowered.pte` written before emit
 (same methods, same instruction indices, plus `chains[0].stacktrace`: one frame list per
@@ -15,6 +15,7 @@ from etbuild.kernels.registry import canonical_name
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import read_program
 from etbuild.runtime.tensor import numpy_dtype
+from etbuild.select.features import program_features, program_scalar_types
 from etbuild.select.selection import CallSite, Selection, SourceLocation, build
 
 KERNEL_KEY_VERSION = "v1"
@@ -38,7 +39,7 @@ def collect(pte_path: str | Path, lowered_path: str | Path | None = None) -> Sel
                 calls.setdefault(name, []).append(_call_site(str(pte_path), plan, pc, args, where))
             elif isinstance(args, fb.DelegateCall):
                 backends.append(_backend(plan, args.delegate_index))
-    return build(calls, backends, [str(pte_path)])
+    return build(calls, backends, [str(pte_path)], program_features(program), program_scalar_types(program))
 
 
 def _read(path: Path) -> fb.Program:

@@ -86,11 +86,13 @@ class OperatorUse:
 
 @dataclass(frozen=True)
 class Selection:
-    """The operators and backends some programs use; `union` merges selections."""
+    """The operators, backends and runtime features some programs use; `union` merges selections."""
 
     operators: tuple[OperatorUse, ...] = ()
     backends: tuple[str, ...] = ()
     programs: tuple[str, ...] = ()
+    features: tuple[str, ...] = ()  # names in etbuild.runtime.features, sorted
+    scalar_types: tuple[int, ...] = ()  # ScalarType codes of every tensor value, sorted
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -113,21 +115,35 @@ class Selection:
         return {
             "programs": list(self.programs),
             "backends": list(self.backends),
+            "features": list(self.features),
+            "scalar_types": list(self.scalar_types),
             "operators": {op.name: [_call_to_dict(c) for c in op.calls] for op in self.operators},
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Selection:
         ops = {name: [_call_from_dict(c) for c in calls] for name, calls in data["operators"].items()}
-        return build(ops, data.get("backends", ()), data.get("programs", ()))
+        return build(
+            ops, data.get("backends", ()), data.get("programs", ()), data.get("features", ()),
+            data.get("scalar_types", ()),
+        )
 
 
-def build(calls: Mapping[str, Iterable[CallSite]], backends: Iterable[str], programs: Iterable[str]) -> Selection:
+def build(
+    calls: Mapping[str, Iterable[CallSite]],
+    backends: Iterable[str],
+    programs: Iterable[str],
+    features: Iterable[str] = (),
+    scalar_types: Iterable[int] = (),
+) -> Selection:
     """A Selection from calls by operator name (operators sorted, duplicate calls dropped)."""
     operators = tuple(
         OperatorUse(name, tuple(dict.fromkeys(calls[name]))) for name in sorted(calls) if calls[name]
     )
-    return Selection(operators, tuple(sorted(set(backends))), tuple(dict.fromkeys(programs)))
+    return Selection(
+        operators, tuple(sorted(set(backends))), tuple(dict.fromkeys(programs)), tuple(sorted(set(features))),
+        tuple(sorted(set(scalar_types))),
+    )
 
 
 def merge(selections: Iterable[Selection]) -> Selection:
@@ -135,12 +151,16 @@ def merge(selections: Iterable[Selection]) -> Selection:
     calls: dict[str, list[CallSite]] = {}
     backends: list[str] = []
     programs: list[str] = []
+    features: list[str] = []
+    scalar_types: list[int] = []
     for sel in selections:
         for op in sel.operators:
             calls.setdefault(op.name, []).extend(op.calls)
         backends.extend(sel.backends)
         programs.extend(sel.programs)
-    return build(calls, backends, programs)
+        features.extend(sel.features)
+        scalar_types.extend(sel.scalar_types)
+    return build(calls, backends, programs, features, scalar_types)
 
 
 def short_path(filename: str, base_dir: str | PurePath | None = None) -> str:

@@ -615,13 +615,23 @@ class Shaker:
 
 
 def _override(tree: ast.Module, overrides: Mapping[str, str]) -> ast.Module:
-    """The module with each top-level def named in `overrides` replaced by the given source."""
+    """The module with each top-level def, class or `NAME = …` named in `overrides` replaced by the given source."""
     for name, replacement in overrides.items():
-        idx = [i for i, s in enumerate(tree.body) if isinstance(s, (ast.FunctionDef, ast.ClassDef)) and s.name == name]
+        idx = [i for i, s in enumerate(tree.body) if _defines(s) == name]
         if len(idx) != 1:
             raise InternalError(f"cannot override {name}: the module defines it {len(idx)} times")
         tree.body[idx[0] : idx[0] + 1] = ast.parse(replacement).body
     return tree
+
+
+def _defines(node: ast.stmt) -> str | None:
+    """The one name a def, class or single-target assignment binds (None for other statements)."""
+    if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+        return node.name
+    target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+    if isinstance(node, ast.AnnAssign):
+        target = node.target
+    return target.id if isinstance(target, ast.Name) else None
 
 
 # ---------------------------------------------------------------------------- constants

@@ -8,6 +8,10 @@ zip), the standard library, and the directories that hold numpy and flatbuffers;
 meta-path guard refuses every top-level module but the standard library, numpy,
 flatbuffers and etbuild; `torch` is made unimportable. The script checks that `etbuild`
 comes from the trimmed runtime before it runs anything.
+
+The runner (`etbuild.runtime.runner`, which reads inputs from and writes outputs to `.npz`
+files) is the verify stage's driver, not part of a product's runtime: it is passed in as
+code, and everything it imports comes from the trimmed runtime.
 """
 
 from __future__ import annotations
@@ -94,9 +98,17 @@ def run_trimmed(
     kernel in this runtime`), InternalError for a crash.
     """
     argv: list[str | Path] = ["samples", pte, inputs_npz, out_npz, "--method", method]
-    proc = run_isolated(runtime_dir, module="etbuild.runtime.runner", argv=argv)
+    proc = run_isolated(runtime_dir, code=runner_source(), argv=argv)
     if proc.returncode != 0:
         raise _error(proc, f"the trimmed runtime {runtime_dir}")
+
+
+def runner_source() -> str:
+    """The source of etbuild's runner, to drive a runtime that does not ship it."""
+    spec = importlib.util.find_spec("etbuild.runtime.runner")
+    if spec is None or spec.origin is None:
+        raise InternalError("cannot locate etbuild.runtime.runner")
+    return Path(spec.origin).read_text()
 
 
 def trimmed_kernels(runtime_dir: str | Path) -> set[str]:

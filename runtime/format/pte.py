@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from etbuild.errors import InvalidProgram
 from etbuild.runtime.format.fbs import load_schema
 from etbuild.runtime.format.program import DataSegment, Program
-from etbuild.runtime.format.reader import decode
+from etbuild.runtime.format.reader import Layout, decode, layout
 from etbuild.runtime.format.writer import encode
 
 IDENTIFIER = b"ET12"
@@ -64,12 +65,18 @@ def read_header(buf: Any) -> ExtendedHeader | None:
     return ExtendedHeader(program_size, base, data_size)
 
 
+@cache
+def program_layout() -> Layout:
+    """The reader's layout of program.fbs, parsed once."""
+    return layout(load_schema())
+
+
 def read_program(buf: Any) -> tuple[Program, ExtendedHeader | None]:
     """Decode a whole `.pte` buffer into a Program and its extended header."""
     header = read_header(buf)
     view = memoryview(buf)
     flat = view[: header.program_size] if header else view
-    program = decode(flat, load_schema())
+    program = decode(flat, program_layout())
     if not isinstance(program, Program):
         raise InvalidProgram("root table is not a Program")
     return program, header

@@ -9,11 +9,37 @@ IndexError, a hang or an unbounded allocation.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from etbuild.errors import InvalidProgram
-from etbuild.runtime.format.fbs import SCALAR_FORMATS, SCALAR_SIZES, Field, Schema
+from etbuild.runtime.format.fbs import SCALAR_FORMATS, SCALAR_SIZES, Schema
 from etbuild.runtime.format.program import TABLE_TYPES
+
+# One field as the reader uses it: (name, kind, type name, is a vector, vtable slot, default).
+FieldSpec = tuple[str, str, str, bool, int, Any]
+
+
+@dataclass(frozen=True)
+class Layout:
+    """What decoding needs of a schema: each table's fields, each union's members, the root table.
+
+    A trimmed runtime's layout holds only the tables and fields it reads (see etbuild.select).
+    """
+
+    tables: Mapping[str, Sequence[FieldSpec]]
+    unions: Mapping[str, Sequence[str]]
+    root: str
+
+
+def layout(schema: Schema) -> Layout:
+    """The layout of a parsed schema."""
+    tables = {
+        name: tuple((f.name, f.type.kind, f.type.name, f.type.vector, f.slot, f.default) for f in fields)
+        for name, fields in schema.tables.items()
+    }
+    return Layout(tables, schema.unions, schema.root_type)
 
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
@@ -23,10 +49,10 @@ _U16 = struct.Struct("<H")
 class FlatBufferReader:
     """Decodes tables of one schema from one buffer (bytes, mmap or memoryview)."""
 
-    def __init__(self, buf: Any, schema: Schema) -> None:
+    def __init__(self, buf: Any, schema: Layout) -> None:
         self.buf = memoryview(buf).cast("B") if not isinstance(buf, memoryview) else buf
         self.size = len(self.buf)
-        self.schema = schema
+        self.tables, self.unions = schema.tables, schema.unions
         self.budget = 64 + 4 * self.size  # elements we are willing to decode
 
     def _check(self, pos: int, nbytes: int, what: str) -> None:
@@ -65,8 +91,8 @@ class FlatBufferReader:
         self._check(pos, tbl_size, f"{name} table")
         slots = (vt_size - 4) // 2
         values = {}
-        for fld in self.schema.tables[name]:
-            values[fld.name] = self._field(pos, vtable, slots, tbl_size, fld, name)
+        for fld in self.tables[name]:
+            values[fld[0]] = self._field(pos, vtable, slots, tbl_size, fld, name)
         return TABLE_TYPES[name](**values)
 
     def _slot_pos(self, pos: int, vtable: int, slots: int, tbl_size: int, slot: int) -> int:
@@ -77,30 +103,36 @@ class FlatBufferReader:
             raise InvalidProgram(f"field slot {slot} at offset {off} lies outside its table")
         return pos + off if off else 0
 
-    def _field(self, pos: int, vtable: int, slots: int, tbl_size: int, fld: Field, table: str) -> Any:
-        where = f"{table}.{fld.name}"
-        kind = fld.type.kind
+    def _field(self, pos: int, vtable: int, slots: int, tbl_size: int, fld: FieldSpec, table: str) -> Any:
+        name, kind, type_name, vector, slot, default = fld
+        where = f"{table}.{name}"
         if kind == "union":
-            type_pos = self._slot_pos(pos, vtable, slots, tbl_size, fld.slot - 1)
-            val_pos = self._slot_pos(pos, vtable, slots, tbl_size, fld.slot)
+            type_pos = self._slot_pos(pos, vtable, slots, tbl_size, slot - 1)
+            val_pos = self._slot_pos(pos, vtable, slots, tbl_size, slot)
             code = self.scalar(type_pos, "ubyte", where) if type_pos else 0
             if code == 0 or not val_pos:
                 return None
-            members = self.schema.unions[fld.type.name]
+            members = self.unions[type_name]
             if code > len(members):
                 raise InvalidProgram(f"{where}: union type {code} is not one of {len(members)} members")
-            return self.table(self.deref(val_pos, where), members[code - 1])
-        fpos = self._slot_pos(pos, vtable, slots, tbl_size, fld.slot)
+            member = members[code - 1]
+            if member not in self.tables:  # a trimmed runtime reads only the members it handles
+                raise InvalidProgram(
+                    f"{where}: a {member} needs a runtime feature this trimmed runtime was built without "
+                    "(etbuild select builds a runtime for a program)"
+                )
+            return self.table(self.deref(val_pos, where), member)
+        fpos = self._slot_pos(pos, vtable, slots, tbl_size, slot)
         if not fpos:
-            return _absent(fld)
-        if kind in ("scalar", "enum") and not fld.type.vector:
-            return self.scalar(fpos, fld.type.name, where)
+            return _absent(kind, type_name, vector, default)
+        if kind in ("scalar", "enum") and not vector:
+            return self.scalar(fpos, type_name, where)
         target = self.deref(fpos, where)
-        if fld.type.vector:
-            return self.vector(target, fld, where)
+        if vector:
+            return self.vector(target, kind, type_name, where)
         if kind == "string":
             return self.string(target, where)
-        return self.table(target, fld.type.name)
+        return self.table(target, type_name)
 
     def scalar(self, pos: int, scalar: str, where: str) -> Any:
         self._check(pos, SCALAR_SIZES[scalar], where)
@@ -115,9 +147,8 @@ class FlatBufferReader:
         except UnicodeDecodeError as exc:
             raise InvalidProgram(f"{where}: string is not valid UTF-8 ({exc.reason})") from None
 
-    def vector(self, pos: int, fld: Field, where: str) -> Any:
+    def vector(self, pos: int, kind: str, name: str, where: str) -> Any:
         n = self.u32(pos, where)
-        kind, name = fld.type.kind, fld.type.name
         elem = SCALAR_SIZES[name] if kind in ("scalar", "enum") else 4
         self._check(pos + 4, n * elem, f"{where} ({n} elements)")
         start = pos + 4
@@ -134,14 +165,14 @@ class FlatBufferReader:
         raise InvalidProgram(f"{where}: vectors of {kind} are not supported")
 
 
-def _absent(fld: Field) -> Any:
-    if fld.type.vector:
-        return [] if fld.type.name not in ("ubyte", "byte") else b""
-    if fld.type.kind in ("scalar", "enum"):
-        return fld.default
+def _absent(kind: str, type_name: str, vector: bool, default: Any) -> Any:
+    if vector:
+        return [] if type_name not in ("ubyte", "byte") else b""
+    if kind in ("scalar", "enum"):
+        return default
     return None
 
 
-def decode(buf: Any, schema: Schema) -> Any:
+def decode(buf: Any, schema: Layout) -> Any:
     """Decode the root table of a flatbuffer; raises InvalidProgram when it is malformed."""
-    return FlatBufferReader(buf, schema).root(schema.root_type)
+    return FlatBufferReader(buf, schema).root(schema.root)

@@ -68,6 +68,14 @@ def write_samples(path: Path, name: str, count: int = 2) -> list[np.ndarray]:
     return samples
 
 
+def write_both(directory: Path) -> Path:
+    """Both programs with their samples (`<name>.pte`, `<name>.lowered.pte`, `<name>.in.npz`) under directory."""
+    for name in ("mlp", "tiny"):
+        write_program_files(directory, name)
+        write_samples(directory / f"{name}.in.npz", name)
+    return directory
+
+
 def line_of(text: str) -> int:
     """The line number of the first line of this file containing text."""
     lines = Path(__file__).read_text().splitlines()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from etbuild.select import collect, full_runtime_bytes, generate_runtime, runtime_size, write_runtime
+from etbuild.select import Contents, collect, full_runtime_bytes, generate_runtime, runtime_size, write_runtime
 from etbuild.select.size import full_runtime_files
 from tests.etbuild.select_support import write_program_files
 
@@ -18,7 +18,7 @@ def sizes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
     d = tmp_path_factory.mktemp("size")
     pte, _ = write_program_files(d, "mlp")
     mlp = generate_runtime(collect(pte), d / "mlp", source="recipes/mlp.yaml")
-    core = write_runtime([], d / "core", source="no kernels")
+    core = write_runtime(Contents((), ()), d / "core", source="no kernels, no features")
     out = {
         "full": full_runtime_bytes(),
         "mlp": runtime_size([mlp.package]),
@@ -27,7 +27,8 @@ def sizes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, int]:
     }
     print(
         f"\nfull runtime {out['full']} B; MLP trimmed {out['mlp']} B ({out['mlp'] / out['full']:.1%}), "
-        f"zip {out['mlp_zip']} B; runtime core without kernels {out['core']} B ({out['core'] / out['full']:.1%})"
+        f"zip {out['mlp_zip']} B; runtime core without kernels or features {out['core']} B "
+        f"({out['core'] / out['full']:.1%})"
     )
     return out
 

@@ -10,7 +10,7 @@ from etbuild.errors import InvalidProgram
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.fbs import SchemaSyntaxError, load_schema, parse_schema
 from etbuild.runtime.format.pte import read_header, read_program, segment_bytes, write_program
-from etbuild.runtime.format.reader import decode
+from etbuild.runtime.format.reader import decode, layout
 from etbuild.runtime.format.writer import encode
 
 
@@ -59,7 +59,7 @@ def test_encode_decode_round_trip():
     program = _sample_program()
     data = encode(program, load_schema())
     assert data[4:8] == b"ET12"
-    back = decode(data, load_schema())
+    back = decode(data, layout(load_schema()))
     back.execution_plan[0].values[0].val.dim_order = bytes(back.execution_plan[0].values[0].val.dim_order)
     assert back == program
 

@@ -1,0 +1,52 @@
+"""Which optional runtime features (`etbuild.runtime.features`) and tensor dtypes a program uses.
+
+Read from the final program, the same way the runtime will see it: a trimmed runtime is
+generated with exactly these features and dtypes, so it must never miss one the program needs.
+"""
+
+from __future__ import annotations
+
+from etbuild.errors import InternalError
+from etbuild.runtime import features
+from etbuild.runtime.binding import rebound_values
+from etbuild.runtime.format import program as fb
+from etbuild.runtime.values import LIST_TYPES
+
+VALUE_LIST_TYPES = (*LIST_TYPES, fb.DoubleList, fb.BoolList)
+
+
+def program_features(program: fb.Program) -> tuple[str, ...]:
+    """The names of the runtime features any method of the program needs, sorted."""
+    found = set()
+    for plan in program.execution_plan:
+        found |= plan_features(plan)
+    return tuple(sorted(found))
+
+
+def plan_features(plan: fb.ExecutionPlan) -> set[str]:
+    """The runtime features one execution plan needs."""
+    instructions = [ins for chain in plan.chains for ins in chain.instructions]
+    kinds = {type(ins.instr_args) for ins in instructions}
+    values = [ev.val for ev in plan.values]
+    tensors = [v for v in values if isinstance(v, fb.Tensor)]
+    uses = {
+        "CONTROL_FLOW": bool(kinds & {fb.MoveCall, fb.JumpFalseCall}),
+        "DELEGATES": fb.DelegateCall in kinds,
+        "DIM_ORDER": any(list(t.dim_order) not in ([], list(range(len(t.sizes)))) for t in tensors),
+        "DYNAMIC_SHAPES": any(t.shape_dynamism != fb.TensorShapeDynamism.STATIC for t in tensors),
+        "LIVE_VALUES": bool(rebound_values(plan, instructions)),
+        "MEMORY_LEVELS": len(plan.non_const_buffer_sizes) > 2,
+        "MUTABLE_STATE": any(t.allocation_info is not None and t.data_buffer_idx > 0 for t in tensors),
+        "SCALAR_INPUTS": any(not isinstance(values[i], fb.Tensor) for i in plan.inputs if 0 <= i < len(values)),
+        "VALUE_LISTS": any(isinstance(v, VALUE_LIST_TYPES) for v in values),
+    }
+    if set(uses) != set(features.NAMES):
+        raise InternalError(f"plan_features tests {sorted(uses)}; the runtime's features are {features.NAMES}")
+    return {name for name, used in uses.items() if used}
+
+
+def program_scalar_types(program: fb.Program) -> tuple[int, ...]:
+    """The ScalarType codes of every tensor value of every method, sorted."""
+    return tuple(sorted({
+        ev.val.scalar_type for plan in program.execution_plan for ev in plan.values if isinstance(ev.val, fb.Tensor)
+    }))
