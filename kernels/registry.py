@@ -70,15 +70,9 @@ def registered() -> dict[str, KernelInfo]:
 def load_all() -> dict[str, KernelInfo]:
     """Import the kernel libraries this runtime ships and return their kernels.
 
-    A trimmed runtime (written by etbuild.select) has a generated `etbuild.kernels.selected`
-    that imports only the modules of its kernels and lists them in `SELECTED`; then only
-    those kernels are returned. Otherwise every library shipped with etbuild is imported.
+    A trimmed runtime (written by etbuild.select) replaces this function: it returns only
+    the kernels its generated `etbuild.kernels.selected` imports and lists.
     """
-    import importlib.util
-
-    if importlib.util.find_spec("etbuild.kernels.selected") is not None:
-        selected = importlib.import_module("etbuild.kernels.selected").SELECTED
-        return {name: info for name, info in _REGISTRY.items() if name in selected}
     import etbuild.kernels.portable  # noqa: F401  (registers on import)
     import etbuild.kernels.prim_ops  # noqa: F401
 

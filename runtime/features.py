@@ -16,6 +16,8 @@ from etbuild.errors import InvalidProgram
 CONTROL_FLOW = True  # JumpFalseCall and MoveCall instructions (torch.cond), under an instruction budget
 DELEGATES = True  # DelegateCall instructions
 DIM_ORDER = True  # tensors stored in a non-contiguous dim order
+DTYPE_PROMOTION = True  # kernel calls whose tensors are not all float32 or all float64 (mixed dtypes,
+# integers, float16): kernels keep their type-promotion paths
 DYNAMIC_SHAPES = True  # tensors whose shape changes at run time, below a planned upper bound
 LIVE_VALUES = True  # values whose object changes while a method runs (prim-op results, caller-supplied,
 # unplanned or dynamic tensors): read live, and kept in sync in the lists that hold them
@@ -25,14 +27,14 @@ SCALAR_INPUTS = True  # method inputs that are Int, Double or Bool values
 VALUE_LISTS = True  # IntList, DoubleList, BoolList, TensorList and OptionalTensorList values
 
 NAMES = (
-    "CONTROL_FLOW", "DELEGATES", "DIM_ORDER", "DYNAMIC_SHAPES", "LIVE_VALUES", "MEMORY_LEVELS", "MUTABLE_STATE",
-    "SCALAR_INPUTS", "VALUE_LISTS",
+    "CONTROL_FLOW", "DELEGATES", "DIM_ORDER", "DTYPE_PROMOTION", "DYNAMIC_SHAPES", "LIVE_VALUES", "MEMORY_LEVELS",
+    "MUTABLE_STATE", "SCALAR_INPUTS", "VALUE_LISTS",
 )
 
 
 def missing(name: str, where: str) -> InvalidProgram:
     """The error for something at `where` that needs feature `name`, which this runtime lacks."""
     return InvalidProgram(
-        f"{where} needs the runtime feature {name}, which this trimmed runtime was built without "
-        "(etbuild select builds a runtime for a program)"
+        f"{where} needs the runtime feature {name}, which this trimmed runtime lacks "
+        "(etbuild select builds the runtime a program needs)"
     )

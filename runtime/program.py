@@ -35,7 +35,7 @@ class Program:
         self.data = data
         self.source = source
         self.program, self.header = _read(data, source)
-        self.level_names = dict(level_names or {})  # method -> memory level names, by memory id
+        self.level_names = dict(level_names or {}) if features.MEMORY_LEVELS else {}  # method -> names by memory id
 
     @classmethod
     def load(cls, path: str | Path) -> Program:
@@ -45,8 +45,9 @@ class Program:
             if path.stat().st_size == 0:
                 raise InvalidProgram(f"{path}: file is empty")
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-        names = _level_names(path.parent / "memory.json") if features.MEMORY_LEVELS else None
-        return cls(data, str(path), names)
+        if features.MEMORY_LEVELS:
+            return cls(data, str(path), _level_names(path.parent / "memory.json"))
+        return cls(data, str(path))
 
     @classmethod
     def from_bytes(cls, data: bytes) -> Program:
@@ -194,13 +195,12 @@ class Method:
         self.input_indices = _checked(plan.inputs, len(plan.values), "input")
         self.output_indices = _checked(plan.outputs, len(plan.values), "output")
         self.values = Values(plan, materialize(plan, arenas, consts))
-        self.budget = instruction_budget
         if len(plan.chains) != 1:
             raise InvalidProgram(f"expected one chain, found {len(plan.chains)}")
         instructions = plan.chains[0].instructions
         self.steps = Binder(self.values, kernels.get, {}).bind(instructions)
-        self.straight = True  # no jump: every step runs once, in order, so the call ends
         if features.CONTROL_FLOW:
+            self.budget = instruction_budget
             self.is_jump = [isinstance(ins.instr_args, fb.JumpFalseCall) for ins in instructions]
             self.straight = not any(self.is_jump) and len(self.steps) <= instruction_budget
         self._set_inputs = input_setters(plan, self.values)

@@ -49,8 +49,8 @@ from etbuild.select.shake import Shaker, render
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PACKAGE = "etbuild"
-# Modules shipped whole: the public runtime API and the registry.
-ENTRY_MODULES = ("etbuild", "etbuild.errors", "etbuild.runtime", "etbuild.kernels.registry")
+# Modules shipped whole: the public runtime API (errors and the registry ship what it uses).
+ENTRY_MODULES = ("etbuild", "etbuild.runtime")
 RUNTIME_SIDE = ("etbuild.runtime", "etbuild.kernels", "etbuild.backends", "etbuild.schema")
 KERNEL_LIBRARIES = ("etbuild.kernels.portable", "etbuild.kernels.prim_ops")
 SELECTED_MODULE = "etbuild.kernels.selected"

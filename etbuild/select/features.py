@@ -13,6 +13,7 @@ from etbuild.runtime.format import program as fb
 from etbuild.runtime.values import LIST_TYPES
 
 VALUE_LIST_TYPES = (*LIST_TYPES, fb.DoubleList, fb.BoolList)
+NATIVE_FLOATS = {fb.ScalarType.FLOAT, fb.ScalarType.DOUBLE}
 
 
 def program_features(program: fb.Program) -> tuple[str, ...]:
@@ -33,6 +34,7 @@ def plan_features(plan: fb.ExecutionPlan) -> set[str]:
         "CONTROL_FLOW": bool(kinds & {fb.MoveCall, fb.JumpFalseCall}),
         "DELEGATES": fb.DelegateCall in kinds,
         "DIM_ORDER": any(list(t.dim_order) not in ([], list(range(len(t.sizes)))) for t in tensors),
+        "DTYPE_PROMOTION": any(_promotes(plan, ins.instr_args) for ins in instructions),
         "DYNAMIC_SHAPES": any(t.shape_dynamism != fb.TensorShapeDynamism.STATIC for t in tensors),
         "LIVE_VALUES": bool(rebound_values(plan, instructions)),
         "MEMORY_LEVELS": len(plan.non_const_buffer_sizes) > 2,
@@ -43,6 +45,15 @@ def plan_features(plan: fb.ExecutionPlan) -> set[str]:
     if set(uses) != set(features.NAMES):
         raise InternalError(f"plan_features tests {sorted(uses)}; the runtime's features are {features.NAMES}")
     return {name for name, used in uses.items() if used}
+
+
+def _promotes(plan: fb.ExecutionPlan, call: object) -> bool:
+    """Whether a kernel call's tensor arguments are anything but all float32 or all float64."""
+    if not isinstance(call, fb.KernelCall):
+        return False
+    values = plan.values
+    types = {values[i].val.scalar_type for i in call.args if isinstance(values[i].val, fb.Tensor)}
+    return len(types) > 1 or not types <= NATIVE_FLOATS
 
 
 def program_scalar_types(program: fb.Program) -> tuple[int, ...]:

@@ -16,6 +16,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from etbuild.errors import KernelError
+from etbuild.runtime import features
 from etbuild.runtime.tensor import resize
 
 Operand = np.ndarray | bool | int | float | None
@@ -102,6 +103,18 @@ def float_dtype(dtype: np.dtype) -> np.dtype:
 def opmath(dtype: np.dtype) -> np.dtype:
     """The dtype to compute in: float16 is computed in float32 and rounded once, like torch."""
     return FLOAT32 if dtype == np.float16 else dtype
+
+
+def promoted(*operands: Operand) -> np.dtype:
+    """The dtype a call whose operands are not all float32 or all float64 computes in.
+
+    Only fast paths' fallbacks call it: a trimmed runtime built without DTYPE_PROMOTION
+    (every call's tensors one native float dtype) drops the promotion rules.
+    """
+    if not features.DTYPE_PROMOTION:
+        dtypes = ", ".join(str(np.result_type(x)) for x in operands)
+        raise features.missing("DTYPE_PROMOTION", f"a kernel call with operands of dtypes {dtypes}")
+    return opmath(result_dtype(*operands))
 
 
 def cast(x: Operand, dtype: np.dtype) -> np.ndarray:

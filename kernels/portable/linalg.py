@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from etbuild.kernels.portable.common import NATIVE, cast, opmath, quiet, result_dtype, store, vector_norm
+from etbuild.kernels.portable.common import NATIVE, cast, opmath, promoted, quiet, result_dtype, store, vector_norm
 from etbuild.kernels.registry import FLOAT_DTYPES, kernel
 from etbuild.runtime.tensor import resize
 
@@ -43,7 +43,7 @@ def _scaled_add(
     if out.shape != shape:
         out = resize(out, shape)
     same = a.dtype == b.dtype == bias.dtype == out.dtype and out.dtype in NATIVE  # the common case
-    ct = out.dtype if same else opmath(result_dtype(bias, a, b))
+    ct = out.dtype if same else promoted(bias, a, b)
     in_place = out.dtype == ct and not (beta != 0 and np.may_share_memory(out, bias))
     value = out if in_place else np.empty(shape, ct)
     if same:  # every operand already has ct: no casts to make (cast would return each as is)

@@ -76,10 +76,7 @@ def read_program(buf: Any) -> tuple[Program, ExtendedHeader | None]:
     header = read_header(buf)
     view = memoryview(buf)
     flat = view[: header.program_size] if header else view
-    program = decode(flat, program_layout())
-    if not isinstance(program, Program):
-        raise InvalidProgram("root table is not a Program")
-    return program, header
+    return decode(flat, program_layout()), header
 
 
 def segment_bytes(buf: Any, program: Program, header: ExtendedHeader | None, index: int) -> memoryview:

@@ -118,8 +118,8 @@ class FlatBufferReader:
             member = members[code - 1]
             if member not in self.tables:  # a trimmed runtime reads only the members it handles
                 raise InvalidProgram(
-                    f"{where}: a {member} needs a runtime feature this trimmed runtime was built without "
-                    "(etbuild select builds a runtime for a program)"
+                    f"{where}: a {member} needs a runtime feature this trimmed runtime lacks "
+                    "(etbuild select builds the runtime a program needs)"
                 )
             return self.table(self.deref(val_pos, where), member)
         fpos = self._slot_pos(pos, vtable, slots, tbl_size, slot)

@@ -18,10 +18,10 @@ from tests.etbuild.select_support import write_both
 STATIC, BOUND = fb.TensorShapeDynamism.STATIC, fb.TensorShapeDynamism.DYNAMIC_BOUND
 
 
-def tensor(memory_id: int = 1, **kw: object) -> fb.EValue:
-    """A planned float tensor [2, 3] (memory_id 0: not planned)."""
+def tensor(memory_id: int = 1, scalar_type: int = fb.ScalarType.FLOAT, **kw: object) -> fb.EValue:
+    """A planned tensor [2, 3] (memory_id 0: not planned)."""
     alloc = fb.AllocationDetails(memory_id, 0, 0) if memory_id else None
-    return fb.EValue(fb.Tensor(scalar_type=fb.ScalarType.FLOAT, sizes=[2, 3], allocation_info=alloc, **kw))
+    return fb.EValue(fb.Tensor(scalar_type=scalar_type, sizes=[2, 3], allocation_info=alloc, **kw))
 
 
 def plan(values: list[fb.EValue], instructions: list[object] = (), inputs: tuple[int, ...] = (0,)) -> fb.ExecutionPlan:
@@ -40,6 +40,7 @@ CASES = {
     "CONTROL_FLOW": ([tensor(), tensor(), fb.EValue(fb.Bool(True))], [fb.JumpFalseCall(2, 1), RELU], (0,), set()),
     "DELEGATES": ([tensor(), tensor()], [fb.DelegateCall(0, [0, 1])], (0,), set()),
     "DIM_ORDER": ([tensor(dim_order=b"\x01\x00"), tensor()], [RELU], (0,), set()),
+    "DTYPE_PROMOTION": ([tensor(), tensor(scalar_type=fb.ScalarType.DOUBLE)], [RELU], (0,), set()),
     "DYNAMIC_SHAPES": ([tensor(shape_dynamism=BOUND), tensor()], [RELU], (0,), {"LIVE_VALUES"}),
     "LIVE_VALUES": ([tensor(memory_id=0), tensor()], [RELU], (0,), set()),
     "MUTABLE_STATE": ([tensor(), tensor(data_buffer_idx=1)], [RELU], (0,), set()),
@@ -63,6 +64,18 @@ def test_more_than_one_memory_buffer_needs_memory_levels():
     p = plan([tensor(), tensor(memory_id=2)], [RELU])
     p.non_const_buffer_sizes = [0, 64, 64]
     assert plan_features(p) == {"MEMORY_LEVELS"}
+
+
+@pytest.mark.parametrize("scalar_type", [fb.ScalarType.FLOAT, fb.ScalarType.DOUBLE])
+def test_calls_in_one_native_float_dtype_need_no_promotion(scalar_type):
+    values = [tensor(scalar_type=scalar_type), tensor(scalar_type=scalar_type)]
+    assert plan_features(plan(values, [RELU])) == set()
+
+
+@pytest.mark.parametrize("scalar_type", [fb.ScalarType.HALF, fb.ScalarType.LONG, fb.ScalarType.BOOL])
+def test_calls_in_other_dtypes_need_promotion(scalar_type):
+    values = [tensor(scalar_type=scalar_type), tensor(scalar_type=scalar_type)]
+    assert plan_features(plan(values, [RELU])) == {"DTYPE_PROMOTION"}
 
 
 def test_a_program_needs_what_any_of_its_methods_needs():
@@ -96,7 +109,7 @@ def test_a_runtime_without_a_needed_feature_names_it(work):
         run_trimmed(runtime.root, work / "tiny.pte", work / "tiny.in.npz", work / "tiny.out.npz")
     assert str(err.value) == (
         f"the trimmed runtime {runtime.root}: {work / 'tiny.pte'}: EValue.val: a TensorList needs a runtime feature "
-        "this trimmed runtime was built without (etbuild select builds a runtime for a program)"
+        "this trimmed runtime lacks (etbuild select builds the runtime a program needs)"
     )
 
 
