@@ -65,7 +65,10 @@ def _select_report(pte: Path) -> dict[str, Any] | None:
     if not report.is_file():
         return None
     data = json.loads(report.read_text())
-    keys = ("runtime_bytes", "runtime_zip_bytes", "full_runtime_bytes", "runtime_fraction")
+    keys = (
+        "runtime_bytes", "runtime_zip_bytes", "full_runtime_bytes", "runtime_fraction", "runtime_features",
+        "tensor_dtypes",
+    )
     return {k: data[k] for k in keys if k in data}
 
 
@@ -92,4 +95,7 @@ def format_description(d: dict[str, Any]) -> str:
     if sel:
         lines.append(f"trimmed runtime: {sel['runtime_bytes']:,} bytes ({sel['runtime_fraction']:.1%} of the full "
                      f"runtime's {sel['full_runtime_bytes']:,}), zip {sel['runtime_zip_bytes']:,} bytes")
+        if "runtime_features" in sel:
+            lines.append(f"  runtime features: {', '.join(sel['runtime_features']) or 'none'}; "
+                         f"tensor dtypes: {', '.join(sel['tensor_dtypes'])}")
     return "\n".join(lines)

@@ -4,8 +4,9 @@ Takes: `<recipe>.pte` (the final program: lowering can add operators, so the exp
 is not enough), `lowered.pte` (the same instructions with their source frames) and the
 recipe's `operators` section. Gives: `selected_operators.yaml` in ExecuTorch's
 selective-build format, `runtime/` (a package directory and `<recipe>-runtime.zip` with
-only the kernels the program calls) and `select.json` (operators, dtypes, backends, and
-the trimmed runtime's bytes next to the full runtime's). A program that calls an operator
+only the kernels, runtime features and tensor dtypes the program uses) and `select.json`
+(operators, dtypes, backends, runtime features, and the trimmed runtime's bytes next to the
+full runtime's). A program that calls an operator
 outside `operators.allow` fails here, naming each operator and where it came from.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 from etbuild.fsutil import write_bytes, write_json
 from etbuild.recipe import Recipe
+from etbuild.runtime.tensor import numpy_dtype
 from etbuild.select import (
     Selection,
     check_allowed,
@@ -39,6 +41,8 @@ def size_report(selection: Selection, runtime_bytes: int, zip_bytes: int) -> dic
     return {
         "operators": {op.name: {"calls": op.count, "dtypes": list(op.dtypes)} for op in selection.operators},
         "backends": list(selection.backends),
+        "runtime_features": list(selection.features),
+        "tensor_dtypes": [numpy_dtype(code).name for code in selection.scalar_types],
         "runtime_bytes": runtime_bytes, "runtime_zip_bytes": zip_bytes, "full_runtime_bytes": full,
         "runtime_fraction": round(runtime_bytes / full, 4),
     }

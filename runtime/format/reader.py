@@ -118,7 +118,7 @@ class FlatBufferReader:
             member = members[code - 1]
             if member not in self.tables:  # a trimmed runtime reads only the members it handles
                 raise InvalidProgram(
-                    f"{where}: a {member} needs a runtime feature this trimmed runtime lacks "
+                    f"{where}: {member} needs a runtime feature this trimmed runtime lacks "
                     "(etbuild select builds the runtime a program needs)"
                 )
             return self.table(self.deref(val_pos, where), member)

@@ -119,6 +119,7 @@ def test_cli_build_run_inspect(project, capsys):
     assert "method forward: 3 instructions" in text
     assert "input  0: float32[3, 12]" in text and "output 0: float32[3, 6]" in text
     assert "2 x aten::addmm.out" in text and "1 x aten::relu.out" in text
+    assert "trimmed runtime: " in text and "  runtime features: none; tensor dtypes: float32\n" in text
 
 
 def test_cli_reports_errors_in_one_paragraph(tmp_path, capsys):
@@ -151,6 +152,7 @@ def test_allowlist_file_and_trimmed_runtime(project):
     report = json.loads((root / "tiny" / "select.json").read_text())
     assert sorted(report["operators"]) == ["aten::addmm.out", "aten::relu.out"]
     assert report["runtime_bytes"] < report["full_runtime_bytes"] / 3
+    assert report["runtime_features"] == [] and report["tensor_dtypes"] == ["float32"]
     runtime = root / "tiny" / "runtime"
     assert (runtime / "tiny-runtime.zip").exists()
     assert not (runtime / "etbuild" / "kernels" / "portable" / "convolution.py").exists()

@@ -108,7 +108,7 @@ def test_a_runtime_without_a_needed_feature_names_it(work):
     with pytest.raises(InvalidProgram) as err:
         run_trimmed(runtime.root, work / "tiny.pte", work / "tiny.in.npz", work / "tiny.out.npz")
     assert str(err.value) == (
-        f"the trimmed runtime {runtime.root}: {work / 'tiny.pte'}: EValue.val: a TensorList needs a runtime feature "
+        f"the trimmed runtime {runtime.root}: {work / 'tiny.pte'}: EValue.val: TensorList needs a runtime feature "
         "this trimmed runtime lacks (etbuild select builds the runtime a program needs)"
     )
 
