@@ -82,8 +82,9 @@ def check_instruction_indices(plan: fb.ExecutionPlan, instructions: list[fb.Inst
 
 
 def _value_indices(a: Any, where: str) -> list[int]:
-    """The value indices an instruction names (instruction kinds a trimmed runtime lacks never get here:
-    its reader rejects them)."""
+    """The value indices an instruction names; InvalidProgram for one this runtime cannot run."""
+    if a is None:
+        raise InvalidProgram(f"{where}: no instruction arguments")
     if isinstance(a, fb.KernelCall):
         return list(a.args)
     if isinstance(a, fb.FreeCall):
@@ -94,7 +95,7 @@ def _value_indices(a: Any, where: str) -> list[int]:
         return [a.move_from, a.move_to]
     if features.CONTROL_FLOW and isinstance(a, fb.JumpFalseCall):
         return [a.cond_value_index]
-    raise InvalidProgram(f"{where}: no instruction arguments")
+    raise InvalidProgram(f"{where}: {type(a).__name__} instructions are not supported by this trimmed runtime")
 
 
 def _fixed_tensor(v: Any) -> bool:
@@ -142,8 +143,8 @@ class Binder:
                 steps.append(_delegate_step(self, a, where))
             elif features.CONTROL_FLOW and isinstance(a, (fb.MoveCall, fb.JumpFalseCall)):
                 steps.append(control_flow.step(self.values, a, pc, len(instructions), where))
-            else:
-                steps.append(_noop)  # FreeCall: planned memory needs no freeing
+            else:  # FreeCall (check_instruction_indices rejected the rest): planned memory needs no freeing
+                steps.append(_noop)
         return steps
 
     def operator_name(self, op_index: int, where: str) -> str:

@@ -7,6 +7,8 @@ that becomes dead, so an MLP's runtime ships no jump loop, no resizable tensors,
 bookkeeping. Runtime code reads the flags only as `features.NAME`, and code behind an off
 flag raises `missing(NAME, where)` instead of running, so a trimmed runtime given a program
 it was not built for says which feature it lacks rather than computing something wrong.
+(Values and instructions whose types the trimmed schema dropped are rejected earlier, by
+the reader.)
 """
 
 from __future__ import annotations

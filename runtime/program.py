@@ -35,7 +35,7 @@ class Program:
         self.data = data
         self.source = source
         self.program, self.header = _read(data, source)
-        self.level_names = dict(level_names or {}) if features.MEMORY_LEVELS else {}  # method -> names by memory id
+        self.level_names = dict(level_names or {})  # method -> memory level names, by memory id
 
     @classmethod
     def load(cls, path: str | Path) -> Program:

@@ -64,12 +64,11 @@ def resize(out: np.ndarray, shape: tuple[int, ...] | list[int]) -> np.ndarray:
     if out.shape == shape:
         return out
     if features.DYNAMIC_SHAPES and isinstance(out, BoundedArray) and out.storage is not None:
-        return _within_bound(out, shape)
+        return _within_bound(out, out.storage, shape)
     raise KernelError(f"output has static shape {list(out.shape)} but the result is {list(shape)}")
 
 
-def _within_bound(out: BoundedArray, shape: tuple[int, ...]) -> BoundedArray:
-    storage = out.storage
+def _within_bound(out: BoundedArray, storage: np.ndarray, shape: tuple[int, ...]) -> BoundedArray:
     nbytes = int(np.prod(shape, dtype=np.int64)) * out.dtype.itemsize
     if nbytes > storage.nbytes:
         raise KernelError(

@@ -25,7 +25,6 @@ importable with zipimport.
 
 from __future__ import annotations
 
-import ast
 import importlib.util
 import io
 import os
@@ -42,8 +41,8 @@ from etbuild.errors import InternalError, StageError
 from etbuild.fsutil import write_bytes
 from etbuild.kernels.registry import load_all
 from etbuild.runtime import features as runtime_features
-from etbuild.runtime.format.fbs import Field, Schema, load_schema
 from etbuild.runtime.tensor import SCALAR_TYPE_TO_DTYPE
+from etbuild.select.schema_cut import identifiers, mirror_module, schema_module
 from etbuild.select.selection import Selection
 from etbuild.select.shake import Shaker, render
 
@@ -109,9 +108,14 @@ class Contents:
     scalar_types: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
+        """Sort and deduplicate every field (so equal contents generate equal trees); check the features."""
         unknown = sorted(set(self.features) - set(runtime_features.NAMES))
         if unknown:
             raise InternalError(f"unknown runtime features {unknown}; known: {', '.join(runtime_features.NAMES)}")
+        object.__setattr__(self, "kernels", tuple(sorted(set(self.kernels))))
+        object.__setattr__(self, "features", tuple(sorted(set(self.features))))
+        if self.scalar_types is not None:
+            object.__setattr__(self, "scalar_types", tuple(sorted(set(self.scalar_types))))
 
 
 def generate_runtime(
@@ -137,10 +141,6 @@ def write_runtime(
     """Write a runtime with the given contents (kernel names alone: every feature and dtype)."""
     if not isinstance(contents, Contents):
         contents = Contents(tuple(contents))
-    contents = Contents(
-        tuple(sorted(set(contents.kernels))), tuple(sorted(set(contents.features))),
-        None if contents.scalar_types is None else tuple(sorted(set(contents.scalar_types))),
-    )
     files = runtime_sources(contents, source)
     out = Path(out_dir)
     _replace_tree(out, files)
@@ -166,7 +166,7 @@ def runtime_sources(contents: Contents, source: str) -> dict[str, tuple[str, str
             text = env.get_template("module.py.j2").render(origin=origin, body=body)
         files[mod.path] = (text, origin)
     schema = shaker.modules[SCHEMA_MODULE]
-    files[schema.path] = (_schema_module(env, _identifiers(t for t, _ in files.values())), "template schema.py.j2")
+    files[schema.path] = (schema_module(env, identifiers(t for t, _ in files.values())), "template schema.py.j2")
     for path, (text, _) in files.items():
         compile(text, path, "exec")  # a broken cut is our bug: fail here, not on the device
     return files
@@ -176,7 +176,7 @@ def _shaken(env: jinja2.Environment, contents: Contents, source: str) -> Shaker:
     """Every module the runtime and the kernels need, cut from the entry modules."""
     by_module = kernel_modules(contents.kernels)
     generated = _generated_modules(env, contents, by_module, source)
-    mirror = (_mirror_module(env), False)
+    mirror = (mirror_module(env), False)
 
     def lookup(module: str) -> tuple[str, bool] | None:
         return mirror if module == MIRROR_MODULE else module_source(module)
@@ -226,78 +226,11 @@ def _generated_modules(
         source=source, modules=sorted(by_module), kernels=contents.kernels, features=contents.features,
         dtypes=None if contents.scalar_types is None else [SCALAR_TYPE_TO_DTYPE[c].name for c in contents.scalar_types],
     )
-    schema = _schema_module(env, None)  # what the shaker sees; written pruned by runtime_sources
+    schema = schema_module(env, None)  # what the shaker sees; written pruned by runtime_sources
     out = {SELECTED_MODULE: (selected, False), SCHEMA_MODULE: (schema, True)}
     for library in KERNEL_LIBRARIES:
         out[library] = (env.get_template("empty_package.py.j2").render(origin=library), True)
     return out
-
-
-def _schema_module(env: jinja2.Environment, names: set[str] | None) -> str:
-    """program.fbs, parsed here by the runtime's own parser, as compact Python literals.
-
-    names: the identifiers the runtime's code reads; only the tables and fields among them
-    (and those the root needs to reach them) are kept. None keeps everything.
-    """
-    schema: Schema = load_schema()
-    kept = _kept_tables(schema, names) if names is not None else schema.tables
-    tables = [
-        (table, " ".join(f"{f.name}:{f.type.kind}:{f.type.name}:{int(f.type.vector)}:{f.slot}" for f in fields))
-        for table, fields in kept.items()
-    ]
-    defaults = {
-        f"{table}.{f.name}": f.default
-        for table, fields in kept.items()
-        for f in fields
-        if (type(f.default), f.default) != (int, 0)  # keep False and 0.0 as they are
-    }
-    unions = {f.type.name for fields in kept.values() for f in fields if f.type.kind == "union"}
-    return env.get_template("schema.py.j2").render(
-        origin="schema/program.fbs", root_type=schema.root_type,
-        enums=repr({n: e for n, e in schema.enums.items() if names is None or n in names}),
-        unions=repr({n: m for n, m in schema.unions.items() if n in unions}), defaults=repr(defaults), tables=tables,
-    )
-
-
-def _kept_tables(schema: Schema, names: set[str]) -> dict[str, list[Field]]:
-    """The tables reachable from the root through fields named in `names`, with only those fields.
-
-    A union member is kept when the runtime names its type (it must, to handle it); the
-    reader rejects the others as unsupported.
-    """
-    kept: dict[str, list[Field]] = {}
-    todo = [schema.root_type, *(t for t in schema.tables if t in names)]
-    while todo:
-        table = todo.pop()
-        if table in kept:
-            continue
-        kept[table] = [f for f in schema.tables[table] if f.name in names]
-        for f in kept[table]:
-            if f.type.kind == "table":
-                todo.append(f.type.name)
-            elif f.type.kind == "union":
-                todo.extend(m for m in schema.unions[f.type.name] if m in names)
-    return {t: kept[t] for t in schema.tables if t in kept}
-
-
-def _mirror_module(env: jinja2.Environment) -> str:
-    """Source of the trimmed runtime's format/program.py (see format_program.py.j2)."""
-    schema = load_schema()
-    return env.get_template("format_program.py.j2").render(enums=list(schema.enums), tables=list(schema.tables))
-
-
-def _identifiers(texts: Iterable[str]) -> set[str]:
-    """Every name, attribute and imported name the given module sources mention."""
-    names: set[str] = set()
-    for text in texts:
-        for node in ast.walk(ast.parse(text)):
-            if isinstance(node, ast.Name):
-                names.add(node.id)
-            elif isinstance(node, ast.Attribute):
-                names.add(node.attr)
-            elif isinstance(node, ast.alias):
-                names.add(node.asname or node.name)
-    return names
 
 
 def _templates() -> jinja2.Environment:

@@ -51,8 +51,8 @@ def _promotes(plan: fb.ExecutionPlan, call: object) -> bool:
     """Whether a kernel call's tensor arguments are anything but all float32 or all float64."""
     if not isinstance(call, fb.KernelCall):
         return False
-    values = plan.values
-    types = {values[i].val.scalar_type for i in call.args if isinstance(values[i].val, fb.Tensor)}
+    args = [plan.values[i].val for i in call.args]
+    types = {v.scalar_type for v in args if isinstance(v, fb.Tensor)}
     return len(types) > 1 or not types <= NATIVE_FLOATS
 
 

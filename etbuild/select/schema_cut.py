@@ -1,0 +1,83 @@
+"""The trimmed runtime's schema: program.fbs cut to the tables and fields its code reads.
+
+The runtime decodes a program through a layout of the schema (etbuild.runtime.format.reader);
+a trimmed runtime ships that layout pre-parsed, with only what its shipped code names, and
+the types the reader builds (format_program.py.j2) are generated from it. A table the code
+never names is not decoded at all: a union member it does not name is rejected by the reader.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+import jinja2
+
+from etbuild.runtime.format.fbs import Field, Schema, load_schema
+
+
+def schema_module(env: jinja2.Environment, names: set[str] | None) -> str:
+    """program.fbs, parsed here by the runtime's own parser, as compact Python literals.
+
+    names: the identifiers the runtime's code reads; only the tables and fields among them
+    (and those the root needs to reach them) are kept. None keeps everything.
+    """
+    schema: Schema = load_schema()
+    kept = kept_tables(schema, names) if names is not None else schema.tables
+    tables = [
+        (table, " ".join(f"{f.name}:{f.type.kind}:{f.type.name}:{int(f.type.vector)}:{f.slot}" for f in fields))
+        for table, fields in kept.items()
+    ]
+    defaults = {
+        f"{table}.{f.name}": f.default
+        for table, fields in kept.items()
+        for f in fields
+        if (type(f.default), f.default) != (int, 0)  # keep False and 0.0 as they are
+    }
+    unions = {f.type.name for fields in kept.values() for f in fields if f.type.kind == "union"}
+    return env.get_template("schema.py.j2").render(
+        origin="schema/program.fbs", root_type=schema.root_type,
+        enums=repr({n: e for n, e in schema.enums.items() if names is None or n in names}),
+        unions=repr({n: m for n, m in schema.unions.items() if n in unions}), defaults=repr(defaults), tables=tables,
+    )
+
+
+def kept_tables(schema: Schema, names: set[str]) -> dict[str, list[Field]]:
+    """The tables reachable from the root through fields named in `names`, with only those fields.
+
+    A union member is kept when the runtime names its type (it must, to handle it); the
+    reader rejects the others as unsupported.
+    """
+    kept: dict[str, list[Field]] = {}
+    todo = [schema.root_type, *(t for t in schema.tables if t in names)]
+    while todo:
+        table = todo.pop()
+        if table in kept:
+            continue
+        kept[table] = [f for f in schema.tables[table] if f.name in names]
+        for f in kept[table]:
+            if f.type.kind == "table":
+                todo.append(f.type.name)
+            elif f.type.kind == "union":
+                todo.extend(m for m in schema.unions[f.type.name] if m in names)
+    return {t: kept[t] for t in schema.tables if t in kept}
+
+
+def mirror_module(env: jinja2.Environment) -> str:
+    """Source of the trimmed runtime's format/program.py (see format_program.py.j2)."""
+    schema = load_schema()
+    return env.get_template("format_program.py.j2").render(enums=list(schema.enums), tables=list(schema.tables))
+
+
+def identifiers(texts: Iterable[str]) -> set[str]:
+    """Every name, attribute and imported name the given module sources mention."""
+    names: set[str] = set()
+    for text in texts:
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Name):
+                names.add(node.id)
+            elif isinstance(node, ast.Attribute):
+                names.add(node.attr)
+            elif isinstance(node, ast.alias):
+                names.add(node.asname or node.name)
+    return names
