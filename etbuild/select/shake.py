@@ -12,15 +12,9 @@ A small linker over `ast`. Each top-level statement is classified:
     delete       `del NAME`: kept when every name it deletes is bound by kept code
     skip         `if TYPE_CHECKING:` blocks: dropped (annotations are dropped too)
 
-Constants (feature flags) are folded before a module is classified: `Shaker(constants=…)`
-gives values to top-level names of some modules, and every read of one, `alias.NAME` on a
-module alias or a bare name from `from module import NAME`, becomes its value. Then `if`,
-`elif`, `while`, `x if c else y`, `not` and `and`/`or` fold where the constants decide them,
-bottom-up, and what follows a `return`, `raise`, `break` or `continue` goes, so the code
-behind an off flag, and what only it used, does not ship; an import used only for flags goes
-with it. Code holding a `yield`, `global` or `nonlocal` stays even when it cannot run (its
-function would change). Names of such a module that have no value given stay ordinary uses.
-Assigning or deleting a constant is an `InternalError`.
+Constants (feature flags, `Shaker(constants=…)`) are folded into each module before it is
+classified (see `etbuild.select.fold`), so the code behind an off flag, and what only it
+used, does not ship.
 
 Uses are the global names a statement reads anywhere inside it, function bodies included
 (names local to a function or comprehension are not global reads); `alias.attr` on a module
@@ -44,6 +38,8 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 
 from etbuild.errors import InternalError
+from etbuild.select.astscope import alias_paths, bound_names, nonempty, scope_locals
+from etbuild.select.fold import Constants, fold_constants
 
 REGISTRY = "etbuild.kernels.registry"
 REGISTER_FN = "kernel"
@@ -142,9 +138,9 @@ def _statement(node: ast.stmt, kind: str, future: bool, refs: Mapping[str, Ref],
     uses = _Uses(future, exists)
     uses.visit(node)
     # A loop's targets are bound before its body reads them: not reads of other bindings.
-    own = _bound(node.target) if isinstance(node, (ast.For, ast.AsyncFor)) else set()
+    own = bound_names(node.target) if isinstance(node, (ast.For, ast.AsyncFor)) else set()
     return Statement(
-        node, kind, frozenset(_bound(node)), frozenset(uses.names - own),
+        node, kind, frozenset(bound_names(node)), frozenset(uses.names - own),
         frozenset((b, a) for b, a in uses.attrs if b not in own), tuple(uses.imports),
     )
 
@@ -184,82 +180,13 @@ def _import_refs(
 ) -> dict[str, Ref]:
     assert isinstance(node, (ast.Import, ast.ImportFrom))
     refs: dict[str, Ref] = {}
-    for alias, path in _alias_paths(node, module, is_package):
+    for alias, path in alias_paths(node, module, is_package):
         if isinstance(node, ast.Import) or exists(path):
             refs[alias] = ModuleRef(path)
         else:
             base, name = path.rsplit(".", 1)
             refs[alias] = NameRef(base, name)
     return refs
-
-
-def _alias_paths(node: ast.Import | ast.ImportFrom, module: str, is_package: bool) -> Iterator[tuple[str, str]]:
-    """(alias, the dotted path it is bound to) for each alias an import statement binds.
-
-    `import a.b.c` binds `a` to `a`; `from a.b import c` binds `c` to `a.b.c`, module or not.
-    """
-    if isinstance(node, ast.Import):
-        for a in node.names:
-            yield (a.asname, a.name) if a.asname else (a.name.split(".")[0], a.name.split(".")[0])
-        return
-    base = _absolute(node, module, is_package)
-    for a in node.names:
-        if a.name == "*":
-            raise InternalError(f"{module}: `from {base} import *` cannot be tree-shaken")
-        yield a.asname or a.name, f"{base}.{a.name}"
-
-
-def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
-    if not node.level:
-        return node.module or ""
-    parts = module.split(".")
-    package = parts if is_package else parts[:-1]
-    base = package[: len(package) - (node.level - 1)]
-    return ".".join(base + ([node.module] if node.module else []))
-
-
-def _bound(node: ast.AST) -> set[str]:
-    """The names a top-level statement binds in module scope."""
-    names: set[str] = set()
-    stack: list[ast.AST] = [node]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(n.name)
-            continue
-        if isinstance(n, (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)):
-            continue
-        if isinstance(n, ast.Name) and isinstance(n.ctx, (ast.Store, ast.Del)):
-            names.add(n.id)
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            names.update(a.asname or a.name.split(".")[0] for a in n.names)
-        stack.extend(ast.iter_child_nodes(n))
-    return names
-
-
-_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda, ast.ListComp, ast.SetComp,
-           ast.DictComp, ast.GeneratorExp)
-
-
-def _scope_locals(node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
-    """The names local to a function: its parameters and what its body binds (not `global`)."""
-    a = node.args
-    names = {x.arg for x in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if x is not None}
-    declared_global: set[str] = set()
-    stack: list[ast.AST] = list(node.body) if isinstance(node.body, list) else [node.body]
-    while stack:
-        n = stack.pop()
-        if isinstance(n, ast.Global):
-            declared_global.update(n.names)
-        elif isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-            names.add(n.name)
-        elif isinstance(n, ast.Name) and not isinstance(n.ctx, ast.Load):
-            names.add(n.id)
-        elif isinstance(n, (ast.Import, ast.ImportFrom)):
-            names.update(x.asname or x.name.split(".")[0] for x in n.names)
-        if not isinstance(n, _SCOPES):
-            stack.extend(ast.iter_child_nodes(n))
-    return names - declared_global
 
 
 class _Uses(ast.NodeVisitor):
@@ -298,7 +225,7 @@ class _Uses(ast.NodeVisitor):
         for d in [*node.args.defaults, *node.args.kw_defaults]:
             if d is not None:
                 self.visit(d)
-        self.scopes.append(_scope_locals(node))
+        self.scopes.append(scope_locals(node))
         outer_class, self.in_class = self.in_class, 0
         for s in node.body if isinstance(node.body, list) else [node.body]:
             self.visit(s)
@@ -634,226 +561,6 @@ def _defines(node: ast.stmt) -> str | None:
     return target.id if isinstance(target, ast.Name) else None
 
 
-# ---------------------------------------------------------------------------- constants
-
-
-Value = bool | int | str | None
-Constants = Mapping[str, Mapping[str, Value]]
-
-
-def fold_constants(tree: ast.Module, module: str, is_package: bool, constants: Constants) -> ast.Module:
-    """The module with its reads of `constants` replaced by their values and what they decide folded."""
-    flags = {f"{m}.{name}": value for m, names in constants.items() for name, value in names.items()}
-    paths = _import_paths(tree, module, is_package)
-    if not any(f == p or f.startswith(f"{p}.") for f in flags for p in paths.values()):
-        return tree  # reads no flag: left as written
-    folded = _Fold(module, paths, flags).visit(tree)
-    assert isinstance(folded, ast.Module)
-    return folded
-
-
-def _import_paths(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
-    """Top-level import aliases -> the dotted path each is bound to, for those nothing else rebinds."""
-    paths: dict[str, set[str]] = {}
-    other = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
-    for node in tree.body:
-        if isinstance(node, (ast.Import, ast.ImportFrom)):
-            for alias, path in _alias_paths(node, module, is_package):
-                paths.setdefault(alias, set()).add(path)
-        else:
-            other |= _bound(node)
-    return {alias: path.pop() for alias, path in paths.items() if len(path) == 1 and alias not in other}
-
-
-class _Fold(ast.NodeTransformer):
-    """Replaces reads of flags by constants, then folds bottom-up what the constants decide.
-
-    A flag is read as `alias.NAME` (alias bound to its module, or a chain `pkg.mod.NAME`) or as
-    a bare alias of `from mod import NAME`. Scopes are handled conservatively: a name bound in
-    any enclosing function, class or comprehension is never taken for the module's alias.
-    """
-
-    def __init__(self, module: str, paths: Mapping[str, str], flags: Mapping[str, Value]) -> None:
-        self.module = module
-        self.paths = paths
-        self.flags = flags
-        self.scopes: list[set[str]] = []
-
-    def generic_visit(self, node: ast.AST) -> ast.AST:
-        super().generic_visit(node)
-        for name in ("body", "orelse", "finalbody"):
-            stmts = getattr(node, name, None)
-            if isinstance(stmts, list):
-                setattr(node, name, _reachable(stmts))
-        return _nonempty(node)
-
-    # --- flag reads
-
-    def _flag(self, node: ast.expr) -> str | None:
-        """The flag an `alias.NAME` / `NAME` expression reads, if any."""
-        attrs: list[str] = []
-        while isinstance(node, ast.Attribute):
-            attrs.append(node.attr)
-            node = node.value
-        if not isinstance(node, ast.Name) or node.id not in self.paths or any(node.id in s for s in self.scopes):
-            return None
-        path = ".".join([self.paths[node.id], *reversed(attrs)])
-        return path if path in self.flags else None
-
-    def _read(self, node: ast.Name | ast.Attribute) -> ast.AST:
-        path = self._flag(node)
-        if path is None:
-            return self.generic_visit(node)
-        if not isinstance(node.ctx, ast.Load):
-            raise InternalError(
-                f"{self.module}, line {node.lineno}: `{ast.unparse(node)}` is assigned or deleted, but "
-                f"{path} is a constant (folded into the code that reads it)"
-            )
-        return ast.copy_location(ast.Constant(self.flags[path]), node)
-
-    visit_Name = visit_Attribute = _read
-
-    def _scope(self, node: ast.AST, names: set[str]) -> ast.AST:
-        self.scopes.append(names)
-        self.generic_visit(node)
-        self.scopes.pop()
-        return node
-
-    def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> ast.AST:
-        return self._scope(node, _scope_locals(node))
-
-    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
-
-    def visit_ClassDef(self, node: ast.ClassDef) -> ast.AST:
-        return self._scope(node, set().union(*(_bound(s) for s in node.body)))
-
-    def _comprehension(self, node: ast.ListComp | ast.SetComp | ast.DictComp | ast.GeneratorExp) -> ast.AST:
-        return self._scope(node, {n.id for g in node.generators for n in ast.walk(g.target) if isinstance(n, ast.Name)})
-
-    visit_ListComp = visit_SetComp = visit_DictComp = visit_GeneratorExp = _comprehension
-
-    # --- folding
-
-    def visit_If(self, node: ast.If) -> ast.AST | list[ast.stmt]:
-        self.generic_visit(node)
-        node.test = _truth(node.test)
-        if not isinstance(node.test, ast.Constant):
-            return node
-        taken, dropped = (node.body, node.orelse) if node.test.value else (node.orelse, node.body)
-        return _spliced(taken) if _droppable(dropped) else node
-
-    def visit_While(self, node: ast.While) -> ast.AST | list[ast.stmt]:
-        """`while False:` runs only its `else`; `while True:` stays."""
-        self.generic_visit(node)
-        node.test = _truth(node.test)
-        if isinstance(node.test, ast.Constant) and not node.test.value and _droppable(node.body):
-            return _spliced(node.orelse)
-        return node
-
-    def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
-        self.generic_visit(node)
-        node.test = _truth(node.test)
-        if not isinstance(node.test, ast.Constant):
-            return node
-        taken, dropped = (node.body, node.orelse) if node.test.value else (node.orelse, node.body)
-        return taken if _droppable([dropped]) else node
-
-    def visit_UnaryOp(self, node: ast.UnaryOp) -> ast.AST:
-        self.generic_visit(node)
-        if not isinstance(node.op, ast.Not):
-            return node
-        node.operand = _truth(node.operand)
-        if not isinstance(node.operand, ast.Constant):
-            return node
-        return ast.copy_location(ast.Constant(not node.operand.value), node)
-
-    def visit_BoolOp(self, node: ast.BoolOp) -> ast.AST:
-        self.generic_visit(node)
-        return _boolop(node, truth=False)
-
-    def visit_Assert(self, node: ast.Assert) -> ast.AST:
-        self.generic_visit(node)
-        node.test = _truth(node.test)
-        return node
-
-
-def _boolop(node: ast.BoolOp, truth: bool) -> ast.expr:
-    """`and`/`or` without the constant operands that cannot change its value (or, with truth, its truth).
-
-    Python returns the first operand that decides (falsy for `and`, truthy for `or`), else the
-    last: a deciding constant ends the expression, a neutral one that is not last goes. A trailing
-    neutral constant changes only the value, not the truth: `x and True` is `x` only in a test.
-    """
-    decides = isinstance(node.op, ast.Or)
-    values: list[ast.expr] = []
-    for i, v in enumerate(node.values):
-        if _constant_truth(v) is decides:
-            values.append(v)
-            break
-        if _constant_truth(v) is None or i == len(node.values) - 1:
-            values.append(v)
-    if truth and len(values) > 1 and _constant_truth(values[-1]) is (not decides):
-        values.pop()
-    if not _droppable(node.values[node.values.index(values[-1]) + 1 :]):
-        return node
-    node.values = values
-    return values[0] if len(values) == 1 else node
-
-
-def _constant_truth(node: ast.expr) -> bool | None:
-    """The truth of a constant; None for any other expression."""
-    return bool(node.value) if isinstance(node, ast.Constant) else None
-
-
-def _truth(node: ast.expr) -> ast.expr:
-    """node where only its truth is used (a test): `and`/`or` also lose trailing neutral constants."""
-    if not isinstance(node, ast.BoolOp):
-        return node
-    node.values = [_truth(v) for v in node.values]  # an operand's value is the result only through its truth
-    return _boolop(node, truth=True)
-
-
-def _droppable(nodes: list[ast.stmt] | list[ast.expr]) -> bool:
-    """Whether removing code that never runs leaves its scope as it was.
-
-    Not so with a `yield` (the function would stop being a generator) or a `global` /
-    `nonlocal` (they hold for the whole function, wherever they stand).
-    """
-    stack: list[ast.AST] = list(nodes)
-    while stack:
-        n = stack.pop()
-        if isinstance(n, (ast.Yield, ast.YieldFrom, ast.Global, ast.Nonlocal)):
-            return False
-        if not isinstance(n, _SCOPES):
-            stack.extend(ast.iter_child_nodes(n))
-    return True
-
-
-def _reachable(stmts: list[ast.stmt]) -> list[ast.stmt]:
-    """The statements up to the first `return`, `raise`, `break` or `continue` (what follows never runs)."""
-    for i, s in enumerate(stmts):
-        if isinstance(s, (ast.Return, ast.Raise, ast.Break, ast.Continue)):
-            return stmts[: i + 1] if _droppable(stmts[i + 1 :]) else stmts
-    return stmts
-
-
-def _spliced(body: list[ast.stmt]) -> list[ast.stmt]:
-    """A taken branch's statements for its enclosing block (a `pass` there would be noise)."""
-    return [s for s in body if not isinstance(s, ast.Pass)]
-
-
-def _nonempty(node: ast.AST) -> ast.AST:
-    """node with `pass` in each statement list it needs that has become empty."""
-    needed = {
-        "body": isinstance(node, (ast.stmt, ast.excepthandler, ast.match_case)),
-        "finalbody": getattr(node, "handlers", None) == [],  # a `try` needs handlers or a `finally`
-    }
-    for name, required in needed.items():
-        if required and getattr(node, name, None) == []:
-            setattr(node, name, [ast.Pass()])
-    return node
-
-
 # ---------------------------------------------------------------------------- output
 
 
@@ -876,7 +583,7 @@ class _Strip(ast.NodeTransformer):
             stmts = getattr(node, name, None)
             if isinstance(stmts, list):
                 setattr(node, name, [s for s in stmts if not _is_string(s)])
-        return _nonempty(node)
+        return nonempty(node)
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
         outer, self.in_class = self.in_class, False
