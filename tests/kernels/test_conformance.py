@@ -1,19 +1,25 @@
-"""Every registered kernel against torch, one test per operator, every claimed dtype."""
+"""Every registered kernel against torch, one test per operator, every claimed dtype; each
+kernel module's specs in the spec file named after it."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from etbuild import conformance
 from etbuild.kernels.registry import load_all
+from tests.kernels import conformance
 
 REGISTRY = load_all()
+HERE = Path(__file__).resolve().parent
+SPEC_FILES = sorted(p for p in HERE.rglob("*.py") if p.parent != HERE and not p.name.startswith(("test_", "__")))
 
 
 @pytest.mark.parametrize("name", sorted(REGISTRY))
 def test_kernel_matches_torch(name: str) -> None:
-    assert name in conformance.SPECS, f"{name} is registered but has no conformance spec"
+    where = conformance.spec_module(REGISTRY[name].module)
+    assert name in conformance.specs(), f"{name} is registered but {where} has no conformance spec for it"
     info = REGISTRY[name]
     failures = [
         f"[{r.dtype}] {f}"
@@ -24,7 +30,30 @@ def test_kernel_matches_torch(name: str) -> None:
 
 
 def test_every_spec_names_a_registered_kernel() -> None:
-    assert sorted(set(conformance.SPECS) - set(REGISTRY)) == []
+    assert sorted(set(conformance.specs()) - set(REGISTRY)) == []
+
+
+@pytest.mark.parametrize("path", SPEC_FILES, ids=lambda p: p.relative_to(HERE).as_posix())
+def test_a_spec_file_holds_the_specs_of_its_kernel_module_only(path: Path) -> None:
+    parts = path.relative_to(HERE).with_suffix("").parts
+    module, kernel_module = "tests.kernels." + ".".join(parts), "etbuild.kernels." + ".".join(parts)
+    specs = conformance.family_specs(module)
+    assert specs, f"{path} defines no SPECS, or no kernel module {kernel_module} exists"
+    elsewhere = {name: REGISTRY[name].module if name in REGISTRY else "nowhere" for name in specs}
+    assert {n: m for n, m in elsewhere.items() if m != kernel_module} == {}, f"{path}: kernels registered elsewhere"
+
+
+def test_spec_files_mirror_the_kernel_modules() -> None:
+    assert conformance.spec_module("etbuild.kernels.portable.pooling") == "tests.kernels.portable.pooling"
+    assert conformance.spec_module("etbuild.kernels.quantized.ops") == "tests.kernels.quantized.ops"
+    assert conformance.family_specs("tests.kernels.quantized.ops") == {}
+
+
+def test_a_spec_file_that_fails_to_import_is_an_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "broken_specs.py").write_text("import no_such_module_for_the_conformance_test\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(ModuleNotFoundError, match="no_such_module_for_the_conformance_test"):
+        conformance.family_specs("broken_specs")
 
 
 def test_harness_catches_a_wrong_kernel() -> None:
@@ -60,12 +89,12 @@ def test_main_prints_the_table_and_exits_zero(capsys: pytest.CaptureFixture[str]
 
 def test_main_exits_non_zero_on_a_failure(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     wrong = conformance.OpSpec(conformance.unary, ref=lambda c: c.args[0] + 1)
-    monkeypatch.setitem(conformance.SPECS, "aten::relu.out", wrong)
+    monkeypatch.setitem(conformance.specs(), "aten::relu.out", wrong)
     assert conformance.main(["aten::relu.out"]) == 1
     assert "FAIL aten::relu.out" in capsys.readouterr().err
 
 
 def test_a_registered_kernel_without_a_spec_fails(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delitem(conformance.SPECS, "aten::relu.out")
+    monkeypatch.delitem(conformance.specs(), "aten::relu.out")
     (result,) = conformance.check_all(["aten::relu.out"])
-    assert result.failures == ["no conformance spec"]
+    assert result.failures == ["no conformance spec in tests.kernels.portable.activation"]

@@ -6,8 +6,8 @@ import inspect
 
 import pytest
 
-from etbuild import conformance
 from etbuild.kernels.registry import load_all
+from tests.kernels import conformance
 
 REGISTRY = load_all()
 # Schemas torch cannot show without the executorch package: argument counts, outs included.
@@ -27,7 +27,7 @@ def schema_arity(name: str) -> int:
         return len(op._schema.arguments)
     if name in NON_TORCH:
         return NON_TORCH[name]
-    first = next(iter(conformance.SPECS[name].cases(conformance.Gen(name, None))))
+    first = next(iter(conformance.specs()[name].cases(conformance.Gen(name, None))))
     return len(first.args)
 
 
