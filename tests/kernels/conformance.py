@@ -238,8 +238,9 @@ class SpecTable(dict[str, OpSpec]):
 
 
 def spec_module(kernel_module: str) -> str:
-    """The spec file of a kernel module: etbuild.kernels.portable.pooling -> tests.kernels.portable.pooling."""
-    return "tests.kernels." + kernel_module.removeprefix("etbuild.kernels.")
+    """The spec module of a kernel module, as tests mirror modules: etbuild.kernels.portable.pooling ->
+    tests.kernels.portable.pooling."""
+    return "tests." + kernel_module.removeprefix("etbuild.")
 
 
 def family_specs(module: str) -> SpecTable:
