@@ -65,7 +65,7 @@ class StageReporter:
         print(f"  {task.name:<32} ...{status}" if self.parallel else status, file=self.stream, flush=True)
 
     def add_success(self, task: Any) -> None:
-        seconds = time.perf_counter() - self._start.get(task.name, time.perf_counter())
+        seconds = task.values.get("seconds", time.perf_counter() - self._start.get(task.name, time.perf_counter()))
         self.result.executed.append(task.name)
         self.result.seconds[task.name] = seconds
         self._end_line(task, f" {seconds:7.2f} s")
@@ -78,7 +78,7 @@ class StageReporter:
         if not known:
             print(f"\nerror: {task.name}: internal error\n{fail.get_msg()}", file=self.stream)
         elif self.debug:
-            print(f"\nerror: {task.name}: {fail.message}\n{''.join(fail.traceback)}", file=self.stream)
+            print(f"\nerror: {task.name}: {fail.message}\n{fail.trace}", file=self.stream)
         else:
             print(f"\nerror: {task.name}: {fail.message}\n", file=self.stream)
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
+import traceback
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
@@ -36,8 +38,13 @@ STAGES = ("export", "lower", "plan", "emit", "select", "verify")
 
 
 class StageFailure(TaskFailed):
-    """A stage's etbuild error as doit's task result: `message` is the one paragraph to report,
-    `traceback` the trace for `--debug`; both travel from a worker process to the parent."""
+    """A stage's etbuild error as doit's task result: `message` is the one paragraph to report
+    (all that doit's own reporter prints), `trace` the traceback for `--debug`. Both are text,
+    so they travel from a worker process to the parent."""
+
+    def __init__(self, exc: EtbuildError) -> None:
+        super().__init__(str(exc))
+        self.trace = "".join(traceback.format_exception(exc))
 
 
 @dataclass(frozen=True)
@@ -107,17 +114,19 @@ def _key(recipe: Recipe, sections: tuple[str, ...], version: str) -> dict[str, A
 
 
 def _action(task_name: str, fn: Callable[..., None], *args: Any) -> Callable[[], Any]:
-    """A doit python-action that returns an etbuild error as a StageFailure (one paragraph)."""
+    """A doit python-action: an etbuild error becomes a StageFailure (one paragraph); success
+    returns `{"seconds": …}`, the time measured where the stage ran (a worker under `-n`)."""
     creator = os.getpid()
 
     def run() -> Any:
         if os.getpid() != creator:
             _worker_threads()
+        start = time.perf_counter()
         try:
             fn(*args)
         except EtbuildError as exc:
-            return StageFailure(str(exc), exception=exc)
-        return None
+            return StageFailure(exc)
+        return {"seconds": time.perf_counter() - start}
 
     run.__name__ = task_name
     return run

@@ -95,3 +95,10 @@ def test_an_error_that_is_not_etbuild_s_keeps_its_type_and_traceback_with_the_st
     assert str(err.value) == "boom"
     assert err.value.__notes__ == ["raised in p step 'b' (after a)"]
     assert err.value.__traceback__ is not None
+
+
+def test_docs_list_every_step_as_the_pipeline_does():
+    docs = (Path(__file__).resolve().parents[2] / "docs" / "lowering.md").read_text()
+    for i, step in enumerate(LOWERING.steps, 1):
+        row = f"| {i:02d} | `{step.name}` | {step.takes.name} → {step.gives.name} | {step.doc} |"
+        assert row in docs
