@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from etbuild.errors import InternalError
 from etbuild.lowering.forms import GraphProgram, LoweredProgram
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.tensor import numpy_dtype
@@ -29,7 +30,7 @@ def listing(form: Any) -> str:
         return "\n\n".join(_graph_method(m.name, m.exported, m.constants) for m in form.methods)
     if isinstance(form, LoweredProgram):
         return program_listing(form.program)
-    raise TypeError(f"no listing for {type(form).__name__}")
+    raise InternalError(f"no listing for a {type(form).__name__}: a lowering step gave a form listing.py does not know")
 
 
 def _graph_method(name: str, exported: Any, constants: Any) -> str:

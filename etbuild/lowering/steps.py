@@ -67,7 +67,9 @@ class Pipeline:
     def select(self, requested: Iterable[str]) -> tuple[str, ...]:
         """The step names asked for (`all` is every step), in pipeline order; an unknown name is a UsageError."""
         wanted = set(requested)
-        for name in sorted(wanted - {ALL, *self.names}):
+        unknown = sorted(wanted - {ALL, *self.names})
+        if unknown:
+            name = unknown[0]
             raise UsageError(f"unknown {self.name} step {name!r}{did_you_mean(name, list(self.names))}; "
                              f"the steps are: {', '.join(self.names)} (or '{ALL}')")
         return self.names if ALL in wanted else tuple(n for n in self.names if n in wanted)

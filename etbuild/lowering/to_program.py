@@ -73,11 +73,12 @@ class GraphConverter:
             if node.op != "placeholder":
                 continue
             spec = kinds[node.name]
-            if spec.kind == InputKind.USER_INPUT:
-                self.env[node] = self.new_tensor(node.meta["val"])
-                inputs.append(self.env[node])
-            elif node not in self.consts:
-                self.env[node] = self.mutable_buffer(node, spec.target)
+            with at_node(node):
+                if spec.kind == InputKind.USER_INPUT:
+                    self.env[node] = self.new_tensor(node.meta["val"])
+                    inputs.append(self.env[node])
+                elif node not in self.consts:
+                    self.env[node] = self.mutable_buffer(node, spec.target)
         results = self.convert_graph(self.ep.graph)
         outputs = self.write_back(results)
         return self.b.build(inputs, outputs)
@@ -85,11 +86,11 @@ class GraphConverter:
     def convert_graph(self, graph: Graph) -> list[Any]:
         """Emit every call of a graph; return its output values (nodes are looked up in env)."""
         for node in graph.nodes:
-            if node.op == "call_function" and node not in self.consts:
-                with at_node(node):
+            with at_node(node):
+                if node.op == "call_function" and node not in self.consts:
                     self.call(node)
-            elif node.op == "output":
-                return [self.value_of(n) if isinstance(n, Node) else n for n in _flatten(node.args[0])]
+                elif node.op == "output":
+                    return [self.value_of(n) if isinstance(n, Node) else n for n in _flatten(node.args[0])]
         return []
 
     def mutable_buffer(self, node: Node, target: str | None) -> int:

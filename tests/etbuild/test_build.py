@@ -78,6 +78,7 @@ def test_no_temporary_files_are_left(project):
         "export", "lowered.unplanned", "memory.json", "memory.svg", "plan.json", "runtime", "select.json",
         "selected_operators.yaml", "tiny.pte", "verify.json"]
     assert [p.name for p in (root / "tiny" / "export").iterdir()] == ["forward.pt2"]
+    assert list(root.rglob("*.pte")) == [root / "tiny" / "tiny.pte"]  # the intermediate is not named as a product
 
 
 def test_operator_without_kernel_fails_the_build_naming_it(tmp_path):
