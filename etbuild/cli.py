@@ -23,10 +23,12 @@ def _build(args: argparse.Namespace) -> int:
     if not paths:
         print(f"no recipes under {args.recipes_dir}", file=sys.stderr)
         return 2
-    result = build(paths, Path(args.build_dir), debug=args.debug)
+    result = build(paths, Path(args.build_dir), debug=args.debug, jobs=args.jobs, dump_after=args.dump_after)
     ran, fresh = len(result.executed), len(result.up_to_date)
     status = "failed" if result.exit_code else "ok"
     print(f"{status}: {len(paths)} recipe(s), {ran} task(s) run, {fresh} up to date")
+    if args.dump_after:
+        print(f"lowering dumps: {args.build_dir}/<recipe>/dump/")
     return 3 if result.exit_code else 0
 
 
@@ -77,6 +79,9 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("recipes", nargs="*", help="recipe files")
     b.add_argument("--recipes-dir", default="recipes")
     b.add_argument("--build-dir", default="build")
+    b.add_argument("-n", "--jobs", type=int, default=1, metavar="N", help="run N stages at once (worker processes)")
+    b.add_argument("--dump-after", action="append", default=[], metavar="STEP",
+                   help="write the form after lowering step STEP (or 'all') to build/<recipe>/dump/; repeatable")
     b.set_defaults(fn=_build)
     s = sub.add_parser("select", parents=[common], help="one trimmed runtime for several recipes")
     s.add_argument("--union", nargs="+", required=True, metavar="RECIPE", help="recipe files")

@@ -4,6 +4,8 @@ User mistakes (a bad recipe, a bad input) are separate from broken invariants
 (`InternalError`). The CLI prints the message, not a traceback, unless `--debug`.
 """
 
+import difflib
+
 
 class EtbuildError(Exception):
     """Base of every error etbuild raises on purpose."""
@@ -13,6 +15,12 @@ class EtbuildError(Exception):
 
 class RecipeError(EtbuildError):
     """A recipe is malformed: the message names file:line:column and the key path."""
+
+    exit_code = 2
+
+
+class UsageError(EtbuildError):
+    """A command or call asked for something that does not exist (an unknown lowering step, ...)."""
 
     exit_code = 2
 
@@ -51,3 +59,9 @@ class InternalError(EtbuildError):
     """An invariant of etbuild itself is broken: a bug to report, not a user mistake."""
 
     exit_code = 70
+
+
+def did_you_mean(word: str, choices: list[str]) -> str:
+    """` — did you mean 'x'?` for the closest choice, or ``."""
+    close = difflib.get_close_matches(word, choices, n=1)
+    return f" — did you mean '{close[0]}'?" if close else ""

@@ -11,7 +11,6 @@ Functions that take `method` default to `forward`, the one method of a recipe wi
 
 from __future__ import annotations
 
-import difflib
 import hashlib
 import importlib
 import importlib.util
@@ -24,6 +23,7 @@ from typing import Any
 
 import torch
 
+from etbuild.errors import did_you_mean
 from etbuild.recipe import InputSpec, MethodSpec, Recipe
 
 TORCH_DTYPES: Mapping[str, torch.dtype] = MappingProxyType(
@@ -90,7 +90,7 @@ def _method_problem(model: torch.nn.Module, name: str) -> str | None:
         )
     if not hasattr(model, name):
         message = f"the model ({owner}) has no method '{name}'"
-        return message + _did_you_mean_among(name, _own_methods(type(model)))
+        return message + did_you_mean(name, _own_methods(type(model)))
     value = getattr(model, name)
     if not inspect.ismethod(value):
         return f"expected a method; the model's ({owner}) '{name}' is a {type(value).__name__}"
@@ -214,12 +214,7 @@ def _resolve_factory(recipe: Recipe) -> Callable[..., Any]:
 
 def _did_you_mean(name: str, owner: Any) -> str:
     public = [attribute for attribute in dir(owner) if not attribute.startswith("_")]
-    return _did_you_mean_among(name, public)
-
-
-def _did_you_mean_among(name: str, choices: list[str]) -> str:
-    close = difflib.get_close_matches(name, choices, n=1)
-    return f" — did you mean '{close[0]}'?" if close else ""
+    return did_you_mean(name, public)
 
 
 def _import_module(recipe: Recipe, name: str) -> ModuleType:

@@ -32,9 +32,9 @@ class Compiled:
 
 def compile_exported(methods: Mapping[str, ExportedProgram], memory: MemoryConfig = DEFAULT_MEMORY) -> Compiled:
     """Compile exported methods (name → ExportedProgram) into one `.pte`."""
-    program, segments = lower(methods)
-    plans = [plan_method(p, memory).plan for p in program.execution_plan]
-    return Compiled(write_program(emit(program, plans), segments), plans)
+    lowered = lower(methods)
+    plans = [plan_method(p, memory).plan for p in lowered.program.execution_plan]
+    return Compiled(write_program(emit(lowered.program, plans), list(lowered.segments)), plans)
 
 
 def compile_module(

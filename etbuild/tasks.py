@@ -4,12 +4,24 @@ Each task reads and writes files under `build/<recipe>/`. It is up to date when 
 it reads (doit's `file_dep`, by content) and a key made of exactly the recipe fields it
 reads plus the etbuild and torch versions (`config_changed`) are unchanged. Editing
 `verify.atol` re-runs verify only; editing `memory` re-runs plan and what follows.
+
+Lowering dumps (`dump_after`) are extra targets of the lower task, not part of its key: a
+missing dump makes lower run once more (its output bytes are the same, so plan and what
+follows stay up to date), and a build without dumps leaves lower up to date. Each lower run
+empties `dump/` first, so no dump outlives the lowering it shows.
+
+A failing stage returns a `StageFailure` carrying its one-paragraph message: doit hands the
+task's result back to the parent process under `-n`, so a parallel build reports failures
+as a serial one does.
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator
+import os
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -23,7 +35,16 @@ from etbuild.errors import EtbuildError
 from etbuild.recipe import Recipe
 
 STAGES = ("export", "lower", "plan", "emit", "select", "verify")
-FAILURES: dict[str, EtbuildError] = {}
+
+
+class StageFailure(TaskFailed):
+    """A stage's etbuild error as doit's task result: `message` is the one paragraph to report
+    (all that doit's own reporter prints), `trace` the traceback for `--debug`. Both are text,
+    so they travel from a worker process to the parent."""
+
+    def __init__(self, exc: EtbuildError) -> None:
+        super().__init__(str(exc))
+        self.trace = "".join(traceback.format_exception(exc))
 
 
 @dataclass(frozen=True)
@@ -34,13 +55,22 @@ class Artifacts:
     name: str
     methods: tuple[str, ...]
 
+    @classmethod
+    def of(cls, recipe: Recipe, build_root: Path) -> Artifacts:
+        return cls(build_root / recipe.name, recipe.name, tuple(m.name for m in recipe.model.methods))
+
     @property
     def exports(self) -> dict[str, Path]:
         return {m: self.root / "export" / f"{m}.pt2" for m in self.methods}
 
     @property
     def lowered(self) -> Path:
-        return self.root / "lowered.pte"
+        """The unplanned program: the `.pte` format, but an intermediate, so not named `.pte`."""
+        return self.root / "lowered.unplanned"
+
+    @property
+    def dump_dir(self) -> Path:
+        return self.root / "dump"
 
     @property
     def plan(self) -> Path:
@@ -84,18 +114,30 @@ def _key(recipe: Recipe, sections: tuple[str, ...], version: str) -> dict[str, A
 
 
 def _action(task_name: str, fn: Callable[..., None], *args: Any) -> Callable[[], Any]:
-    """A doit python-action that records etbuild errors for a one-paragraph report."""
+    """A doit python-action: an etbuild error becomes a StageFailure (one paragraph); success
+    returns `{"seconds": …}`, the time measured where the stage ran (a worker under `-n`)."""
+    creator = os.getpid()
 
     def run() -> Any:
+        if os.getpid() != creator:
+            _worker_threads()
+        start = time.perf_counter()
         try:
             fn(*args)
         except EtbuildError as exc:
-            FAILURES[task_name] = exc
-            return TaskFailed(str(exc))
-        return None
+            return StageFailure(exc)
+        return {"seconds": time.perf_counter() - start}
 
     run.__name__ = task_name
     return run
+
+
+def _worker_threads() -> None:
+    """In a worker forked by `doit -n`, run torch on one thread: the workers share the cores,
+    and an OpenMP pool inherited from the parent hangs at its first parallel region."""
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def model_files(recipe: Recipe) -> list[Path]:
@@ -115,17 +157,20 @@ def allowlist_files(recipe: Recipe) -> list[Path]:
     return [recipe.path.parent / e[1:] for e in entries if e.startswith("@")]
 
 
-def recipe_tasks(recipe: Recipe, build_root: Path, version: str) -> Iterator[dict[str, Any]]:
-    """The task dicts of one recipe, in stage order."""
+def recipe_tasks(
+    recipe: Recipe, build_root: Path, version: str, dump_after: Sequence[str] = ()
+) -> Iterator[dict[str, Any]]:
+    """The task dicts of one recipe, in stage order; `dump_after` names lowering steps to dump."""
     from etbuild.stages import emit, export, lower, plan, select, verify
 
-    a = Artifacts(build_root / recipe.name, recipe.name, tuple(m.name for m in recipe.model.methods))
+    a = Artifacts.of(recipe, build_root)
     model_deps = [str(p) for p in model_files(recipe)]
     exports = [str(p) for p in a.exports.values()]
+    dumps = list(lower.dump_files(a.dump_dir, dump_after).values())
     # stage -> (action, its arguments, files it reads, files it writes, recipe sections it reads)
     specs: dict[str, tuple[Callable[..., None], tuple[Any, ...], list[str], list[Any], tuple[str, ...]]] = {
         "export": (export.run_export, (recipe, a.exports), model_deps, exports, ("model",)),
-        "lower": (lower.run_lower, (a.exports, a.lowered), exports, [a.lowered], ()),
+        "lower": (lower.run_lower, (a.exports, a.lowered, a.dump_dir, dump_after), exports, [a.lowered, *dumps], ()),
         "plan": (plan.run_plan, (a.lowered, recipe.memory, a.root), [str(a.lowered)], a.memory, ("memory",)),
         "emit": (emit.run_emit, (a.lowered, a.plan, a.pte), [str(a.lowered), str(a.plan)], [a.pte], ()),
         "select": (

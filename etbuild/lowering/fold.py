@@ -9,12 +9,16 @@ the stored constant becomes the transposed weight, and the call does no transpos
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch._ops import OpOverload
 from torch.export import ExportedProgram
 from torch.fx import Node
+
+from etbuild.lowering.forms import GraphMethod
+from etbuild.lowering.steps import at_node
 
 SLACK_BYTES = 64
 
@@ -34,16 +38,17 @@ def constant_inputs(ep: ExportedProgram) -> dict[Node, torch.Tensor]:
     return {n: names[n.name].detach() for n in ep.graph.nodes if n.op == "placeholder" and n.name in names}
 
 
-def fold_constants(ep: ExportedProgram) -> dict[Node, torch.Tensor]:
-    """Every node whose value is known at build time, with that value."""
-    consts = constant_inputs(ep)
-    for node in ep.graph.nodes:
+def fold_constants(method: GraphMethod) -> GraphMethod:
+    """The method with every node whose value is known at build time, and that value, as constants."""
+    consts = constant_inputs(method.exported)
+    for node in method.exported.graph.nodes:
         op = node.target
         if node.op == "call_function" and isinstance(op, OpOverload) and _foldable(node, op, consts):
-            result = _evaluate(node, op, consts)
+            with at_node(node):
+                result = _evaluate(node, op, consts)
             if result is not None:
                 consts[node] = result
-    return consts
+    return replace(method, constants=consts)
 
 
 def _foldable(node: Node, op: OpOverload, consts: dict[Node, torch.Tensor]) -> bool:

@@ -9,10 +9,14 @@ feeds only the BatchNorm. The program then has no BatchNorm call at all.
 from __future__ import annotations
 
 import operator
+from dataclasses import replace
 from typing import Any, NamedTuple
 
 import torch
 from torch.fx import Graph, Node
+
+from etbuild.lowering.forms import GraphMethod
+from etbuild.lowering.steps import at_node
 
 aten = torch.ops.aten
 
@@ -60,28 +64,34 @@ def _folded(fold: _Fold, bn: Node, consts: dict[Node, torch.Tensor]) -> tuple[to
     return new_weight.to(weight.dtype).contiguous(), shift.to(weight.dtype)
 
 
-def fuse_batch_norm(graph: Graph, consts: dict[Node, torch.Tensor]) -> int:
-    """Fold every foldable conv → BatchNorm pair in place; returns how many were folded."""
+def fuse_batch_norm(method: GraphMethod) -> GraphMethod:
+    """Fold every foldable conv → BatchNorm pair of the method's graph (edited in place)."""
+    graph, consts = method.exported.graph, dict(method.constants)
     folded = 0
     for bn in list(graph.nodes):
-        if bn.target is not aten._native_batch_norm_legit_no_training.default:
-            continue
-        fold = _conv_feeding(bn, consts)
-        users = list(bn.users)
-        if fold is None or any(u.target is not operator.getitem or (u.args[1] != 0 and u.users) for u in users):
-            continue
-        conv = fold.conv
-        weight, bias = _folded(fold, bn, consts)
-        with graph.inserting_before(conv):
-            w_node = graph.create_node("get_attr", f"_folded_bn_weight_{folded}")
-            b_node = graph.create_node("get_attr", f"_folded_bn_bias_{folded}")
-        consts[w_node], consts[b_node] = weight, bias
-        w_node.meta["val"], b_node.meta["val"] = weight, bias
-        conv.args = (conv.args[0], w_node, b_node, *conv.args[3:])
-        for u in users:
-            if u.args[1] == 0:
-                u.replace_all_uses_with(conv)
-            graph.erase_node(u)
-        graph.erase_node(bn)
-        folded += 1
-    return folded
+        if bn.target is aten._native_batch_norm_legit_no_training.default:
+            with at_node(bn):
+                folded += _fold_into_conv(graph, bn, consts, folded)
+    return replace(method, constants=consts)
+
+
+def _fold_into_conv(graph: Graph, bn: Node, consts: dict[Node, torch.Tensor], index: int) -> int:
+    """Fold one BatchNorm into its convolution if it can be (1), else leave it (0)."""
+    fold = _conv_feeding(bn, consts)
+    users = list(bn.users)
+    if fold is None or any(u.target is not operator.getitem or (u.args[1] != 0 and u.users) for u in users):
+        return 0
+    conv = fold.conv
+    weight, bias = _folded(fold, bn, consts)
+    with graph.inserting_before(conv):
+        w_node = graph.create_node("get_attr", f"_folded_bn_weight_{index}")
+        b_node = graph.create_node("get_attr", f"_folded_bn_bias_{index}")
+    consts[w_node], consts[b_node] = weight, bias
+    w_node.meta["val"], b_node.meta["val"] = weight, bias
+    conv.args = (conv.args[0], w_node, b_node, *conv.args[3:])
+    for u in users:
+        if u.args[1] == 0:
+            u.replace_all_uses_with(conv)
+        graph.erase_node(u)
+    graph.erase_node(bn)
+    return 1

@@ -1,4 +1,4 @@
-"""Where a graph node came from: the model source line and the module path, as Frames."""
+"""Where a graph node came from: the model source line and the module path, as Frames and as text."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import re
 from torch.fx import Node
 
 from etbuild.runtime.format import program as fb
+from etbuild.select.selection import SourceLocation
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n\s*(?P<code>[^\n]*)')
 MODULE_FRAME_FILE = "<module>"
@@ -31,3 +32,11 @@ def module_path(node: Node) -> str:
     path, cls = list(stack.values())[-1]
     cls_name = cls.rsplit(".", 1)[-1] if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
     return f"{path or '<root>'} ({cls_name})"
+
+
+def node_location(node: Node) -> str:
+    """`features.0 (Conv2d) at model.py:12: x = self.conv(x)`, or '' when the node records neither."""
+    frame = node_frame(node)
+    if frame is None or (frame.lineno <= 0 and not frame.name):
+        return ""
+    return SourceLocation.from_frame(frame).describe()

@@ -1,14 +1,15 @@
-"""Converts folded core-ATen graphs into unplanned ExecutionPlans (edge dialect → program).
+"""Converts folded core-ATen graphs into an unplanned program (the to-program lowering step).
 
-Takes: an ExportedProgram after `run_decompositions()` and its folded constants.
-Gives: an `fb.ExecutionPlan` whose every call is an out-variant KernelCall with the format's
-argument convention (every schema argument in order, defaults written out, then the
-result), tensors without allocation_info (memory planning is the next stage), and one
-FrameList per instruction naming the model source line and module path. Beyond plain
-calls it lowers: `torch.cond` (both branches inlined between JumpFalse/Move instructions),
-symbolic sizes (`sym_size.int` and prim ops on Int values; tensors planned at their upper
-bound as DYNAMIC_BOUND), and mutable buffers (planned, initial state in the mutable data
-segment, written back by `aten::copy_` at the end of the method).
+Takes: a GraphProgram in core ATen with its folded constants. Gives: a LoweredProgram whose
+methods share one constant segment (and one mutable-state segment). In each ExecutionPlan
+every call is an out-variant KernelCall with the format's argument convention (every schema
+argument in order, defaults written out, then the result), tensors have no allocation_info
+(memory planning is the next stage), and one FrameList per instruction names the model
+source line and module path. Beyond plain calls it lowers: `torch.cond` (both branches
+inlined between JumpFalse/Move instructions), symbolic sizes (`sym_size.int` and prim ops on
+Int values; tensors planned at their upper bound as DYNAMIC_BOUND), and mutable buffers
+(planned, initial state in the mutable data segment, written back by `aten::copy_` at the
+end of the method).
 """
 
 from __future__ import annotations
@@ -25,24 +26,42 @@ from torch.fx import Graph, Node
 from etbuild.errors import StageError
 from etbuild.lowering.builder import ConstantPool, PlanBuilder
 from etbuild.lowering.dtypes import scalar_type, tensor_bytes
+from etbuild.lowering.forms import GraphMethod, GraphProgram, LoweredProgram
 from etbuild.lowering.out_variants import copy_variant, operator_name, out_variant
 from etbuild.lowering.sources import node_frame
+from etbuild.lowering.steps import at_node, in_method
 from etbuild.lowering.symbolic import PRIM_OPS, shape_bounds
 from etbuild.runtime.format import program as fb
 
 _MEMORY_FORMATS = {torch.contiguous_format: 0, torch.preserve_format: 1}
 
 
+def to_program(graph: GraphProgram) -> LoweredProgram:
+    """Every method converted, with the constant and mutable-state segments they share."""
+    pool, mutable = ConstantPool(), ConstantPool()
+    plans = []
+    for method in graph.methods:
+        with in_method(method.name):
+            plans.append(GraphConverter(method, pool, mutable).convert())
+    data, offsets = pool.segment()
+    program = fb.Program(
+        version=0, execution_plan=plans, constant_segment=fb.SubsegmentOffsets(segment_index=0, offsets=offsets)
+    )
+    segments = [data]
+    if mutable.blobs:
+        state, state_offsets = mutable.segment()
+        program.mutable_data_segments = [fb.SubsegmentOffsets(segment_index=1, offsets=state_offsets)]
+        segments.append(state)
+    return LoweredProgram(program, tuple(segments))
+
+
 class GraphConverter:
     """One method: graph nodes in, plan values and instructions out."""
 
-    def __init__(
-        self, ep: ExportedProgram, consts: dict[Node, torch.Tensor], name: str, pool: ConstantPool,
-        mutable_pool: ConstantPool,
-    ) -> None:
-        self.ep = ep
-        self.consts = consts
-        self.b = PlanBuilder(name, pool)
+    def __init__(self, method: GraphMethod, pool: ConstantPool, mutable_pool: ConstantPool) -> None:
+        self.ep = method.exported
+        self.consts = method.constants
+        self.b = PlanBuilder(method.name, pool)
         self.mutable_pool = mutable_pool
         self.env: dict[Node, Any] = {}
 
@@ -54,11 +73,12 @@ class GraphConverter:
             if node.op != "placeholder":
                 continue
             spec = kinds[node.name]
-            if spec.kind == InputKind.USER_INPUT:
-                self.env[node] = self.new_tensor(node.meta["val"])
-                inputs.append(self.env[node])
-            elif node not in self.consts:
-                self.env[node] = self.mutable_buffer(node, spec.target)
+            with at_node(node):
+                if spec.kind == InputKind.USER_INPUT:
+                    self.env[node] = self.new_tensor(node.meta["val"])
+                    inputs.append(self.env[node])
+                elif node not in self.consts:
+                    self.env[node] = self.mutable_buffer(node, spec.target)
         results = self.convert_graph(self.ep.graph)
         outputs = self.write_back(results)
         return self.b.build(inputs, outputs)
@@ -66,10 +86,11 @@ class GraphConverter:
     def convert_graph(self, graph: Graph) -> list[Any]:
         """Emit every call of a graph; return its output values (nodes are looked up in env)."""
         for node in graph.nodes:
-            if node.op == "call_function" and node not in self.consts:
-                self.call(node)
-            elif node.op == "output":
-                return [self.value_of(n) if isinstance(n, Node) else n for n in _flatten(node.args[0])]
+            with at_node(node):
+                if node.op == "call_function" and node not in self.consts:
+                    self.call(node)
+                elif node.op == "output":
+                    return [self.value_of(n) if isinstance(n, Node) else n for n in _flatten(node.args[0])]
         return []
 
     def mutable_buffer(self, node: Node, target: str | None) -> int:
@@ -131,12 +152,12 @@ class GraphConverter:
         elif isinstance(target, OpOverload):
             self.kernel(node, out_variant(copy_variant(target)))
         elif isinstance(target, HigherOrderOperator):
-            raise StageError(f"node {node.name}: {target.name()} is not supported yet")
+            raise StageError(f"{target.name()} is not supported yet")
         else:
-            raise StageError(f"node {node.name}: {target} is not an ATen operator")
+            raise StageError(f"{target} is not an ATen operator")
 
     def prim_call(self, node: Node, name: str) -> None:
-        args = [self.value_of(a) if isinstance(a, Node) else self.scalar_value(a, node) for a in node.args]
+        args = [self.value_of(a) if isinstance(a, Node) else self.scalar_value(a) for a in node.args]
         result = node.meta.get("val")
         if isinstance(result, (bool, torch.SymBool)):
             self.env[node] = self.b.bool_value(False)
@@ -209,10 +230,10 @@ class GraphConverter:
         if isinstance(typ, torch._C.TensorType):
             return self.scalar_tensor(value)
         if isinstance(value, (list, tuple)):
-            return self.list_value(list(value), typ.getElementType(), node)
-        return self.scalar_value(value, node)
+            return self.list_value(list(value), typ.getElementType())
+        return self.scalar_value(value)
 
-    def scalar_value(self, value: Any, node: Node) -> int:
+    def scalar_value(self, value: Any) -> int:
         if isinstance(value, torch.dtype):
             return self.b.int_value(scalar_type(value))
         if isinstance(value, torch.memory_format):
@@ -227,7 +248,7 @@ class GraphConverter:
             return self.b.double_value(value)
         if isinstance(value, str):
             return self.b.string_value(value)
-        raise StageError(f"node {node.name}: cannot store argument {value!r} of type {type(value).__name__}")
+        raise StageError(f"cannot store argument {value!r} of type {type(value).__name__}")
 
     def scalar_tensor(self, value: Any) -> int:
         """A Python number where the schema wants a tensor becomes a 0-d constant."""
@@ -240,7 +261,7 @@ class GraphConverter:
         self.b.kernel_call("aten::scalar_tensor", "out", [self.value_of(value), out, out], node_frame(node))
         return out
 
-    def list_value(self, items: list[Any], elem: Any, node: Node) -> int:
+    def list_value(self, items: list[Any], elem: Any) -> int:
         if isinstance(elem, torch._C.OptionalType) and isinstance(elem.getElementType(), torch._C.TensorType):
             return self.b.optional_tensor_list([self.value_of(i) if i is not None else -1 for i in items])
         if isinstance(elem, torch._C.TensorType):
@@ -263,7 +284,7 @@ def _arg_node(node: Node, i: int) -> Node:
     """Argument i of a node, which must be another node (a graph value)."""
     arg = node.args[i]
     if not isinstance(arg, Node):
-        raise StageError(f"node {node.name}: argument {i} is {arg!r}; expected a value computed by the graph")
+        raise StageError(f"argument {i} is {arg!r}; expected a value computed by the graph")
     return arg
 
 
@@ -271,7 +292,7 @@ def _arg_int(node: Node, i: int) -> int:
     """Argument i of a node, which must be a Python int."""
     arg = node.args[i]
     if not isinstance(arg, int):
-        raise StageError(f"node {node.name}: argument {i} is {arg!r}; expected an int")
+        raise StageError(f"argument {i} is {arg!r}; expected an int")
     return arg
 
 

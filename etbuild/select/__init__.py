@@ -1,6 +1,6 @@
 """Selective build: ship, per product, only the kernels its programs call.
 
-    selection = collect("build/mlp/mlp.pte", "build/mlp/lowered.pte")   # what the program needs
+    selection = collect("build/mlp/mlp.pte", "build/mlp/lowered.unplanned")   # what the program needs
     check_allowed(selection, recipe_allow, "recipes/mlp.yaml:14:3", base_dir="recipes")
     Path("selected_operators.yaml").write_text(selected_operators_yaml(selection))  # for ExecuTorch
     runtime = generate_runtime(selection, Path("build/mlp/runtime"), source="recipes/mlp.yaml")

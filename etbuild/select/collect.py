@@ -1,6 +1,6 @@
 """Collect what a final `.pte` needs: every operator call with its dtypes, the backends, the runtime features.
 
-Reads the emitted program (no torch). With the unplanned `lowered.pte` written before emit
+Reads the emitted program (no torch). With the unplanned `lowered.unplanned` written before emit
 (same methods, same instruction indices, plus `chains[0].stacktrace`: one frame list per
 instruction), each call also records the model source line and module path that made it.
 """
@@ -120,7 +120,7 @@ def _frames(lowered: fb.Program, final: fb.Program) -> Frames:
             raise StageError(f"the lowered program has no method {method!r}: it does not match the .pte")
         _check_same_calls(low, plan)
         stack = (low.chains[0].stacktrace or []) if low.chains else []
-        out[method] = [tuple(_location(f) for f in frames.items) for frames in stack]
+        out[method] = [tuple(SourceLocation.from_frame(f) for f in frames.items) for frames in stack]
     return out
 
 
@@ -137,7 +137,3 @@ def _check_same_calls(lowered: fb.ExecutionPlan, final: fb.ExecutionPlan) -> Non
             f"method {final.name!r}: the lowered program's instructions differ from the .pte's; "
             "was it written by the same build?"
         )
-
-
-def _location(frame: fb.Frame) -> SourceLocation:
-    return SourceLocation(frame.filename or "", frame.lineno, frame.name or "", (frame.context or "").strip())

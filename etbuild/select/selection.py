@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
+from etbuild.runtime.format import program as fb
+
 
 @dataclass(frozen=True)
 class SourceLocation:
@@ -21,6 +23,10 @@ class SourceLocation:
     lineno: int
     module: str  # "features.0 (Conv1d)"; "" when the node had no module stack
     code: str  # the source line, stripped
+
+    @classmethod
+    def from_frame(cls, frame: fb.Frame) -> SourceLocation:
+        return cls(frame.filename or "", frame.lineno, frame.name or "", (frame.context or "").strip())
 
     def describe(self, base_dir: str | PurePath | None = None) -> str:
         """`features.0 (Conv1d) at model.py:31: x = self.conv(x)`; just the module path when

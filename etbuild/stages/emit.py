@@ -1,6 +1,6 @@
 """Emit stage: unplanned program + memory plan → the final `.pte`.
 
-Takes: `lowered.pte` and `plan.json`. Gives: `<recipe>.pte` with allocation_info on every
+Takes: `lowered.unplanned` and `plan.json`. Gives: `<recipe>.pte` with allocation_info on every
 planned tensor and `non_const_buffer_sizes`, without per-instruction stack traces. A
 program that calls an operator with no kernel in our runtime is a build error here, so a
 `.pte` never fails at load for want of a kernel.
@@ -60,7 +60,7 @@ def emit(program: fb.Program, plans: list[MethodPlan]) -> fb.Program:
 
 
 def run_emit(lowered: Path, plan_json: Path, out: Path) -> None:
-    """Write the final `.pte` from `lowered.pte` and `plan.json`."""
+    """Write the final `.pte` from `lowered.unplanned` and `plan.json`."""
     data = lowered.read_bytes()
     program, header = read_program(data)
     segments = [bytes(segment_bytes(data, program, header, i)) for i in range(len(program.segments))]

@@ -1,53 +1,72 @@
-"""Lower stage: ATen ExportedPrograms → core ATen → folded → out-variant program (`lowered.pte`).
+"""Lower stage: ATen ExportedPrograms → an unplanned program (`lowered.unplanned`), in named steps.
 
-Takes: one `export/<method>.pt2` per method. Gives: an unplanned program in the `.pte`
-format — one ExecutionPlan per method (sorted by name, as ExecuTorch stores them), every
-call an out-variant KernelCall, constants folded (inference BatchNorms into the
-convolutions before them) and stored once in the constant segment,
-initial states of mutable buffers in the mutable data segment, tensors not yet placed in
-memory, one frame list per instruction naming where it came from.
+Takes: one `export/<method>.pt2` per method (dialect `aten`). Gives: `lowered.unplanned`, the
+program in ExecuTorch's format without a memory plan: one ExecutionPlan per method (sorted by
+name, as ExecuTorch stores them), every call an out-variant KernelCall, constants folded
+(inference BatchNorms into the convolutions before them) and stored once in the constant
+segment, initial states of mutable buffers in the mutable data segment, tensors not yet
+placed in memory, one frame list per instruction naming where it came from. It does not end
+in `.pte`: it is an intermediate, which no runtime can run before plan and emit place its tensors.
+
+`LOWERING` lists the steps top to bottom. A new step is one entry there plus its module;
+`etbuild build --dump-after STEP` writes the form after a step to `build/<recipe>/dump/`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import shutil
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.export import ExportedProgram
 
 from etbuild.fsutil import write_bytes
-from etbuild.lowering.builder import ConstantPool
+from etbuild.lowering.decompose import decompose
 from etbuild.lowering.fold import fold_constants
+from etbuild.lowering.forms import ATEN, CORE_ATEN, UNPLANNED, GraphProgram, LoweredProgram
 from etbuild.lowering.fuse_batch_norm import fuse_batch_norm
-from etbuild.lowering.to_program import GraphConverter
-from etbuild.runtime.format import program as fb
-from etbuild.runtime.format.pte import write_program
+from etbuild.lowering.listing import listing
+from etbuild.lowering.steps import Pipeline, Step, each_method
+from etbuild.lowering.to_program import to_program
+
+LOWERING = Pipeline("lower", (
+    Step("decompose", "ATen → core ATen with torch's default decomposition table",
+         ATEN, CORE_ATEN, each_method(decompose)),
+    Step("fold-constants", "compute once, at build time, every node that reads only constants",
+         CORE_ATEN, CORE_ATEN, each_method(fold_constants)),
+    Step("fuse-batch-norm", "fold each inference BatchNorm into the convolution before it",
+         CORE_ATEN, CORE_ATEN, each_method(fuse_batch_norm)),
+    Step("to-program", "each call → its out-variant KernelCall; constants into one shared segment",
+         CORE_ATEN, UNPLANNED, to_program),
+))
 
 
-def lower(methods: Mapping[str, ExportedProgram]) -> tuple[fb.Program, list[bytes]]:
-    """The unplanned program and its segment payloads (constants, then mutable state)."""
-    pool, mutable = ConstantPool(), ConstantPool()
-    plans = []
-    for name in sorted(methods):
-        core = methods[name].run_decompositions()
-        consts = fold_constants(core)
-        fuse_batch_norm(core.graph, consts)
-        plans.append(GraphConverter(core, consts, name, pool, mutable).convert())
-    data, offsets = pool.segment()
-    program = fb.Program(
-        version=0, execution_plan=plans, constant_segment=fb.SubsegmentOffsets(segment_index=0, offsets=offsets)
-    )
-    segments = [data]
-    if mutable.blobs:
-        state, state_offsets = mutable.segment()
-        program.mutable_data_segments = [fb.SubsegmentOffsets(segment_index=1, offsets=state_offsets)]
-        segments.append(state)
-    return program, segments
+def lower(methods: Mapping[str, ExportedProgram], after: Callable[[Step, Any], None] | None = None) -> LoweredProgram:
+    """The unplanned program of the exported methods; `after(step, form)` sees the form after each step."""
+    return LOWERING.run(GraphProgram.of(methods), after)
 
 
-def run_lower(export_paths: Mapping[str, Path], out: Path) -> None:
-    """Load each method's `.pt2`, lower them together and write `lowered.pte`."""
+def dump_files(dump_dir: Path, steps: Iterable[str]) -> dict[str, Path]:
+    """Step name → the file its dump goes to (`<dump_dir>/02-fold-constants.py`)."""
+    return {step: dump_dir / LOWERING.dump_name(step) for step in steps}
+
+
+def run_lower(export_paths: Mapping[str, Path], out: Path, dump_dir: Path, dump_after: Iterable[str] = ()) -> None:
+    """Load each method's `.pt2`, lower them together and write `lowered.unplanned`.
+
+    `dump_dir` is emptied first, so every dump in it comes from the latest lowering; the form
+    after each step of `dump_after` is written as soon as that step ends, so a failing step
+    still leaves the dumps of the steps before it.
+    """
+    if dump_dir.exists():
+        shutil.rmtree(dump_dir)
+    files = dump_files(dump_dir, dump_after)
+
+    def dump(step: Step, form: Any) -> None:
+        if step.name in files:
+            write_bytes(files[step.name], (listing(form) + "\n").encode())
+
     methods = {name: torch.export.load(str(path)) for name, path in export_paths.items()}
-    program, segments = lower(methods)
-    write_bytes(out, write_program(program, segments))
+    write_bytes(out, lower(methods, dump).to_bytes())

@@ -1,6 +1,6 @@
 """Plan stage: lifetimes of every planned tensor → places in the recipe's memory hierarchy.
 
-Takes: `lowered.pte` and the recipe's `memory` section (levels fastest first, planner,
+Takes: `lowered.unplanned` and the recipe's `memory` section (levels fastest first, planner,
 placement rules). Gives, per method: each planned tensor's memory id (1 + its level's
 index) and offset, and per level the planned bytes and the lower bound (peak live bytes):
 `plan.json` for emit, `memory.json` (everything the runtime will allocate, so a device
@@ -122,7 +122,7 @@ def plan_method(plan: fb.ExecutionPlan, cfg: MemoryConfig) -> PlannedMethod:
 
 
 def run_plan(lowered: Path, cfg: MemoryConfig, out_dir: Path) -> None:
-    """Plan every method of `lowered.pte`; write plan.json, memory.json and memory.svg."""
+    """Plan every method of `lowered.unplanned`; write plan.json, memory.json and memory.svg."""
     program, _ = read_program(lowered.read_bytes())
     planned = [plan_method(p, cfg) for p in program.execution_plan]
     plans = [m.plan.to_json() for m in planned]

@@ -1,7 +1,7 @@
 """Select stage: what the final program calls → allowlist check, op list, trimmed runtime.
 
 Takes: `<recipe>.pte` (the final program: lowering can add operators, so the export graph
-is not enough), `lowered.pte` (the same instructions with their source frames) and the
+is not enough), `lowered.unplanned` (the same instructions with their source frames) and the
 recipe's `operators` section. Gives: `selected_operators.yaml` in ExecuTorch's
 selective-build format, `runtime/` (a package directory and `<recipe>-runtime.zip` with
 only the kernels, runtime features and tensor dtypes the program uses) and `select.json`
@@ -26,6 +26,7 @@ from etbuild.select import (
     generate_runtime,
     selected_operators_yaml,
 )
+from etbuild.tasks import Artifacts
 
 
 def allow_entries(recipe: Recipe) -> list[str] | None:
@@ -67,7 +68,8 @@ def run_union(recipes: list[Recipe], build_root: Path, name: str) -> dict[str, A
     """
     from etbuild.stages.verify import verify
 
-    selections = [collect(build_root / r.name / f"{r.name}.pte", build_root / r.name / "lowered.pte") for r in recipes]
+    built = [Artifacts.of(r, build_root) for r in recipes]
+    selections = [collect(a.pte, a.lowered) for a in built]
     union = selections[0].union(selections[1:])
     out = build_root / "union" / name
     source = ", ".join(str(r.path) for r in recipes)
@@ -75,7 +77,7 @@ def run_union(recipes: list[Recipe], build_root: Path, name: str) -> dict[str, A
     runtime = generate_runtime(union, out / "runtime", source=source, name=name)
     report = size_report(union, runtime.total_bytes, runtime.zip_bytes)
     report["recipes"] = {
-        r.name: verify(r, build_root / r.name / f"{r.name}.pte", runtime.root)["passed"] for r in recipes
+        r.name: verify(r, a.pte, runtime.root)["passed"] for r, a in zip(recipes, built)
     }
     write_json(out / "select.json", report)
     return report

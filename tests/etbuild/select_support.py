@@ -15,7 +15,6 @@ import torch
 from torch import nn
 
 from etbuild.pipeline import compile_module
-from etbuild.runtime.format.pte import write_program
 from etbuild.stages.lower import lower
 from etbuild.zoo import mlp
 
@@ -34,7 +33,7 @@ class TinyNet(nn.Module):
 
 @dataclass(frozen=True)
 class Built:
-    """A compiled program: final `.pte` bytes, the unplanned `lowered.pte` bytes, its inputs."""
+    """A compiled program: final `.pte` bytes, the unplanned `lowered.unplanned` bytes, its inputs."""
 
     pte: bytes
     lowered: bytes
@@ -46,14 +45,14 @@ def built(name: str) -> Built:
     torch.manual_seed(0)
     model = (mlp([16, 32, 4]) if name == "mlp" else TinyNet()).eval()
     inputs = (torch.randn(2, 16),)
-    program, segments = lower({"forward": torch.export.export(model, inputs)})
-    return Built(compile_module(model, inputs).pte, write_program(program, segments), inputs)
+    lowered = lower({"forward": torch.export.export(model, inputs)})
+    return Built(compile_module(model, inputs).pte, lowered.to_bytes(), inputs)
 
 
 def write_program_files(directory: Path, name: str) -> tuple[Path, Path]:
-    """`<name>.pte` and `<name>.lowered.pte` written under directory."""
+    """`<name>.pte` and `<name>.lowered.unplanned` written under directory."""
     b = built(name)
-    pte, lowered = directory / f"{name}.pte", directory / f"{name}.lowered.pte"
+    pte, lowered = directory / f"{name}.pte", directory / f"{name}.lowered.unplanned"
     pte.write_bytes(b.pte)
     lowered.write_bytes(b.lowered)
     return pte, lowered
@@ -69,7 +68,7 @@ def write_samples(path: Path, name: str, count: int = 2) -> list[np.ndarray]:
 
 
 def write_both(directory: Path) -> Path:
-    """Both programs with their samples (`<name>.pte`, `<name>.lowered.pte`, `<name>.in.npz`) under directory."""
+    """Both programs with their samples (`<name>.pte`, `<name>.lowered.unplanned`, `<name>.in.npz`) under directory."""
     for name in ("mlp", "tiny"):
         write_program_files(directory, name)
         write_samples(directory / f"{name}.in.npz", name)

@@ -75,9 +75,10 @@ def test_no_temporary_files_are_left(project):
     recipe, root = project
     _build(recipe, root)
     assert sorted(p.name for p in (root / "tiny").iterdir()) == [
-        "export", "lowered.pte", "memory.json", "memory.svg", "plan.json", "runtime", "select.json",
+        "export", "lowered.unplanned", "memory.json", "memory.svg", "plan.json", "runtime", "select.json",
         "selected_operators.yaml", "tiny.pte", "verify.json"]
     assert [p.name for p in (root / "tiny" / "export").iterdir()] == ["forward.pt2"]
+    assert list(root.rglob("*.pte")) == [root / "tiny" / "tiny.pte"]  # the intermediate is not named as a product
 
 
 def test_operator_without_kernel_fails_the_build_naming_it(tmp_path):
@@ -170,3 +171,49 @@ def test_doit_at_the_repo_root_lists_every_stage_of_every_recipe():
     names = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}
     assert {"export:mlp", "lower:mlp", "plan:mlp", "emit:mlp", "select:mlp", "verify:mlp", "verify:cnn-sram"} <= names
     assert not any("cnn-sram-overflow" in n for n in names)  # recipes/errors/ holds recipes that must fail
+
+
+def test_dump_after_a_step_writes_its_graph_without_staling_the_build(project):
+    recipe, root = project
+    _build(recipe, root)
+    dumped = build([recipe], root, stream=io.StringIO(), dump_after=["fold-constants"])
+    assert (dumped.executed, dumped.up_to_date) == (["lower:tiny"], [s for s in STAGES if s != "lower:tiny"])
+    dump = root / "tiny" / "dump" / "02-fold-constants.py"
+    assert [p.name for p in dump.parent.iterdir()] == [dump.name]
+    text = dump.read_text()
+    assert text.startswith(
+        "# method forward: 2 node(s) folded to constants at build time\n"
+        "#   permute: float32[12, 24]\n#   permute_1: float32[24, 6]\nclass GraphModule(torch.nn.Module):\n"
+    )
+    assert 'addmm: "f32[3, 24]" = torch.ops.aten.addmm.default(p_0_bias, input_1, permute)' in text
+    assert _build(recipe, root).executed == [] and dump.exists()  # the dump leaves lower up to date
+    assert build([recipe], root, stream=io.StringIO(), dump_after=["fold-constants"]).executed == []
+    recipe.write_text(RECIPE.replace("[12, 24, 6]", "[12, 20, 6]"))
+    assert "lower:tiny" in _build(recipe, root).executed
+    assert not dump.parent.exists()  # a lowering without dumps leaves none from an older one
+
+
+def test_cli_dump_after_an_unknown_step_lists_the_steps(project, capsys):
+    recipe, root = project
+    assert main(["build", str(recipe), "--build-dir", str(root), "--dump-after", "all", "--dump-after", "fold"]) == 2
+    assert capsys.readouterr().err == (
+        "error: unknown lower step 'fold'; the steps are: decompose, fold-constants, fuse-batch-norm, to-program "
+        "(or 'all')\n"
+    )
+    assert not (root / "tiny").exists()
+
+
+def test_parallel_jobs_report_a_failure_as_a_serial_build_does(project, capsys):
+    recipe, root = project
+    recipe.write_text(RECIPE + "operators:\n  allow: [aten::addmm.out]\n")
+    other = recipe.parent / "tiny2.yaml"
+    other.write_text(RECIPE.replace("name: tiny", "name: tiny2"))
+    assert main(["build", str(recipe), str(other), "--build-dir", str(root), "-n", "2"]) == 3
+    out = capsys.readouterr().out
+    message = (
+        f"{recipe}:9:3: operators.allow: the program calls operators outside the allowlist:\n"
+        "  aten::relu.out (1 call) from 1 (ReLU) at torch/nn/modules/activation.py:143: "
+        "return F.relu(input, inplace=self.inplace)"
+    )
+    assert f"  select:tiny                      ... FAILED\n\nerror: select:tiny: {message}\n\n" in out
+    assert "internal error" not in out and "Traceback" not in out

@@ -14,8 +14,7 @@ aten = torch.ops.aten
 
 
 def _lowered(module: torch.nn.Module, *inputs: torch.Tensor) -> fb.ExecutionPlan:
-    program, _ = lower({"forward": torch.export.export(module.eval(), inputs)})
-    return program.execution_plan[0]
+    return lower({"forward": torch.export.export(module.eval(), inputs)}).program.execution_plan[0]
 
 
 def _calls(plan: fb.ExecutionPlan) -> list[tuple[str, list[str]]]:

@@ -1,0 +1,16 @@
+"""Decomposes an ATen graph into core ATen with torch's default table (`run_decompositions`).
+
+Operators outside core ATen that have no decomposition stay as they are; the to-program step
+names them, and emit refuses any that has no kernel.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from etbuild.lowering.forms import GraphMethod
+
+
+def decompose(method: GraphMethod) -> GraphMethod:
+    """The method with its graph in core ATen."""
+    return replace(method, exported=method.exported.run_decompositions())

@@ -1,0 +1,71 @@
+"""What flows between lowering steps: a program as graphs, then in the program format.
+
+A dialect names what a form may contain at a point of the pipeline; each step says which
+one it takes and which it gives, and a pipeline whose steps do not chain is refused.
+The graphs inside a `GraphMethod` are torch.fx graphs, which steps may edit in place as
+torch.fx passes do; the dataclasses only fix which graph and which constants go together.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import torch
+from torch.export import ExportedProgram
+from torch.fx import Node
+
+from etbuild.runtime.format import program as fb
+from etbuild.runtime.format.pte import write_program
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """What a form may contain between two steps; `suffix` is its dump file's extension."""
+
+    name: str
+    doc: str
+    suffix: str
+
+
+ATEN = Dialect("aten", "torch.export's ATen graphs: any ATen operator, views, higher-order ops", ".py")
+CORE_ATEN = Dialect(
+    "core-aten", "core ATen graphs after decomposition, with the values known at build time", ".py"
+)
+UNPLANNED = Dialect(
+    "unplanned-program",
+    "the program format: out-variant KernelCalls, constants in a segment, tensors not yet placed in memory",
+    ".txt",
+)
+
+
+@dataclass(frozen=True)
+class GraphMethod:
+    """One method as a graph: its ExportedProgram and the nodes whose values are known at build time."""
+
+    name: str
+    exported: ExportedProgram
+    constants: Mapping[Node, torch.Tensor] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class GraphProgram:
+    """Every method of a program as graphs, sorted by name (as ExecuTorch stores them)."""
+
+    methods: tuple[GraphMethod, ...]
+
+    @classmethod
+    def of(cls, methods: Mapping[str, ExportedProgram]) -> GraphProgram:
+        return cls(tuple(GraphMethod(name, methods[name]) for name in sorted(methods)))
+
+
+@dataclass(frozen=True)
+class LoweredProgram:
+    """An unplanned program and its segment payloads (constants, then mutable state)."""
+
+    program: fb.Program
+    segments: tuple[bytes, ...]
+
+    def to_bytes(self) -> bytes:
+        """The program file: ExecuTorch's format, without a memory plan."""
+        return write_program(self.program, list(self.segments))
