@@ -38,7 +38,7 @@ def check(doc: Doc) -> None:
     _check_memory(doc)
 
 
-def lookup(data: Any, path: KeyPath) -> Any:
+def _lookup(data: Any, path: KeyPath) -> Any:
     """The value at `path`, or None when the path does not exist."""
     for part in path:
         if isinstance(part, int):
@@ -54,7 +54,7 @@ def lookup(data: Any, path: KeyPath) -> Any:
 def reject_unsupported(doc: Doc) -> None:
     """Reject a recipe that sets a key path of `NOT_SUPPORTED_YET`."""
     for path in NOT_SUPPORTED_YET:
-        if lookup(doc.data, path) is not None:
+        if _lookup(doc.data, path) is not None:
             section = path
             while isinstance(section[-1], int):
                 section = section[:-1]
@@ -127,7 +127,7 @@ def _check_dynamic(doc: Doc) -> None:
 
 def _check_dim(doc: Doc, path: KeyPath, shape_path: KeyPath, shape: list[int]) -> None:
     """Check the range at `path` (`...dynamic.<input>.<dim>`) against the declared `shape`."""
-    dim, bounds = int(path[-1]), lookup(doc.data, path)
+    dim, bounds = int(path[-1]), _lookup(doc.data, path)
     if dim >= len(shape):
         message = f"expected a dimension of {format_key_path(shape_path)}, {show(shape)}; got {dim}"
         raise located_error(doc.where(path), path, message)
@@ -180,7 +180,7 @@ def _check_used_with(doc: Doc, key: str, used: bool, what: str) -> None:
 
 def _check_one_of(doc: Doc, path: KeyPath, keys: tuple[str, str], required: bool) -> None:
     """The mapping at `path` (if any) sets at most one of `keys`, and one when `required`."""
-    section = lookup(doc.data, path)
+    section = _lookup(doc.data, path)
     if section is None:
         return
     given = [key for key in keys if section.get(key) is not None]

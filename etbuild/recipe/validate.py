@@ -22,11 +22,11 @@ def _power_of_two(
     validator: Any, enabled: bool, instance: Any, schema: dict[str, Any]
 ) -> Iterator[jsonschema.ValidationError]:
     """The `powerOfTwo` keyword."""
-    if enabled and validator.is_type(instance, "integer") and not is_power_of_two(instance):
+    if enabled and validator.is_type(instance, "integer") and not _is_power_of_two(instance):
         yield jsonschema.ValidationError(f"{instance!r} is not a power of two")
 
 
-def is_power_of_two(number: int) -> bool:
+def _is_power_of_two(number: int) -> bool:
     return number >= 1 and not number & (number - 1)
 
 
