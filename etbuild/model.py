@@ -11,6 +11,7 @@ Functions that take `method` default to `forward`, the one method of a recipe wi
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import importlib
 import importlib.util
@@ -23,7 +24,7 @@ from typing import Any
 
 import torch
 
-from etbuild.errors import did_you_mean
+from etbuild.errors import RecipeError, did_you_mean
 from etbuild.recipe import InputSpec, MethodSpec, Recipe
 
 TORCH_DTYPES: Mapping[str, torch.dtype] = MappingProxyType(
@@ -95,6 +96,81 @@ def _method_problem(model: torch.nn.Module, name: str) -> str | None:
     if not inspect.ismethod(value):
         return f"expected a method; the model's ({owner}) '{name}' is a {type(value).__name__}"
     return None
+
+
+def call_method(recipe: Recipe, model: torch.nn.Module, method: str, inputs: tuple[torch.Tensor, ...]) -> Any:
+    """`model.<method>(*inputs)` without autograd; the model's code raising is a RecipeError.
+
+    The error is located at the method's inputs, or at `inputs[i].dtype` when, on a fresh
+    model, the call succeeds once input i has another dtype (the model's float dtype, or int64).
+    """
+    bound = method_callable(model, method, recipe)
+    try:
+        with torch.no_grad():
+            return bound(*inputs)
+    except Exception as exc:  # user code: whatever it raises is a problem with these inputs
+        raise _input_error(recipe, model, method, inputs, exc) from exc
+
+
+def check_runs(recipe: Recipe) -> None:
+    """Run every method once, in order, on a model of its own with the example inputs.
+
+    The model's first run, before export traces it: a model that cannot take the recipe's
+    inputs fails here with a RecipeError rather than later in verify. A fresh model keeps
+    mutable state (buffers) at its initial values for export.
+    """
+    model = build_model(recipe)
+    for spec in recipe.model.methods:
+        call_method(recipe, model, spec.name, example_inputs(recipe, spec.name))
+
+
+def _input_error(
+    recipe: Recipe, model: torch.nn.Module, method: str, inputs: tuple[torch.Tensor, ...], exc: Exception
+) -> RecipeError:
+    path = _inputs_path(recipe, method)
+    problem = f"{method} raised {type(exc).__name__}: {_first_line(exc)}"
+    specs = recipe.model.method(method).inputs
+    for i, spec in enumerate(specs):
+        for dtype in _other_dtypes(model, inputs[i].dtype):
+            if _runs_with(recipe, method, inputs, i, dtype):
+                message = f"expected a dtype the model takes; got {spec.dtype} ({problem}; it runs with {_name(dtype)})"
+                return recipe.error((*path, i, "dtype"), message)
+    return recipe.error(path, f"expected inputs the model takes; {problem}")
+
+
+def _runs_with(
+    recipe: Recipe, method: str, inputs: tuple[torch.Tensor, ...], index: int, dtype: torch.dtype
+) -> bool:
+    """Whether `method` of a fresh model runs once input `index` is random data of `dtype`."""
+    spec = dataclasses.replace(recipe.model.method(method).inputs[index], dtype=_name(dtype), low=None, high=None)
+    generator = torch.Generator().manual_seed(recipe.model.seed)
+    changed = list(inputs)
+    changed[index] = _random_tensor(spec, tuple(inputs[index].shape), generator)
+    try:
+        with torch.no_grad():
+            method_callable(build_model(recipe), method, recipe)(*changed)
+    except Exception:  # user code: any failure means this dtype does not help
+        return False
+    return True
+
+
+def _inputs_path(recipe: Recipe, method: str) -> tuple[str, ...]:
+    """The key path of a method's inputs: `model.inputs`, or `model.methods.<name>.inputs`."""
+    in_methods = "methods" in recipe.section("model")
+    return ("model", "methods", method, "inputs") if in_methods else ("model", "inputs")
+
+
+def _other_dtypes(model: torch.nn.Module, dtype: torch.dtype) -> list[torch.dtype]:
+    """The dtypes to try instead of `dtype`: the model's float dtype (that of its first floating
+    parameter or buffer, else torch's default) and int64, those a recipe can name."""
+    tensors = [*model.parameters(), *model.buffers()]
+    float_dtype = next((t.dtype for t in tensors if t.is_floating_point()), torch.get_default_dtype())
+    candidates = dict.fromkeys((float_dtype, torch.int64))
+    return [d for d in candidates if d != dtype and d in TORCH_DTYPES.values()]
+
+
+def _name(dtype: torch.dtype) -> str:
+    return next(name for name, value in TORCH_DTYPES.items() if value == dtype)
 
 
 def _own_methods(cls: type) -> list[str]:

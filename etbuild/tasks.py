@@ -151,10 +151,7 @@ def model_files(recipe: Recipe) -> list[Path]:
 
 def allowlist_files(recipe: Recipe) -> list[Path]:
     """Allowlist files the select stage reads (`allow: file.txt` or `@file.txt` entries)."""
-    from etbuild.stages.select import allow_entries
-
-    entries = allow_entries(recipe) or []
-    return [recipe.path.parent / e[1:] for e in entries if e.startswith("@")]
+    return list(recipe.operators.files)
 
 
 def recipe_tasks(

@@ -1,8 +1,8 @@
 """The operator allowlist: a product may call only the operators its recipe allows.
 
 An entry is an exact name (`aten::add.out`), an fnmatch glob (`aten::*conv*`), or
-`@path/to/file.txt` naming a file (relative to the recipe's directory) with one name or
-glob per line and `#` comments.
+`@path/to/file.txt` naming a file (relative to `base_dir`; a loaded recipe's entries are
+already absolute) with one name or glob per line and `#` comments.
 """
 
 from __future__ import annotations

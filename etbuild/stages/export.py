@@ -2,7 +2,9 @@
 
 Takes: a Recipe (model factory, kwargs, weights, and per method its example inputs and
 dynamic dims). Gives: `export/<method>.pt2`, the ATen-dialect ExportedProgram of
-`model.<method>(*example_inputs)`, saved with `torch.export.save`.
+`model.<method>(*example_inputs)`, saved with `torch.export.save`. Before tracing, each
+method runs once eagerly on a model of its own (`etbuild.model.check_runs`): inputs the model
+cannot take are a RecipeError naming the input here, not a traceback in verify.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from torch.export import ExportedProgram
 
 from etbuild.errors import StageError
 from etbuild.fsutil import atomic_path
-from etbuild.model import build_model, dynamic_shapes, example_inputs, method_callable
+from etbuild.model import build_model, check_runs, dynamic_shapes, example_inputs, method_callable
 from etbuild.recipe import Recipe
 
 
@@ -46,7 +48,8 @@ def export_method(recipe: Recipe, model: torch.nn.Module, method: str) -> Export
 
 
 def run_export(recipe: Recipe, outs: Mapping[str, Path]) -> None:
-    """Export every method and save each to its path atomically."""
+    """Run the model once (`check_runs`), then export every method and save each atomically."""
+    check_runs(recipe)
     model = build_model(recipe)
     for method, out in outs.items():
         ep = export_method(recipe, model, method)

@@ -29,14 +29,6 @@ from etbuild.select import (
 from etbuild.tasks import Artifacts
 
 
-def allow_entries(recipe: Recipe) -> list[str] | None:
-    """The recipe's allowlist entries (a file path becomes one `@file` entry), or None."""
-    if not recipe.operators:
-        return None
-    allow = recipe.operators["allow"]
-    return [f"@{allow}"] if isinstance(allow, str) else list(allow)
-
-
 def size_report(selection: Selection, runtime_bytes: int, zip_bytes: int) -> dict[str, Any]:
     full = full_runtime_bytes()
     return {
@@ -52,9 +44,8 @@ def size_report(selection: Selection, runtime_bytes: int, zip_bytes: int) -> dic
 def run_select(recipe: Recipe, pte: Path, lowered: Path, out: Path) -> None:
     """Write selected_operators.yaml, runtime/ and select.json into `out` (build/<recipe>)."""
     selection = collect(pte, lowered)
-    allow = allow_entries(recipe)
-    if allow is not None:
-        check_allowed(selection, allow, recipe.where("operators.allow"), base_dir=recipe.path.parent)
+    if recipe.operators.allow is not None:
+        check_allowed(selection, recipe.operators.allow, recipe.where("operators.allow"), base_dir=recipe.path.parent)
     write_bytes(out / "selected_operators.yaml", selected_operators_yaml(selection, str(recipe.path)).encode())
     runtime = generate_runtime(selection, out / "runtime", source=str(recipe.path), name=recipe.name)
     write_json(out / "select.json", size_report(selection, runtime.total_bytes, runtime.zip_bytes))

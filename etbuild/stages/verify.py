@@ -22,7 +22,7 @@ from torch.utils._pytree import tree_flatten
 
 from etbuild.errors import EtbuildError, StageError, VerificationError
 from etbuild.fsutil import write_json
-from etbuild.model import build_model, method_callable, sample_inputs
+from etbuild.model import build_model, call_method, sample_inputs
 from etbuild.recipe import Recipe
 from etbuild.select import run_trimmed
 
@@ -75,9 +75,8 @@ def verify_method(recipe: Recipe, pte: Path, runtime: Path, method: str) -> list
     """Per-output comparison of one method with eager torch on fresh state."""
     cfg = recipe.verify
     samples = sample_inputs(recipe, cfg.samples, cfg.seed, method)
-    eager = method_callable(build_model(recipe), method, recipe)
-    with torch.no_grad():
-        expected = [[_numpy(t) for t in tree_flatten(eager(*s))[0]] for s in samples]
+    model = build_model(recipe)
+    expected = [[_numpy(t) for t in tree_flatten(call_method(recipe, model, method, s))[0]] for s in samples]
     actual = run_trimmed_samples(runtime, pte, samples, method)
     if len(actual[0]) != len(expected[0]):
         got, want = len(actual[0]), len(expected[0])

@@ -133,6 +133,17 @@ def test_cli_reports_errors_in_one_paragraph(tmp_path, capsys):
     assert capsys.readouterr().err == f"error: {bad}: identifier is b'\\x00\\x00\\x00\\x00', expected b'ET12'\n"
 
 
+def test_an_input_dtype_the_model_cannot_take_fails_export_naming_the_key(project):
+    recipe, root = project
+    recipe.write_text(RECIPE.replace("dtype: float32", "dtype: int64"))
+    result = _build(recipe, root)
+    assert result.failed == {"export:tiny": (
+        f"{recipe}:5:29: model.inputs[0].dtype: expected a dtype the model takes; got int64 (forward raised"
+        " RuntimeError: mat1 and mat2 must have the same dtype, but got Long and Float; it runs with float32)"
+    )}
+    assert not (root / "tiny" / "export").exists()
+
+
 def test_operator_outside_the_allowlist_fails_select_naming_it_and_its_source(project):
     recipe, root = project
     recipe.write_text(RECIPE + "operators:\n  allow: [aten::addmm.out, 'aten::view*']\n")

@@ -13,6 +13,8 @@ from etbuild.errors import RecipeError
 from etbuild.model import (
     TORCH_DTYPES,
     build_model,
+    call_method,
+    check_runs,
     dynamic_shapes,
     example_inputs,
     method_callable,
@@ -366,3 +368,56 @@ def test_method_callable_without_a_recipe() -> None:
     with pytest.raises(ValueError) as info:
         method_callable(mlp([2, 1]), "encode")
     assert str(info.value) == "the model (Sequential) has no method 'encode'"
+
+
+# ---------------------------------------------------------------------------- the model's first run
+
+
+def run_error(recipe: Recipe) -> str:
+    with pytest.raises(RecipeError) as info:
+        check_runs(recipe)
+    return str(info.value)
+
+
+def test_an_int_input_to_a_float_model_names_its_dtype() -> None:
+    path = REPO / "recipes" / "errors" / "mlp-int64-input.yaml"
+    assert run_error(load_recipe(path)) == (
+        f"{path}:6:30: model.inputs[0].dtype: expected a dtype the model takes; got int64 (forward raised"
+        " RuntimeError: mat1 and mat2 must have the same dtype, but got Long and Float; it runs with float32)"
+    )
+
+
+def test_a_float_input_to_an_embedding_names_its_dtype() -> None:
+    recipe = recipe_with("factory: etbuild.zoo:embed_argmax", inputs="[{shape: [1, 4], dtype: float32}]")
+    assert run_error(recipe) == (
+        "recipes/t.yaml:4:28: model.inputs[0].dtype: expected a dtype the model takes; got float32 (forward"
+        " raised RuntimeError: Expected tensor for argument #1 'indices' to have one of the following scalar"
+        " types: Long, Int; but got torch.FloatTensor instead (while checking arguments for embedding);"
+        " it runs with int64)"
+    )
+
+
+def test_a_method_input_names_its_dtype() -> None:
+    text = TWO_METHODS.replace("[{shape: [1, 2], dtype: float32}]", "[{shape: [1, 2], dtype: int32}]")
+    assert run_error(write_recipe(text)) == (
+        "recipes/t.yaml:10:32: model.methods.decode.inputs[0].dtype: expected a dtype the model takes; got"
+        " int32 (decode raised RuntimeError: mat1 and mat2 must have the same dtype, but got Int and Float;"
+        " it runs with float32)"
+    )
+
+
+def test_inputs_the_model_cannot_take_for_another_reason() -> None:
+    recipe = recipe_with("factory: nets/net.py:build", inputs="[{shape: [2, 4], dtype: float32}]")
+    assert run_error(recipe) == (
+        "recipes/t.yaml:4:3: model.inputs: expected inputs the model takes; forward raised RuntimeError:"
+        " mat1 and mat2 shapes cannot be multiplied (2x4 and 3x2)"
+    )
+
+
+def test_the_first_run_leaves_no_state_behind() -> None:
+    recipe = recipe_with("factory: etbuild.zoo:running_stats\nkwargs: {features: 3}")
+    check_runs(recipe)
+    model = build_model(recipe)
+    assert int(model.count) == 0
+    call_method(recipe, model, "forward", example_inputs(recipe))
+    assert int(model.count) == 1

@@ -12,12 +12,18 @@ import pytest
 from etbuild.errors import RecipeError
 from etbuild.recipe import (
     NOT_SUPPORTED_YET,
+    AccuracyConfig,
+    BackendConfig,
+    CalibrationConfig,
     DimRange,
     InputSpec,
     LevelConfig,
     MemoryConfig,
     MethodSpec,
     ModelConfig,
+    ModuleOverride,
+    OperatorsConfig,
+    QuantizeConfig,
     RuleConfig,
     VerifyConfig,
     discover_recipes,
@@ -97,7 +103,7 @@ def test_defaults_are_filled_from_the_schema() -> None:
     assert recipe.memory == MemoryConfig()
     assert recipe.memory.levels == (LevelConfig(name="dram", bytes=None, alignment=16),)
     assert recipe.verify == VerifyConfig(samples=4, rtol=1e-4, atol=1e-5, seed=1)
-    assert (recipe.quantize, recipe.backends, recipe.operators) == (None, (), None)
+    assert (recipe.quantize, recipe.backends, recipe.operators) == (None, (), OperatorsConfig())
     assert recipe.section("verify") == {"atol": 1e-5, "rtol": 1e-4, "samples": 4, "seed": 1}
 
 
@@ -678,3 +684,268 @@ def test_int_bounds_are_checked_in_methods() -> None:
         "recipes/x.yaml:9:57: model.methods.decode.inputs[0].low: expected low only with an"
         " integer dtype; got dtype float32"
     )
+
+
+# ---------------------------------------------------------------------------- typed sections
+
+QUANTIZE = """
+quantize:
+  scheme: int8-static
+  per_channel: false
+  embeddings: int4
+  group_size: 64
+  calibration: {data: calib/kws.npz, seed: 3}
+  modules: {"head*": float, "encoder.*": int8-dynamic, "a*": int8-static}
+  accuracy: {min_snr_db: 30, fallback: auto}
+"""
+
+
+@pytest.fixture
+def supported(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Load quantize and backends as they will load once their stages exist."""
+    monkeypatch.setattr("etbuild.recipe.checks.NOT_SUPPORTED_YET", ())
+
+
+@pytest.mark.usefixtures("supported")
+def test_quantize_loads_into_its_dataclasses(in_tmp: Path) -> None:
+    recipe = load_recipe(write("q.yaml", GOOD + QUANTIZE))
+    assert recipe.quantize == QuantizeConfig(
+        scheme="int8-static",
+        per_channel=False,
+        group_size=64,
+        embeddings="int4",
+        calibration=CalibrationConfig(data=(in_tmp / "recipes/calib/kws.npz").resolve(), samples=32, seed=3),
+        modules=(
+            ModuleOverride("head*", "float"),
+            ModuleOverride("encoder.*", "int8-dynamic"),
+            ModuleOverride("a*", "int8-static"),
+        ),
+        accuracy=AccuracyConfig(min_snr_db=30, top1_agreement=None, fallback="auto"),
+    )
+    assert recipe.section("quantize")["modules"] == [  # the recipe's order: the first match wins
+        {"module": "head*", "scheme": "float"},
+        {"module": "encoder.*", "scheme": "int8-dynamic"},
+        {"module": "a*", "scheme": "int8-static"},
+    ]
+    assert hash(recipe) == hash(load_recipe("recipes/q.yaml"))
+
+
+@pytest.mark.usefixtures("supported")
+def test_quantize_defaults_come_from_the_schema() -> None:
+    recipe = load_recipe(write("q.yaml", GOOD + "quantize: {scheme: int8-dynamic}\n"))
+    assert recipe.quantize == QuantizeConfig(scheme="int8-dynamic")
+    assert recipe.quantize == QuantizeConfig(
+        "int8-dynamic", True, 32, None, CalibrationConfig(None, 32, 0), (), None
+    )
+
+
+@pytest.mark.usefixtures("supported")
+def test_quantize_calibration_data_is_relative_to_the_file_that_names_it(in_tmp: Path) -> None:
+    write("base/q.yaml", "quantize: {scheme: int8-static, calibration: {data: c.npz}}\n")
+    recipe = load_recipe(write("x.yaml", "extends: base/q.yaml\n" + GOOD))
+    assert recipe.quantize is not None
+    assert recipe.quantize.calibration.data == (in_tmp / "recipes/base/c.npz").resolve()
+
+
+@pytest.mark.usefixtures("supported")
+def test_backends_load_in_order_with_frozen_options() -> None:
+    text = GOOD + "backends:\n  - {name: xnnpack, options: {exclude: ['head*'], min_nodes: 2}}\n  - {name: cpu}\n"
+    recipe = load_recipe(write("b.yaml", text))
+    assert recipe.backends == (
+        BackendConfig("xnnpack", {"exclude": ("head*",), "min_nodes": 2}),
+        BackendConfig("cpu", {}),
+    )
+    with pytest.raises(TypeError):
+        recipe.backends[0].options["min_nodes"] = 3  # type: ignore[index]
+
+
+def test_operators_allow_a_list_or_a_file_relative_to_the_file_that_names_it(in_tmp: Path) -> None:
+    write("base/ops.txt", "aten::addmm.out\n")
+    write("base/ops.yaml", "operators: {allow: ops.txt}\n")
+    recipe = load_recipe(write("o.yaml", "extends: base/ops.yaml\n" + GOOD))
+    ops = (in_tmp / "recipes/base/ops.txt").resolve()
+    assert recipe.operators == OperatorsConfig(allow=(f"@{ops.as_posix()}",))
+    assert recipe.operators.files == (ops,)
+    listed = load_recipe(write("l.yaml", GOOD + "operators: {allow: ['aten::relu*', '@base/ops.txt']}\n"))
+    assert listed.operators.allow == ("aten::relu*", f"@{ops.as_posix()}")
+    assert listed.section("operators") == {"allow": ["aten::relu*", f"@{ops.as_posix()}"]}
+
+
+def test_operators_allow_file_missing(in_tmp: Path) -> None:
+    assert error_of(GOOD + "operators:\n  allow: [aten::relu.out, '@ops.txt']\n") == (
+        "recipes/x.yaml:6:27: operators.allow[1]: expected an existing allowlist file; got 'ops.txt'"
+        f" ({(in_tmp / 'recipes/ops.txt').resolve().as_posix()} not found)"
+    )
+
+
+def test_quantize_is_checked_before_it_is_refused() -> None:
+    assert error_of(GOOD + "quantize: {scheme: int8-dynamic-int4-weight, group_size: 64}\n") == (
+        "recipes/x.yaml:5:1: quantize: not supported yet: quantize"
+    )
+
+
+def test_unknown_scheme_lists_the_schemes() -> None:
+    assert error_of(GOOD + "quantize: {scheme: int8-statik}\n") == (
+        "recipes/x.yaml:5:20: quantize.scheme: expected one of int8-static, int8-dynamic, int8-weight-only,"
+        " int8-dynamic-int4-weight; got 'int8-statik' — did you mean 'int8-static'?"
+    )
+
+
+def test_unknown_module_scheme_lists_the_schemes_and_float() -> None:
+    assert error_of(GOOD + "quantize:\n  scheme: int8-dynamic\n  modules: {'head*': flaot}\n") == (
+        "recipes/x.yaml:7:22: quantize.modules.head*: expected one of int8-static, int8-dynamic,"
+        " int8-weight-only, int8-dynamic-int4-weight, float; got 'flaot' — did you mean 'float'?"
+    )
+
+
+def test_unknown_quantize_keys_suggest_the_nearest() -> None:
+    assert error_of(GOOD + "quantize: {scheme: int8-static, per_chanel: false}\n") == (
+        "recipes/x.yaml:5:33: quantize.per_chanel: unknown key 'per_chanel' — did you mean 'per_channel'?"
+    )
+    assert error_of(GOOD + "quantize:\n  scheme: int8-static\n  calibration: {sample: 8}\n") == (
+        "recipes/x.yaml:7:17: quantize.calibration.sample: unknown key 'sample' — did you mean 'samples'?"
+    )
+    assert error_of(GOOD + "quantize:\n  scheme: int8-static\n  accuracy: {min_snr: 30}\n") == (
+        "recipes/x.yaml:7:14: quantize.accuracy.min_snr: unknown key 'min_snr' — did you mean 'min_snr_db'?"
+    )
+
+
+def test_bad_embeddings_and_fallback() -> None:
+    assert error_of(GOOD + "quantize: {scheme: int8-dynamic, embeddings: int2}\n") == (
+        "recipes/x.yaml:5:46: quantize.embeddings: expected one of int8, int4, null; got 'int2'"
+        " — did you mean 'int8'?"
+    )
+    text = GOOD + "quantize: {scheme: int8-dynamic, accuracy: {min_snr_db: 30, fallback: yes}}\n"
+    assert error_of(text) == (
+        "recipes/x.yaml:5:71: quantize.accuracy.fallback: expected one of none, auto; got true"
+    )
+
+
+def test_group_size_is_a_power_of_two() -> None:
+    assert error_of(GOOD + "quantize: {scheme: int8-dynamic-int4-weight, group_size: 48}\n") == (
+        "recipes/x.yaml:5:58: quantize.group_size: expected a power of two; got 48"
+    )
+
+
+def test_calibration_only_with_a_static_scheme() -> None:
+    assert error_of(GOOD + "quantize: {scheme: int8-dynamic, calibration: {samples: 8}}\n") == (
+        "recipes/x.yaml:5:34: quantize.calibration: expected calibration only with scheme int8-static"
+        " (in quantize.scheme or quantize.modules); got scheme int8-dynamic"
+    )
+
+
+@pytest.mark.usefixtures("supported")
+def test_calibration_for_a_static_module_override() -> None:
+    text = GOOD + "quantize:\n  scheme: int8-dynamic\n  modules: {'conv*': int8-static}\n  calibration: {samples: 8}\n"
+    quantize = load_recipe(write("q.yaml", text)).quantize
+    assert quantize is not None and quantize.calibration.samples == 8
+
+
+def test_group_size_only_with_int4() -> None:
+    assert error_of(GOOD + "quantize: {scheme: int8-static, group_size: 64}\n") == (
+        "recipes/x.yaml:5:33: quantize.group_size: expected group_size only with int4 weights (scheme"
+        " int8-dynamic-int4-weight in quantize.scheme or quantize.modules, or embeddings int4);"
+        " got scheme int8-static"
+    )
+
+
+def test_calibration_data_or_samples() -> None:
+    text = GOOD + "quantize:\n  scheme: int8-static\n  calibration: {data: c.npz, samples: 8}\n"
+    assert error_of(text) == (
+        "recipes/x.yaml:7:30: quantize.calibration.samples: expected data or samples, not both"
+        " (data is set at recipes/x.yaml:7:17)"
+    )
+
+
+def test_accuracy_names_one_gate() -> None:
+    assert error_of(GOOD + "quantize: {scheme: int8-dynamic, accuracy: {fallback: auto}}\n") == (
+        "recipes/x.yaml:5:34: quantize.accuracy: expected min_snr_db or top1_agreement; got neither"
+    )
+    text = GOOD + "quantize: {scheme: int8-dynamic, accuracy: {min_snr_db: 30, top1_agreement: 0.9}}\n"
+    assert error_of(text) == (
+        "recipes/x.yaml:5:61: quantize.accuracy.top1_agreement: expected min_snr_db or top1_agreement,"
+        " not both (min_snr_db is set at recipes/x.yaml:5:45)"
+    )
+    text = GOOD + "quantize: {scheme: int8-dynamic, accuracy: {top1_agreement: 95}}\n"
+    assert error_of(text) == (
+        "recipes/x.yaml:5:61: quantize.accuracy.top1_agreement: expected a fraction in (0, 1]; got 95"
+    )
+
+
+def test_unknown_backend_key_suggests_the_nearest() -> None:
+    assert error_of(GOOD + "backends: [{name: xnnpack, option: {}}]\n") == (
+        "recipes/x.yaml:5:28: backends[0].option: unknown key 'option' — did you mean 'options'?"
+    )
+
+
+def test_backend_listed_twice() -> None:
+    assert error_of(GOOD + "backends: [{name: xnnpack}, {name: xnnpack}]\n") == (
+        "recipes/x.yaml:5:30: backends[1].name: backend 'xnnpack' is already defined"
+    )
+
+
+def test_backend_option_names_are_identifiers() -> None:
+    assert error_of(GOOD + "backends: [{name: xnnpack, options: {Min-Nodes: 1}}]\n") == (
+        "recipes/x.yaml:5:38: backends[0].options.Min-Nodes: expected an option name of lowercase letters,"
+        " digits and '_' that starts with a letter; got 'Min-Nodes'"
+    )
+
+
+# ---------------------------------------------------------------------------- hostile or broken files
+
+
+def test_zero_sizes_are_refused_at_load() -> None:
+    expected = (
+        "recipes/x.yaml:6:32: memory.levels[0].bytes: expected a size in bytes: a positive integer or a"
+        " string like '256KiB' (suffix B, KiB, MiB or GiB), or 'unbounded' / null for no limit; got {}"
+    )
+    for size, shown in (("0KiB", "'0KiB'"), ("0", "0"), ("0 B", "'0 B'")):
+        text = GOOD + f"memory:\n  levels: [{{name: sram, bytes: {size}}}, {{name: dram}}]\n"
+        assert error_of(text) == expected.format(shown)
+    assert error_of(GOOD + "memory:\n  rules: [{level: dram, max_bytes: 0KiB}]\n") == (
+        "recipes/x.yaml:6:36: memory.rules[0].max_bytes: expected a size in bytes: a positive integer or"
+        " a string like '4KiB' (suffix B, KiB, MiB or GiB); got '0KiB'"
+    )
+
+
+def test_alias_bomb_is_refused() -> None:
+    """Expanded, the bomb is 10^9 values (gigabytes, minutes): loading stops at the cap."""
+    path = REPO_RECIPES / "errors" / "alias-bomb.yaml"
+    with pytest.raises(RecipeError) as info:
+        load_recipe(path)
+    assert str(info.value) == (
+        f"{path}:8:8: expected at most 100000 values once YAML aliases are expanded; got more"
+    )
+
+
+@pytest.mark.parametrize("opening, closing", [("[", "]"), ("{a: ", "}")])
+def test_deep_nesting_is_a_recipe_error(opening: str, closing: str) -> None:
+    kwargs = opening * 5000 + closing * 5000
+    assert error_of(GOOD.replace("  factory:", f"  kwargs: {{x: {kwargs}}}\n  factory:")) == (
+        f"recipes/x.yaml:3:{15 + 61 * len(opening)}: expected lists and mappings nested at most 64 deep;"
+        " got deeper"
+    )
+
+
+def test_deep_nesting_through_aliases_is_a_recipe_error() -> None:
+    chain = "\n".join(f"  a{i}: &a{i} [*a{i - 1}]" for i in range(1, 200))
+    assert error_of(GOOD + f"verify:\n  a0: &a0 [1]\n{chain}\n") == (
+        "recipes/x.yaml:6:7: expected lists and mappings nested at most 64 deep; got deeper"
+    )
+
+
+def test_oversized_file() -> None:
+    assert error_of(GOOD + "#" * (1 << 20)) == (
+        f"recipes/x.yaml: expected a recipe of at most 1048576 bytes; got {len(GOOD) - 1 + (1 << 20)}"
+    )
+
+
+def test_long_extends_chain() -> None:
+    for i in range(40):
+        write(f"base/b{i}.yaml", f"extends: b{i + 1}.yaml\n" if i < 39 else "verify: {samples: 1}\n")
+    message = error_of("extends: base/b0.yaml\n" + GOOD)
+    assert message.startswith(
+        "recipes/base/b30.yaml:1:10: extends: expected a chain of at most 32 recipes; got more:"
+        " recipes/x.yaml -> recipes/base/b0.yaml -> recipes/base/b1.yaml"
+    )
+    assert message.endswith("recipes/base/b30.yaml -> recipes/base/b31.yaml")
