@@ -29,7 +29,7 @@ def _build(args: argparse.Namespace) -> int:
     print(f"{status}: {len(paths)} recipe(s), {ran} task(s) run, {fresh} up to date")
     if args.dump_after:
         print(f"lowering dumps: {args.build_dir}/<recipe>/dump/")
-    return 3 if result.exit_code else 0
+    return result.exit_code
 
 
 def _select(args: argparse.Namespace) -> int:
@@ -38,8 +38,9 @@ def _select(args: argparse.Namespace) -> int:
     from etbuild.stages.select import run_union
 
     paths = [Path(p) for p in args.union]
-    if build(paths, Path(args.build_dir), debug=args.debug).exit_code:
-        return 3
+    built = build(paths, Path(args.build_dir), debug=args.debug)
+    if built.exit_code:
+        return built.exit_code
     report = run_union([load_recipe(p) for p in paths], Path(args.build_dir), args.name)
     failed = [name for name, ok in report["recipes"].items() if not ok]
     print(f"union runtime {args.build_dir}/union/{args.name}/runtime: {len(report['operators'])} operators, "

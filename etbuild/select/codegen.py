@@ -27,9 +27,6 @@ from __future__ import annotations
 
 import importlib.util
 import io
-import os
-import shutil
-import tempfile
 import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -38,7 +35,7 @@ from pathlib import Path
 import jinja2
 
 from etbuild.errors import InternalError, StageError
-from etbuild.fsutil import write_bytes
+from etbuild.fsutil import atomic_dir, write_bytes
 from etbuild.kernels.registry import load_all
 from etbuild.runtime import features as runtime_features
 from etbuild.runtime.tensor import SCALAR_TYPE_TO_DTYPE
@@ -260,19 +257,11 @@ def module_source(module: str) -> tuple[str, bool] | None:
 
 def _replace_tree(out: Path, files: Mapping[str, tuple[str, str]]) -> None:
     """Write the tree beside its final place, then swap it in (no half-written tree)."""
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".runtime-", dir=out))
-    try:
+    with atomic_dir(out / PACKAGE) as staging:
         for path, (text, _) in files.items():
-            target = staging / path
+            target = staging / Path(path).relative_to(PACKAGE)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
-        final = out / PACKAGE
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(staging / PACKAGE, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def zip_bytes(files: Mapping[str, tuple[str, str]]) -> bytes:

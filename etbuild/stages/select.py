@@ -46,8 +46,9 @@ def run_select(recipe: Recipe, pte: Path, lowered: Path, out: Path) -> None:
     selection = collect(pte, lowered)
     if recipe.operators.allow is not None:
         check_allowed(selection, recipe.operators.allow, recipe.where("operators.allow"), base_dir=recipe.path.parent)
-    write_bytes(out / "selected_operators.yaml", selected_operators_yaml(selection, str(recipe.path)).encode())
-    runtime = generate_runtime(selection, out / "runtime", source=str(recipe.path), name=recipe.name)
+    source = f"recipe {recipe.name}"  # not its path: outputs must not depend on where the checkout is
+    write_bytes(out / "selected_operators.yaml", selected_operators_yaml(selection, source).encode())
+    runtime = generate_runtime(selection, out / "runtime", source=source, name=recipe.name)
     write_json(out / "select.json", size_report(selection, runtime.total_bytes, runtime.zip_bytes))
 
 
