@@ -65,3 +65,23 @@ def did_you_mean(word: str, choices: list[str]) -> str:
     """` — did you mean 'x'?` for the closest choice, or ``."""
     close = difflib.get_close_matches(word, choices, n=1)
     return f" — did you mean '{close[0]}'?" if close else ""
+
+
+class ReleaseError(EtbuildError):
+    """A release gate failed: a budget was exceeded, or two builds of the same inputs differ."""
+
+    exit_code = 8
+
+
+class IntegrityError(EtbuildError):
+    """A release directory does not match its SHA256SUMS, provenance or signature."""
+
+    exit_code = 9
+
+
+def error_class(exit_code: int) -> type[EtbuildError]:
+    """The error class whose exit code is `exit_code` (EtbuildError when none is)."""
+    def subclasses(base: type[EtbuildError]) -> list[type[EtbuildError]]:
+        return [base, *[c for sub in base.__subclasses__() for c in subclasses(sub)]]
+
+    return next((c for c in subclasses(EtbuildError)[1:] if c.exit_code == exit_code), EtbuildError)

@@ -2,7 +2,8 @@
 
 Events are plain dicts: `{"event": "start" | "end" | "fail" | "up-to-date" | "note", "task":
 "plan:mlp", "stage": "plan", "product": "mlp", …}`; `end` adds `seconds` and `cache` (`hit`,
-`miss`, `corrupt`, `off`), `fail` adds `message` and `exit_code`, `note` has only `message`.
+`miss`, `corrupt`, `off`), `fail` adds `message` and `exit_code`; `note` (something to know)
+and `step` (a release step done) have only `message`.
 
 - `TextSink`: one line per stage (`plan:mlp ... 0.12 s`), the default when not on a terminal;
 - `LiveSink`: on a terminal, one row per product, redrawn in place as its stages move on;
@@ -56,6 +57,8 @@ class TextSink:
             self._print(f"  {name:<32} up to date")
         elif kind == "note":
             self._print(f"note: {ev['message']}")
+        elif kind == "step":
+            self._print(f"  {ev['message']}")
 
     def close(self) -> None:
         pass
@@ -96,8 +99,8 @@ class LiveSink:
 
     def emit(self, ev: Event) -> None:
         kind = ev["event"]
-        if kind == "note":
-            self.after.append(f"note: {ev['message']}")
+        if kind in ("note", "step"):
+            self.after.append(f"note: {ev['message']}" if kind == "note" else f"  {ev['message']}")
         elif ev.get("task"):
             self._update(ev)
         if kind == "fail":

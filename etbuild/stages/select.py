@@ -52,6 +52,12 @@ def run_select(recipe: Recipe, pte: Path, lowered: Path, out: Path) -> None:
     write_json(out / "select.json", size_report(selection, runtime.total_bytes, runtime.zip_bytes))
 
 
+def union_selection(recipes: list[Recipe], build_root: Path) -> Selection:
+    """What the built programs of several recipes need together."""
+    selections = [collect(a.pte, a.lowered) for a in (Artifacts.of(r, build_root) for r in recipes)]
+    return selections[0].union(selections[1:])
+
+
 def run_union(recipes: list[Recipe], build_root: Path, name: str) -> dict[str, Any]:
     """One trimmed runtime for the union of several built recipes, each verified against it.
 
@@ -60,16 +66,12 @@ def run_union(recipes: list[Recipe], build_root: Path, name: str) -> dict[str, A
     """
     from etbuild.stages.verify import verify
 
-    built = [Artifacts.of(r, build_root) for r in recipes]
-    selections = [collect(a.pte, a.lowered) for a in built]
-    union = selections[0].union(selections[1:])
+    union = union_selection(recipes, build_root)
     out = build_root / "union" / name
-    source = ", ".join(str(r.path) for r in recipes)
+    source = ", ".join(f"recipe {r.name}" for r in recipes)
     write_bytes(out / "selected_operators.yaml", selected_operators_yaml(union, source).encode())
     runtime = generate_runtime(union, out / "runtime", source=source, name=name)
     report = size_report(union, runtime.total_bytes, runtime.zip_bytes)
-    report["recipes"] = {
-        r.name: verify(r, a.pte, runtime.root)["passed"] for r, a in zip(recipes, built)
-    }
+    report["recipes"] = {r.name: verify(r, Artifacts.of(r, build_root).pte, runtime.root)["passed"] for r in recipes}
     write_json(out / "select.json", report)
     return report
