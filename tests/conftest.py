@@ -75,3 +75,13 @@ def s3_bucket(s3_endpoint: str, request: pytest.FixtureRequest) -> str:
     name = "t-" + hashlib.sha256(request.node.nodeid.encode()).hexdigest()[:20]
     boto3.client("s3", endpoint_url=s3_endpoint).create_bucket(Bucket=name)
     return f"s3://{name}/cache?endpoint={s3_endpoint}"
+
+
+@pytest.fixture(scope="session")
+def dask_cluster(s3_endpoint: str) -> Iterator[str]:
+    """A 2-worker Dask cluster of processes, once per session (after the S3 credentials are set,
+    which its workers inherit); its scheduler's address."""
+    distributed = pytest.importorskip("distributed", reason="dask[distributed] (the dask extra) is not installed")
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    yield cluster.scheduler_address
+    cluster.close()

@@ -5,8 +5,8 @@
   match their digest in the provenance, and a signed provenance verifies with the given key.
 - `diff_dists`: per product, the change in `.pte` bytes, runtime bytes, latency, accuracy and
   operators between two release directories.
-- `check_reproducible`: two builds in fresh directories with no cache, with different hash
-  seeds, compared file by file.
+- `check_reproducible`: two builds at once, in fresh directories with no cache and with
+  different hash seeds, compared file by file.
 """
 
 from __future__ import annotations
@@ -128,7 +128,8 @@ def check_reproducible(release_file: Path, jobs: int = 1, keep: Path | None = No
 
     epoch = str(source_date_epoch(source_root(release_file)))
     work = Path(tempfile.mkdtemp(prefix="etbuild-reproduce-"))
-    dists = [_build_in(release_file, work / f"build{i}", seed, epoch, jobs) for i, seed in enumerate(HASH_SEEDS)]
+    started = [_start_build(release_file, work / f"build{i}", seed, epoch, jobs) for i, seed in enumerate(HASH_SEEDS)]
+    dists = [_finished(proc, where) for proc, where in started]
     first, second = (read_sums(d) for d in dists)
     differ = sorted(n for n in set(first) | set(second) if first.get(n) != second.get(n))
     if differ:
@@ -144,14 +145,19 @@ def check_reproducible(release_file: Path, jobs: int = 1, keep: Path | None = No
     return first, target
 
 
-def _build_in(release_file: Path, where: Path, seed: str, epoch: str, jobs: int) -> Path:
-    """`etbuild release` in a subprocess, in `where`, with the given hash seed; its release directory."""
+def _start_build(release_file: Path, where: Path, seed: str, epoch: str, jobs: int) -> tuple[Any, Path]:
+    """Start `etbuild release` in a subprocess, in `where`, with the given hash seed."""
     env = {**os.environ, "PYTHONHASHSEED": seed, "SOURCE_DATE_EPOCH": epoch}
     cmd = [sys.executable, "-m", "etbuild.cli", "release", str(release_file.resolve()), "--build-dir",
            str(where / "build"), "--dist-dir", str(where / "dist"), "-n", str(jobs)]
-    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), where
+
+
+def _finished(proc: Any, where: Path) -> Path:
+    """Wait for a build `_start_build` started; its release directory."""
+    out, err = proc.communicate()
     if proc.returncode != 0:
         raise ReleaseError(f"reproducibility build in {where} failed (exit {proc.returncode}): "
-                           f"{proc.stderr.strip() or proc.stdout.strip()[-2000:]}")
+                           f"{err.strip() or out.strip()[-2000:]}")
     (dist,) = (where / "dist").iterdir()
     return dist

@@ -130,7 +130,8 @@ def _runtimes(doc: Doc, products: tuple[Product, ...]) -> tuple[RuntimeGroup, ..
         for j, member in enumerate(members if group["products"] != "*" else []):
             if member not in names:
                 path: KeyPath = ("runtimes", i, "products", j)
-                message = f"no product '{member}'{did_you_mean(member, names)}; the products are {', '.join(names)}"
+                hint = did_you_mean(member, names) or f"; the products are {', '.join(names)}"
+                message = f"no product '{member}'{hint}"
                 raise located_error(doc.where(path), path, message)
         out.append(RuntimeGroup(group["name"], tuple(dict.fromkeys(members))))
     alone = [n for n in names if not any(n in g.products for g in out)]
