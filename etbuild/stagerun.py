@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from etbuild.cache import Cache, CorruptEntry, portable, stage_key
+from etbuild.errors import StageError
 from etbuild.fsutil import sha256_file
 from etbuild.tasks import StageCall
 
@@ -78,9 +79,13 @@ class StageRunner:
         return {"cache": "corrupt", "key": key, "note": note} if note else {"cache": "miss", "key": key}
 
     def _execute(self, call: StageCall, key: str | None) -> None:
-        if self.executor is not None and self.cache is not None and key is not None:
+        """Run the call here, or on the executor (calls with extra outputs always run here)."""
+        if self.executor is not None and self.cache is not None and key is not None and not call.extra:
             self.executor.run(call, key, self)
-            self.cache.restore(key, call.root)
+            try:
+                self.cache.restore(key, call.root)
+            except CorruptEntry as exc:
+                raise StageError(f"{call.name}: the outputs a worker stored are unreadable: {exc}") from None
             return
         call.run()
         if self.cache is not None and key is not None:
