@@ -9,14 +9,16 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from etbuild.errors import EtbuildError
 
 
-def _execution(args: argparse.Namespace) -> dict[str, Any]:
+@contextmanager
+def _execution(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """The cache, executor, jobs and event sink the options name (for build and release)."""
     from etbuild.progress import make_sink
 
@@ -30,7 +32,11 @@ def _execution(args: argparse.Namespace) -> dict[str, Any]:
 
         executor = executor_for(args.executor, cache)
     sink = make_sink(sys.stdout, json_lines=args.json, parallel=args.jobs > 1, debug=args.debug)
-    return {"jobs": args.jobs, "cache": cache, "executor": executor, "sink": sink}
+    try:
+        yield {"jobs": args.jobs, "cache": cache, "executor": executor, "sink": sink}
+    finally:
+        if executor is not None:
+            executor.close()
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -41,7 +47,8 @@ def _build(args: argparse.Namespace) -> int:
     if not paths:
         print(f"no recipes under {args.recipes_dir}", file=sys.stderr)
         return 2
-    result = build(paths, Path(args.build_dir), debug=args.debug, dump_after=args.dump_after, **_execution(args))
+    with _execution(args) as options:
+        result = build(paths, Path(args.build_dir), debug=args.debug, dump_after=args.dump_after, **options)
     if args.json:
         return result.exit_code
     ran, fresh = len(result.executed), len(result.up_to_date)
@@ -78,8 +85,8 @@ def _release(args: argparse.Namespace) -> int:
         print(f"reproducible: two builds in clean directories gave identical bytes for all {len(sums)} files; "
               f"kept {dist}")
         return 0
-    result = make_release(args.release, dist_root=Path(args.dist_dir), build_root=Path(args.build_dir),
-                          **_execution(args))
+    with _execution(args) as options:
+        result = make_release(args.release, dist_root=Path(args.dist_dir), build_root=Path(args.build_dir), **options)
     if not args.json:
         print(f"ok: release {result.release.dist_name} in {result.dist}: {len(result.release.products)} product(s), "
               f"{len(result.release.runtimes)} runtime(s), {len(result.sums)} files")

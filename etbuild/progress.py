@@ -13,6 +13,7 @@ and `step` (a release step done) have only `message`.
 from __future__ import annotations
 
 import json
+import shutil
 import time
 from typing import Any, Protocol, TextIO
 
@@ -123,16 +124,19 @@ class LiveSink:
     def _draw(self) -> None:
         out = [self.UP.format(self.drawn)] if self.drawn else []
         width = max(map(len, self.rows), default=0)
+        columns = shutil.get_terminal_size().columns - 1  # a wrapped row would break the redraw
         for product, cells in self.rows.items():
-            out.append(f"{self.CLEAR}  {product:<{width}}  {' · '.join(cells)}\n")
+            out.append(f"{self.CLEAR}{f'  {product:<{width}}  ' + ' · '.join(cells):.{columns}}\n")
         self.stream.write("".join(out))
         self.stream.flush()
         self.drawn = len(self.rows)
 
     def close(self) -> None:
+        """Print what came in under the table; later events start a new table below it."""
         for line in self.after:
             print(line, file=self.stream)
         self.stream.flush()
+        self.after, self.rows, self.drawn = [], {}, 0
 
 
 def make_sink(stream: TextIO, *, json_lines: bool = False, live: bool | None = None, parallel: bool = False,

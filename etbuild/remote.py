@@ -77,7 +77,7 @@ class DaskExecutor:
     def client(self) -> Any:
         if self._client is None:
             distributed = require("distributed", "dask")
-            self._client = distributed.Client(self.address, timeout=30)
+            self._client = distributed.Client(self.address, timeout=30, set_as_default=False)
         return self._client
 
     def run(self, call: StageCall, key: str, runner: StageRunner) -> None:
@@ -91,8 +91,10 @@ class DaskExecutor:
             raise InternalError(f"{call.name}: the worker answered {result!r}")
 
     def close(self) -> None:
+        """Close the connection to the scheduler (the cluster goes on)."""
         if self._client is not None:
             self._client.close()
+            self._client = None
 
 
 def executor_for(spec: str, cache: Cache | None) -> DaskExecutor:
