@@ -86,9 +86,9 @@ class StageReporter:
         self.result.executed.append(task.name)
         self.result.seconds[task.name] = values.get("seconds", 0.0)
         self.result.cache[task.name] = values.get("cache", "off")
-        if values.get("note"):
-            self.emit(event("note", message=values["note"]))
         self.emit(event("end", task.name, seconds=values.get("seconds", 0.0), cache=values.get("cache", "off")))
+        if values.get("note"):  # after the stage's line, which a serial text sink left open
+            self.emit(event("note", message=values["note"]))
 
     def add_failure(self, task: Any, fail: Any) -> None:
         self.result.executed.append(task.name)
