@@ -192,10 +192,16 @@ def _shaken(env: jinja2.Environment, contents: Contents, source: str) -> Shaker:
 
 
 def _overrides(env: jinja2.Environment, contents: Contents) -> dict[str, dict[str, str]]:
-    """Definitions a trimmed runtime replaces: its schema layout, its registry, its dtype table."""
+    """Definitions a trimmed runtime replaces: its schema layout, its registry (whose kernels ship
+    without annotations: their argument kinds come as a table), its dtype table."""
+    registry = load_all()
+    kinds = {name: registry[name].kinds for name in contents.kernels}
     out = {
         PTE_MODULE: {"program_layout": env.get_template("program_layout.py.j2").render()},
-        REGISTRY_MODULE: {"load_all": env.get_template("load_all.py.j2").render()},
+        REGISTRY_MODULE: {
+            "load_all": env.get_template("load_all.py.j2").render(),
+            "argument_kinds": env.get_template("argument_kinds.py.j2").render(kinds=repr(kinds)),
+        },
     }
     if contents.scalar_types is not None:
         dtypes = [(code, SCALAR_TYPE_TO_DTYPE[code].name) for code in contents.scalar_types]

@@ -33,6 +33,7 @@ MLP_TREE = {
     "etbuild/kernels/selected.py",
     "etbuild/runtime/__init__.py",
     "etbuild/runtime/binding.py",
+    "etbuild/runtime/checks.py",
     "etbuild/runtime/features.py",
     "etbuild/runtime/format/__init__.py",
     "etbuild/runtime/format/fbs.py",

@@ -1,0 +1,100 @@
+"""Load-time checks of what instructions pass around: each kernel gets the kinds of values it
+declares, every tensor an instruction touches has memory, moves keep a value's type.
+
+A kernel's parameter kinds come from its annotations (etbuild.kernels.registry), one letter
+per parameter; the value types are the format's EValue union members, compared by name so
+that a trimmed runtime whose schema lacks a type (no lists, say) needs no class for it.
+Everything here runs once per `load_method`; nothing runs per call.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from etbuild.errors import InvalidProgram
+from etbuild.runtime import features
+from etbuild.runtime.format import program as fb
+
+# Kind letter (etbuild.kernels.registry.ANNOTATION_KINDS) -> the value types it admits.
+KIND_TYPES = {
+    "T": "Tensor", "t": "Tensor Null", "i": "Int", "j": "Int Null", "f": "Double Int Bool",
+    "g": "Double Int Bool Null", "b": "Bool", "c": "Bool Null", "z": "String", "y": "String Null",
+    "L": "IntList", "M": "IntList Null", "D": "DoubleList Null", "X": "TensorList", "Y": "OptionalTensorList",
+}
+
+
+def type_name(plan: fb.ExecutionPlan, i: int) -> str:
+    """The EValue type of value i (an absent union member counts as Null)."""
+    v = plan.values[i].val
+    return "Null" if v is None else type(v).__name__
+
+
+def kernel_args(plan: fb.ExecutionPlan, kernel: Any, args: list[int], where: str) -> None:
+    """Each argument of a call to `kernel` (a KernelInfo) has a type its parameter admits, and so
+    does the call's result slot."""
+    params, _, result = kernel.kinds.partition(">")
+    for k, (kind, i) in enumerate(zip(params, args)):
+        if type_name(plan, i) not in KIND_TYPES[kind].split():
+            raise InvalidProgram(
+                f"{where}: argument {_param_name(kernel.fn, k)} of {kernel.name} is value {i}, "
+                f"a {type_name(plan, i)}; expected {KIND_TYPES[kind]}"
+            )
+    if len(args) > len(params) and type_name(plan, args[-1]) not in KIND_TYPES[result].split():
+        raise InvalidProgram(f"{where}: the result of {kernel.name}, value {args[-1]}, is not a {KIND_TYPES[result]}")
+
+
+def _param_name(fn: Any, k: int) -> str:
+    """The name of a kernel's parameter k (through decorators)."""
+    while hasattr(fn, "__wrapped__"):
+        fn = fn.__wrapped__
+    return fn.__code__.co_varnames[k]
+
+
+def touched(plan: fb.ExecutionPlan, a: Any) -> list[int]:
+    """The values whose storage an instruction reads or writes (list arguments: their items)."""
+    if isinstance(a, fb.KernelCall) or (features.DELEGATES and isinstance(a, fb.DelegateCall)):
+        indices = list(a.args)
+    elif features.CONTROL_FLOW and isinstance(a, fb.MoveCall):
+        indices = [a.move_from]
+    elif features.CONTROL_FLOW and isinstance(a, fb.JumpFalseCall):
+        indices = [a.cond_value_index]
+    else:
+        return []
+    if features.VALUE_LISTS:
+        for i in list(indices):
+            v = plan.values[i].val
+            if isinstance(v, (fb.TensorList, fb.OptionalTensorList)):
+                indices.extend(j for j in v.items if j >= 0)
+    return indices
+
+
+def storage(plan: fb.ExecutionPlan, instructions: list[fb.Instruction], objects: list[Any]) -> None:
+    """Every tensor an instruction uses has memory: planned, constant, or a method input.
+
+    A tensor with neither allocation_info nor data_buffer_idx gets its data at run time, which
+    only a method input does (outputs the plan leaves unplanned get memory at load); any other
+    is a program whose memory was never planned.
+    """
+    inputs = set(plan.inputs)
+    for pc, ins in enumerate(instructions):
+        for i in touched(plan, ins.instr_args):
+            if objects[i] is None and i not in inputs and isinstance(plan.values[i].val, fb.Tensor):
+                raise InvalidProgram(
+                    f"instruction {pc}: tensor value {i} has no memory plan (no allocation_info, no "
+                    "data_buffer_idx), which only method inputs and outputs may lack"
+                )
+
+
+def move(plan: fb.ExecutionPlan, call: Any, where: str) -> None:
+    """A MoveCall copies a value into a slot of the same type."""
+    src, dst = type_name(plan, call.move_from), type_name(plan, call.move_to)
+    if src != dst:
+        raise InvalidProgram(f"{where}: moves value {call.move_from}, a {src}, into value {call.move_to}, a {dst}")
+
+
+def condition(plan: fb.ExecutionPlan, call: Any, where: str) -> None:
+    """A JumpFalseCall's condition is a Bool or a bool tensor."""
+    v = plan.values[call.cond_value_index].val
+    if not (isinstance(v, fb.Bool) or (isinstance(v, fb.Tensor) and v.scalar_type == fb.ScalarType.BOOL)):
+        got = type_name(plan, call.cond_value_index)
+        raise InvalidProgram(f"{where}: jump condition value {call.cond_value_index} is a {got}, expected a Bool")
