@@ -51,3 +51,10 @@ class InternalError(EtbuildError):
     """An invariant of etbuild itself is broken: a bug to report, not a user mistake."""
 
     exit_code = 70
+
+
+def printable(text: str, keep: str = "") -> str:
+    """text with every character a terminal would act on (escape sequences, control and
+    format characters, line breaks unless in `keep`) written as a Python escape: names read
+    from a file are shown, not run."""
+    return "".join(c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii") for c in text)

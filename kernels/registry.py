@@ -30,6 +30,11 @@ from typing import Any
 
 KernelFn = Callable[..., Any]
 Scalar = bool | int | float  # an ATen Scalar: an Int, Double or Bool value
+# Integers with a bound the runtime checks at load when the argument is a constant (strides,
+# kernel sizes, dilations, groups are at least 1; paddings and sizes at least 0).
+PositiveInt = int
+PositiveInts = list[int]
+NonNegativeInts = list[int]
 
 FLOAT_DTYPES = ("float32", "float64", "float16")
 INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
@@ -53,6 +58,9 @@ ANNOTATION_KINDS = {
     "str": "z",  # String
     "str | None": "y",
     "list[int]": "L",  # IntList
+    "PositiveInts": "P",  # IntList of items >= 1
+    "NonNegativeInts": "N",  # IntList of items >= 0
+    "PositiveInt": "p",  # Int >= 1
     "list[int] | None": "M",
     "list[float] | None": "D",  # DoubleList or Null
     "list[np.ndarray]": "X",  # TensorList
@@ -64,14 +72,16 @@ RESULT_KINDS = {"np.ndarray": "T", "int": "i", "Scalar": "f", "list[np.ndarray]"
 
 @dataclass(frozen=True)
 class KernelInfo:
-    """A registered kernel: its canonical name, function, defining module, claimed dtypes, and
-    argument kinds (one letter per parameter, then the result's after `>`; see ANNOTATION_KINDS)."""
+    """A registered kernel: its canonical name, function, defining module, claimed dtypes,
+    argument kinds (one letter per parameter, then the result's after `>`; see ANNOTATION_KINDS)
+    and the check of its arguments that the runtime runs at load (see `kernel`)."""
 
     name: str
     fn: KernelFn
     module: str
     dtypes: tuple[str, ...]
     kinds: str
+    check: KernelFn | None = None
 
     @property
     def params(self) -> str:
@@ -82,16 +92,24 @@ class KernelInfo:
 _REGISTRY: dict[str, KernelInfo] = {}
 
 
-def kernel(name: str, dtypes: tuple[str, ...] = FLOAT_DTYPES) -> Callable[[KernelFn], KernelFn]:
+def kernel(
+    name: str, dtypes: tuple[str, ...] = FLOAT_DTYPES, check: KernelFn | None = None
+) -> Callable[[KernelFn], KernelFn]:
     """Register fn as the kernel for `name`; `dtypes` are the dtypes it claims (of its inputs,
-    or of its output for creation ops such as `full` and `arange`)."""
+    or of its output for creation ops such as `full` and `arange`).
+
+    check: takes the kernel's arguments and raises KernelError when they do not fit together
+    (a padding wider than half the kernel); the runtime calls it once at load when every
+    argument is known then (tensors at their planned shapes: a check may rely on a dynamic
+    tensor's rank, not its sizes), so a malformed program is refused before it runs.
+    """
     if "::" not in name:
         raise ValueError(f"kernel name {name!r} must be 'namespace::op.overload'")
 
     def register(fn: KernelFn) -> KernelFn:
         if name in _REGISTRY:
             raise ValueError(f"kernel {name} is already registered by {_REGISTRY[name].module}")
-        _REGISTRY[name] = KernelInfo(name, fn, fn.__module__, tuple(dtypes), argument_kinds(name, fn))
+        _REGISTRY[name] = KernelInfo(name, fn, fn.__module__, tuple(dtypes), argument_kinds(name, fn), check)
         return fn
 
     return register

@@ -123,6 +123,7 @@ class Binder:
         self.kernels = kernels
         self.delegates = delegates
         self.rebound: set[int] = set()
+        self.unknown: set[int] = set()  # values not known at load (see checks.varying)
 
     def bind(self, instructions: list[fb.Instruction]) -> list[Step]:
         """The steps of a chain (a jump step returns the next pc; see control_flow)."""
@@ -130,6 +131,7 @@ class Binder:
         checks.storage(self.plan, instructions, self.values.objects)
         if features.LIVE_VALUES:
             self.rebound = rebound_values(self.plan, instructions)
+            self.unknown = checks.varying(self.plan, self.rebound)
         steps = []
         for pc, ins in enumerate(instructions):
             a = ins.instr_args
@@ -162,6 +164,7 @@ class Binder:
                 f"{where}: {name} takes {nparams} arguments and a result, the program gives {len(args)} values"
             )
         checks.kernel_args(self.plan, info, args, where)
+        checks.kernel_values(info, args, self.values.objects, self.unknown, where)
         call_fn = self._caller(info.fn, args[:nparams])
         # Without a result slot (et_copy_index), the returned tensor replaces the first argument.
         ret = args[nparams] if len(args) > nparams else None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from etbuild.errors import InvalidProgram
+from etbuild.errors import InvalidProgram, KernelError
 from etbuild.runtime import features
 from etbuild.runtime.format import program as fb
 
@@ -20,7 +20,9 @@ KIND_TYPES = {
     "T": "Tensor", "t": "Tensor Null", "i": "Int", "j": "Int Null", "f": "Double Int Bool",
     "g": "Double Int Bool Null", "b": "Bool", "c": "Bool Null", "z": "String", "y": "String Null",
     "L": "IntList", "M": "IntList Null", "D": "DoubleList Null", "X": "TensorList", "Y": "OptionalTensorList",
+    "P": "IntList", "N": "IntList", "p": "Int",
 }
+BOUNDS = {"P": 1, "N": 0, "p": 1}  # the least value of each item of a bounded kind
 
 
 def type_name(plan: fb.ExecutionPlan, i: int) -> str:
@@ -41,6 +43,36 @@ def kernel_args(plan: fb.ExecutionPlan, kernel: Any, args: list[int], where: str
             )
     if len(args) > len(params) and type_name(plan, args[-1]) not in KIND_TYPES[result].split():
         raise InvalidProgram(f"{where}: the result of {kernel.name}, value {args[-1]}, is not a {KIND_TYPES[result]}")
+
+
+def varying(plan: fb.ExecutionPlan, rebound: set[int]) -> set[int]:
+    """The values not known at load: scalars rebound at run time and the IntLists holding them
+    (tensors are known: they exist at load, at their planned shapes)."""
+    out = {i for i in rebound if not isinstance(plan.values[i].val, fb.Tensor)}
+    if features.VALUE_LISTS:
+        for i, ev in enumerate(plan.values):
+            if isinstance(ev.val, fb.IntList) and not out.isdisjoint(ev.val.items):
+                out.add(i)
+    return out
+
+
+def kernel_values(kernel: Any, args: list[int], objects: list[Any], unknown: set[int], where: str) -> None:
+    """The arguments known at load keep their kinds' bounds and pass the kernel's own check."""
+    params = kernel.kinds.partition(">")[0]
+    args = args[: len(params)]
+    for k, (kind, i) in enumerate(zip(params, args)):
+        if kind in BOUNDS and i not in unknown:
+            items = objects[i] if isinstance(objects[i], list) else [objects[i]]
+            if any(v < BOUNDS[kind] for v in items):
+                raise InvalidProgram(
+                    f"{where}: argument {_param_name(kernel.fn, k)} of {kernel.name} is {objects[i]}; "
+                    f"each must be at least {BOUNDS[kind]}"
+                )
+    if kernel.check is not None and not any(i in unknown or objects[i] is None for i in args):
+        try:
+            kernel.check(*[objects[i] for i in args])
+        except KernelError as exc:
+            raise InvalidProgram(f"{where}: {kernel.name}: {exc}") from None
 
 
 def _param_name(fn: Any, k: int) -> str:

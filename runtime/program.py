@@ -186,7 +186,7 @@ def _arenas(
     if any(s < 0 for s in sizes):
         raise InvalidProgram(f"planned buffer sizes {sizes} include a negative size")
     if sum(sizes) + owned > limit:
-        raise InvalidProgram(f"planned memory {sizes} (+{owned}) exceeds the {limit}-byte max_planned_bytes")
+        raise InvalidProgram(f"its planned memory, {sum(sizes) + owned} bytes, exceeds max_planned_bytes ({limit})")
     if buffers is None:
         buffers = [None] * len(sizes)
     if len(buffers) != len(sizes):

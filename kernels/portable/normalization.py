@@ -11,7 +11,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import cast, opmath, quiet, store
-from etbuild.kernels.registry import FLOAT_DTYPES, kernel
+from etbuild.kernels.registry import FLOAT_DTYPES, PositiveInt, kernel
 from etbuild.runtime.tensor import resize
 
 Outs = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -119,7 +119,7 @@ def native_group_norm_out(
     n: int,
     c: int,
     hxw: int,
-    group: int,
+    group: PositiveInt,
     eps: float,
     out: np.ndarray,
     mean_out: np.ndarray,

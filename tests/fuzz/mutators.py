@@ -80,26 +80,30 @@ class StructureMutator:
     name: str = "structure"
 
     def mutate(self, data: bytes, rng: random.Random) -> bytes:
-        program, header = read_program(data)
-        payload = b""
-        if header is not None:
-            payload = data[header.segment_base_offset : header.segment_base_offset + header.segment_data_size]
-        _detach(program)
-        for _ in range(8):  # an edit may not apply (no lists, no jumps): try another
-            if EDITS[rng.choice(sorted(EDITS))](program, rng) is not None:
-                break
-        return assemble(program, payload)
+        def edit(program: fb.Program) -> None:
+            for _ in range(8):  # an edit may not apply (no lists, no jumps): try another
+                if EDITS[rng.choice(sorted(EDITS))](program, rng) is not None:
+                    return
+
+        return edited(data, edit)
 
 
-def _detach(program: fb.Program) -> None:
-    """Copy the memoryviews the reader returns into bytes, so the encoder can write them."""
-    for plan in program.execution_plan:
+def edited(data: bytes, edit: Callable[[fb.Program], Any]) -> bytes:
+    """A `.pte` decoded, changed in place by `edit`, and encoded again with the same segment bytes
+    (the segment table is written as the Program says, so an edit may make it lie)."""
+    program, header = read_program(data)
+    payload = b""
+    if header is not None:
+        payload = data[header.segment_base_offset : header.segment_base_offset + header.segment_data_size]
+    for plan in program.execution_plan:  # the reader's memoryviews, as bytes the encoder can write
         for ev in plan.values:
             if isinstance(ev.val, fb.Tensor):
                 ev.val.dim_order = bytes(ev.val.dim_order)
         for d in plan.delegates:
             for spec in d.compile_specs:
                 spec.value = bytes(spec.value)
+    edit(program)
+    return assemble(program, payload)
 
 
 # ----------------------------------------------------------------------------- field edits

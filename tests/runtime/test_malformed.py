@@ -11,9 +11,9 @@ import pytest
 from etbuild.errors import InvalidProgram
 from etbuild.runtime import Program
 from etbuild.runtime.format import program as fb
-from etbuild.runtime.format.pte import read_program, segment_bytes, write_program
+from etbuild.runtime.format.pte import read_program
 from tests.fuzz.harness import campaign
-from tests.fuzz.mutators import ByteMutator, StructureMutator
+from tests.fuzz.mutators import ByteMutator, StructureMutator, edited
 
 
 def _load_and_call(data: bytes, **kw) -> None:
@@ -22,15 +22,8 @@ def _load_and_call(data: bytes, **kw) -> None:
 
 
 def _edited(pte_bytes: bytes, edit) -> bytes:
-    """Decode, let `edit` change the Program, encode again (segments kept)."""
-    program, header = read_program(pte_bytes)
-    segments = [bytes(segment_bytes(pte_bytes, program, header, i)) for i in range(len(program.segments))]
-    for plan in program.execution_plan:
-        for ev in plan.values:
-            if isinstance(ev.val, fb.Tensor):
-                ev.val.dim_order = bytes(ev.val.dim_order)
-    edit(program, program.execution_plan[0])
-    return write_program(program, segments)
+    """Decode, let `edit(program, first plan)` change it, encode again (segments kept)."""
+    return edited(pte_bytes, lambda program: edit(program, program.execution_plan[0]))
 
 
 @pytest.fixture(scope="module")
