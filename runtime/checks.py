@@ -23,6 +23,7 @@ KIND_TYPES = {
     "P": "IntList", "N": "IntList", "p": "Int",
 }
 BOUNDS = {"P": 1, "N": 0, "p": 1}  # the least value of each item of a bounded kind
+_ADMITS = {k: set(v.replace("Null", "Null NoneType").split()) for k, v in KIND_TYPES.items()}  # by type name
 
 
 def type_name(plan: fb.ExecutionPlan, i: int) -> str:
@@ -35,14 +36,24 @@ def kernel_args(plan: fb.ExecutionPlan, kernel: Any, args: list[int], where: str
     """Each argument of a call to `kernel` (a KernelInfo) has a type its parameter admits, and so
     does the call's result slot."""
     params, _, result = kernel.kinds.partition(">")
+    values = plan.values
     for k, (kind, i) in enumerate(zip(params, args)):
-        if type_name(plan, i) not in KIND_TYPES[kind].split():
+        got = type(values[i].val).__name__
+        if got not in _ADMITS[kind]:
             raise InvalidProgram(
-                f"{where}: argument {_param_name(kernel.fn, k)} of {kernel.name} is value {i}, "
-                f"a {type_name(plan, i)}; expected {KIND_TYPES[kind]}"
+                f"{where}: argument {_param_name(kernel.fn, k)} of {kernel.name} is value {i}, a {got}; "
+                f"expected {KIND_TYPES[kind]}"
             )
-    if len(args) > len(params) and type_name(plan, args[-1]) not in KIND_TYPES[result].split():
-        raise InvalidProgram(f"{where}: the result of {kernel.name}, value {args[-1]}, is not a {KIND_TYPES[result]}")
+    ret = values[args[-1]].val if len(args) > len(params) else None
+    if ret is not None and (type(ret).__name__ not in _ADMITS[result] or _constant(ret)):
+        raise InvalidProgram(
+            f"{where}: the result of {kernel.name}, value {args[-1]}, is not a writable {KIND_TYPES[result]}"
+        )
+
+
+def _constant(v: Any) -> bool:
+    """A tensor in the constant data (read-only: mapped from the file)."""
+    return isinstance(v, fb.Tensor) and v.data_buffer_idx > 0 and v.allocation_info is None
 
 
 def varying(plan: fb.ExecutionPlan, rebound: set[int]) -> set[int]:

@@ -13,10 +13,24 @@ from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+from torch._higher_order_ops.scan import scan
+
 from tests.fuzz.mutators import ByteMutator, Mutator, StructureMutator
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM_MUTATORS: tuple[Mutator, ...] = (ByteMutator(), StructureMutator())
+
+
+class RunningSum(torch.nn.Module):
+    """The running sum of a sequence (and its doubles) by torch's scan."""
+
+    def forward(self, xs: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        def step(total: torch.Tensor, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+            total = total + x
+            return total, total * 2
+
+        return scan(step, torch.zeros(xs.shape[1:]), xs)
 
 
 @dataclass(frozen=True)
@@ -47,14 +61,19 @@ def ours(build_root: Path) -> Corpus:
 
 
 def executorch_built(out_dir: Path) -> Corpus:
-    """The zoo recipes' models built by ExecuTorch's own export → to_edge → to_executorch."""
+    """The zoo recipes' models built by ExecuTorch's own export → to_edge → to_executorch, and a
+    scan, which ExecuTorch lowers to a loop (a backward jump: no zoo recipe has one)."""
     from etbuild.oracle import executorch_build
     from etbuild.recipe import load_recipe
+    from tests.conftest import executorch_pte
 
     out_dir.mkdir(parents=True, exist_ok=True)
     samples = []
-    for path in zoo_recipes():
-        recipe = load_recipe(path)
-        with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+        for path in zoo_recipes():
+            recipe = load_recipe(path)
             samples.append(executorch_build(recipe, out_dir / f"{recipe.name}.pte").path)
+        samples.append(executorch_pte(RunningSum(), (torch.randn(5, 3),), out_dir / "scan.pte"))
     return Corpus("executorch", tuple(samples))
+
+

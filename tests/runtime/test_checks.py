@@ -73,7 +73,18 @@ def test_a_result_slot_of_the_wrong_type(mlp):
 
     n = len(Program.from_bytes(mlp).program.execution_plan[0].values)
     message = _error(edited(mlp, edit))
-    assert message.endswith(f"instruction 0: the result of aten::addmm.out, value {n}, is not a Tensor")
+    assert message.endswith(f"instruction 0: the result of aten::addmm.out, value {n}, is not a writable Tensor")
+
+
+def test_a_result_written_into_the_constants(mlp):
+    def edit(program):
+        plan = _plan(program)
+        call = _call(plan, 0)
+        call.args = [*call.args[:-1], call.args[0]]  # the bias, a constant
+
+    bias = _call(_plan(Program.from_bytes(mlp).program), 0).args[0]
+    message = _error(edited(mlp, edit))
+    assert message.endswith(f"instruction 0: the result of aten::addmm.out, value {bias}, is not a writable Tensor")
 
 
 def test_a_stride_of_zero(conv_pool):
