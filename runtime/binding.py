@@ -163,8 +163,7 @@ class Binder:
             raise InvalidProgram(
                 f"{where}: {name} takes {nparams} arguments and a result, the program gives {len(args)} values"
             )
-        checks.kernel_args(self.plan, info, args, where)
-        checks.kernel_values(info, args, self.values.objects, self.unknown, where)
+        checks.kernel_call(self.plan, info, args, self.values.objects, self.unknown, where)
         call_fn = self._caller(info.fn, args[:nparams])
         # Without a result slot (et_copy_index), the returned tensor replaces the first argument.
         ret = args[nparams] if len(args) > nparams else None

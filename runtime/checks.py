@@ -32,9 +32,23 @@ def type_name(plan: fb.ExecutionPlan, i: int) -> str:
     return "Null" if v is None else type(v).__name__
 
 
-def kernel_args(plan: fb.ExecutionPlan, kernel: Any, args: list[int], where: str) -> None:
-    """Each argument of a call to `kernel` (a KernelInfo) has a type its parameter admits, and so
-    does the call's result slot."""
+def varying(plan: fb.ExecutionPlan, rebound: set[int]) -> set[int]:
+    """The values not known at load: scalars rebound at run time and the IntLists holding them
+    (tensors are known: they exist at load, at their planned shapes)."""
+    out = {i for i in rebound if not isinstance(plan.values[i].val, fb.Tensor)}
+    if features.VALUE_LISTS and out:
+        for i, ev in enumerate(plan.values):
+            if isinstance(ev.val, fb.IntList) and not out.isdisjoint(ev.val.items):
+                out.add(i)
+    return out
+
+
+def kernel_call(
+    plan: fb.ExecutionPlan, kernel: Any, args: list[int], objects: list[Any], unknown: set[int], where: str
+) -> None:
+    """Check a call to `kernel` (a KernelInfo) at load: each argument has a type its parameter
+    admits, and the result slot a writable one; arguments known at load (not in `unknown`)
+    keep their kinds' bounds and pass the kernel's own check."""
     params, _, result = kernel.kinds.partition(">")
     values = plan.values
     for k, (kind, i) in enumerate(zip(params, args)):
@@ -44,46 +58,33 @@ def kernel_args(plan: fb.ExecutionPlan, kernel: Any, args: list[int], where: str
                 f"{where}: argument {_param_name(kernel.fn, k)} of {kernel.name} is value {i}, a {got}; "
                 f"expected {KIND_TYPES[kind]}"
             )
+        if kind in BOUNDS and i not in unknown and _below(objects[i], BOUNDS[kind]):
+            raise InvalidProgram(
+                f"{where}: argument {_param_name(kernel.fn, k)} of {kernel.name} is {objects[i]}; "
+                f"each must be at least {BOUNDS[kind]}"
+            )
     ret = values[args[-1]].val if len(args) > len(params) else None
     if ret is not None and (type(ret).__name__ not in _ADMITS[result] or _constant(ret)):
         raise InvalidProgram(
             f"{where}: the result of {kernel.name}, value {args[-1]}, is not a writable {KIND_TYPES[result]}"
         )
+    if kernel.check is not None:
+        known = [objects[i] for i in args[: len(params)] if i not in unknown]
+        if len(known) == len(params) and all(obj is not None for obj in known):
+            try:
+                kernel.check(*known)
+            except KernelError as exc:
+                raise InvalidProgram(f"{where}: {kernel.name}: {exc}") from None
+
+
+def _below(value: Any, bound: int) -> bool:
+    """Whether an Int, or an item of an IntList, is below bound."""
+    return min(value, default=bound) < bound if isinstance(value, list) else value < bound
 
 
 def _constant(v: Any) -> bool:
     """A tensor in the constant data (read-only: mapped from the file)."""
     return isinstance(v, fb.Tensor) and v.data_buffer_idx > 0 and v.allocation_info is None
-
-
-def varying(plan: fb.ExecutionPlan, rebound: set[int]) -> set[int]:
-    """The values not known at load: scalars rebound at run time and the IntLists holding them
-    (tensors are known: they exist at load, at their planned shapes)."""
-    out = {i for i in rebound if not isinstance(plan.values[i].val, fb.Tensor)}
-    if features.VALUE_LISTS:
-        for i, ev in enumerate(plan.values):
-            if isinstance(ev.val, fb.IntList) and not out.isdisjoint(ev.val.items):
-                out.add(i)
-    return out
-
-
-def kernel_values(kernel: Any, args: list[int], objects: list[Any], unknown: set[int], where: str) -> None:
-    """The arguments known at load keep their kinds' bounds and pass the kernel's own check."""
-    params = kernel.kinds.partition(">")[0]
-    args = args[: len(params)]
-    for k, (kind, i) in enumerate(zip(params, args)):
-        if kind in BOUNDS and i not in unknown:
-            items = objects[i] if isinstance(objects[i], list) else [objects[i]]
-            if any(v < BOUNDS[kind] for v in items):
-                raise InvalidProgram(
-                    f"{where}: argument {_param_name(kernel.fn, k)} of {kernel.name} is {objects[i]}; "
-                    f"each must be at least {BOUNDS[kind]}"
-                )
-    if kernel.check is not None and not any(i in unknown or objects[i] is None for i in args):
-        try:
-            kernel.check(*[objects[i] for i in args])
-        except KernelError as exc:
-            raise InvalidProgram(f"{where}: {kernel.name}: {exc}") from None
 
 
 def _param_name(fn: Any, k: int) -> str:
@@ -118,10 +119,14 @@ def storage(plan: fb.ExecutionPlan, instructions: list[fb.Instruction], objects:
     only a method input does (outputs the plan leaves unplanned get memory at load); any other
     is a program whose memory was never planned.
     """
-    inputs = set(plan.inputs)
+    values = plan.values
+    missing = {i for i, obj in enumerate(objects) if obj is None and isinstance(values[i].val, fb.Tensor)}
+    missing -= set(plan.inputs)
+    if not missing:  # the common case: nothing to look for
+        return
     for pc, ins in enumerate(instructions):
         for i in touched(plan, ins.instr_args):
-            if objects[i] is None and i not in inputs and isinstance(plan.values[i].val, fb.Tensor):
+            if i in missing:
                 raise InvalidProgram(
                     f"instruction {pc}: tensor value {i} has no memory plan (no allocation_info, no "
                     "data_buffer_idx), which only method inputs and outputs may lack"

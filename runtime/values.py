@@ -159,8 +159,9 @@ def _scalar(v: Any) -> Any:
 def list_items(plan: fb.ExecutionPlan, i: int) -> list[int]:
     """The value indices a list value refers to, checked: in range and of the list's item type
     (an IntList holds Int values, a TensorList tensors, an OptionalTensorList tensors, Nulls or -1)."""
-    v = plan.values[i].val
-    n = len(plan.values)
+    values = plan.values
+    v = values[i].val
+    n = len(values)
     optional = isinstance(v, fb.OptionalTensorList)
     item_type = fb.Int if isinstance(v, fb.IntList) else fb.Tensor
     items = [int(j) for j in v.items]
@@ -169,7 +170,7 @@ def list_items(plan: fb.ExecutionPlan, i: int) -> list[int]:
             continue
         if not 0 <= j < n:
             raise InvalidProgram(f"value {i}: list item {j} is not a value index (0..{n - 1})")
-        item = plan.values[j].val
+        item = values[j].val
         if not isinstance(item, item_type) and not (optional and isinstance(item, (fb.Null, type(None)))):
             raise InvalidProgram(
                 f"value {i}: item {j} of this {type(v).__name__} is a {type(item).__name__}, "
