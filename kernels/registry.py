@@ -43,7 +43,7 @@ ALL_DTYPES = REAL_DTYPES + ("bool",)
 
 
 # The argument kinds, one letter per parameter annotation of the kernel ABI. The runtime maps
-# each letter to the value types it admits (etbuild.runtime.binding.KIND_TYPES). A number
+# each letter to the value types it admits (etbuild.runtime.checks.KIND_TYPES). A number
 # (`float`, `Scalar`) admits a Double, an Int or a Bool, as Python's numeric tower does.
 ANNOTATION_KINDS = {
     "np.ndarray": "T",  # Tensor

@@ -203,6 +203,7 @@ class Binder:
             return store_all
         return self.values.setter(ret)
 
+
 _NUMBER_TYPES = {"Int": int, "Double": (int, float), "Bool": (bool, np.bool_)}
 
 

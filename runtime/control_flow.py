@@ -61,8 +61,12 @@ def _endless_jump(objs: list[Any], cond: int, dest: int, pc: int, where: str) ->
 
 def _can_exit(plan: fb.ExecutionPlan, instructions: list[fb.Instruction], dest: int, pc: int) -> bool:
     """Whether the loop from instruction dest to the backward jump at pc may stop looping: something
-    in it writes the jump's condition (or memory overlapping it), or jumps out of it."""
+    in it writes the jump's condition (or memory overlapping it), or jumps out of it. A condition
+    that a MoveCall anywhere aliases (or is aliased by) may change through its alias: assumed so."""
     cond = instructions[pc].instr_args.cond_value_index
+    moves = [ins.instr_args for ins in instructions if isinstance(ins.instr_args, fb.MoveCall)]
+    if any(cond in (m.move_from, m.move_to) for m in moves):
+        return True
     span = _span(plan, cond)
     for ins in instructions[dest:pc]:
         a = ins.instr_args
