@@ -14,7 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from etbuild.errors import EtbuildError
+from etbuild.errors import EtbuildError, printable
 
 
 @contextmanager
@@ -110,8 +110,14 @@ def _release_diff(args: argparse.Namespace) -> int:
 def _run(args: argparse.Namespace) -> int:
     from etbuild.runtime.runner import run_calls
 
-    run_calls(Path(args.pte), Path(args.inputs), Path(args.out), args.method, args.calls)
+    run_calls(Path(args.pte), Path(args.inputs), Path(args.out), args.method, args.calls, args.max_planned_bytes)
     return 0
+
+
+def _size(text: str) -> int:
+    from etbuild.runtime.runner import parse_bytes
+
+    return parse_bytes(text)
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -120,7 +126,7 @@ def _inspect(args: argparse.Namespace) -> int:
     if args.memory:
         from etbuild.memory.measure import memory_tables
 
-        print(memory_tables(args.pte))
+        print(printable(memory_tables(args.pte), keep="\n"))
         return 0
     d = describe(args.pte)
     print(json.dumps(d, indent=2) if args.json else format_description(d))
@@ -169,6 +175,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--out", required=True)
     r.add_argument("--method", default="forward")
     r.add_argument("--calls", type=int, default=1)
+    r.add_argument("--max-planned-bytes", type=_size, metavar="SIZE",
+                   help="most planned memory the program may ask for, e.g. 8GiB (default: a quarter of the RAM)")
     r.set_defaults(fn=_run)
     i = sub.add_parser("inspect", parents=[common], help="summarize a .pte: methods, operators, sizes")
     i.add_argument("pte")
@@ -199,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     except EtbuildError as exc:
         if args.debug:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print("error: " + printable(str(exc), keep="\n"), file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:  # the reader went away (`etbuild inspect x.pte | head`): nothing to report
         sys.stderr.close()

@@ -85,3 +85,10 @@ def error_class(exit_code: int) -> type[EtbuildError]:
         return [base, *[c for sub in base.__subclasses__() for c in subclasses(sub)]]
 
     return next((c for c in subclasses(EtbuildError)[1:] if c.exit_code == exit_code), EtbuildError)
+
+
+def printable(text: str, keep: str = "") -> str:
+    """text with every character a terminal would act on (escape sequences, control and
+    format characters, line breaks unless in `keep`) written as a Python escape: names read
+    from a file are shown, not run."""
+    return "".join(c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii") for c in text)
