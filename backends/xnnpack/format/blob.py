@@ -80,7 +80,7 @@ def read_header(blob: Any) -> Header | None:
     if c_off > size or c_size > size - c_off:
         raise InvalidProgram(f"XNNPACK header: constants ({c_size} bytes at {c_off}) do not fit {size} bytes")
     if c_off < fb_off or c_off - fb_off < fb_size:
-        raise InvalidProgram(f"XNNPACK header: constants at {c_off} overlap the FlatBuffer ({fb_size} bytes at {fb_off})")
+        raise InvalidProgram(f"XNNPACK header: constants at {c_off} overlap the FlatBuffer ({fb_size} B at {fb_off})")
     return Header(fb_off, fb_size, c_off, c_size)
 
 
