@@ -35,7 +35,10 @@ class XnnpackDelegate:
         self.arg_count = compiled.arg_count
         self.output_positions = tuple(compiled.positions[v.id] for v in compiled.outputs)
         self._lives = self._lifetimes()
-        shapes = self._infer([v.dims for v in compiled.inputs], strict=True)
+        shapes = self._infer([v.dims for v in compiled.inputs])
+        for v in compiled.outputs:
+            if math.prod(shapes[v.id]) != math.prod(v.dims):
+                raise InvalidProgram(f"{v.describe()}: the graph computes it as {list(shapes[v.id])}")
         self._plan(shapes)
         self._args: list[Any] | None = None
         self._steps: list[Step] = []
@@ -60,7 +63,7 @@ class XnnpackDelegate:
         in_shapes = [_fit(a.shape, v.dims) for a, v in zip(ins, g.inputs)]
         if in_shapes != self._in_shapes:
             try:
-                shapes = self._infer(in_shapes, strict=False)
+                shapes = self._infer(in_shapes)
             except InvalidProgram as exc:
                 raise KernelError(f"XNNPACK delegate: inputs {in_shapes}: {exc}") from None
             if any(self._bytes(r, shapes) > self._capacity.get(r, 0) for r in self._groups):
@@ -75,19 +78,25 @@ class XnnpackDelegate:
         writes, results = [], []
         for v in self.graph.outputs:
             shape, arg = self._shapes[v.id], args[self.graph.positions[v.id]]
-            if not isinstance(arg, np.ndarray) or arg.dtype != v.storage:
-                raise KernelError(f"XNNPACK delegate output {v.describe()} needs a {v.storage} array")
-            # a 0-d program tensor for a [1] delegate value (or the reverse) keeps its shape
-            result = arg if arg.ndim != len(shape) and arg.size == math.prod(shape) else resize(arg, shape)
+            result, physical = arg, _physical(arg, v.storage, v.describe())
+            if physical.shape != shape:
+                if physical.ndim != len(shape) and physical.size == math.prod(shape):
+                    physical = physical.reshape(shape)  # a 0-d program tensor for a [1] value, or the reverse
+                else:
+                    result = resize(arg, shape)  # a dynamic shape: a view of the caller's bounded array
+                    physical = result
             results.append(result)
-            physical = _physical(result, v.storage, v.describe())
-            writes.append(physical if physical.shape == shape else physical.reshape(shape))
+            writes.append(physical)
         return writes, results
 
     # ------------------------------------------------------------------ shapes and memory
 
-    def _infer(self, in_shapes: Sequence[Shape], strict: bool) -> dict[int, Shape]:
-        """Every non-constant value's shape; with strict, each must equal the blob's dims."""
+    def _infer(self, in_shapes: Sequence[Shape]) -> dict[int, Shape]:
+        """Every value's shape, propagated from the input shapes node by node.
+
+        As in XNNPACK, the blob's dims of computed values are not used: ExecuTorch writes some
+        in the program's layout (NCHW) where the graph computes NHWC.
+        """
         g = self.graph
         shapes: dict[int, Shape] = {v.id: tuple(s) for v, s in zip(g.inputs, in_shapes)}
         for v in g.values.values():
@@ -96,8 +105,6 @@ class XnnpackDelegate:
         for op in g.ops:
             results = op.infer([shapes[i] for i in op.inputs])
             for o, shape in zip(op.outputs, results):
-                if strict and shape != g.values[o].dims:
-                    raise InvalidProgram(f"{op.name}: output {g.values[o].describe()}, the inputs give {list(shape)}")
                 shapes[o] = shape
         return shapes
 
