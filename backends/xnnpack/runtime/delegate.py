@@ -153,13 +153,14 @@ class XnnpackDelegate:
     def _bind(self, ins: list[np.ndarray], outs: list[np.ndarray]) -> None:
         g = self.graph
         arrays: dict[int, np.ndarray] = {v.id: v.constant for v in g.values.values() if v.constant is not None}
-        prologue, epilogue = [], []
+        prologue, epilogue, self.step_names = [], [], []
         for v, arr in zip(g.inputs, ins):
             if boundary.direct(v, arr) and not any(np.may_share_memory(arr, o) for o in outs):
                 arrays[v.id] = arr
             else:
                 arrays[v.id] = self._slot(v.id)
                 prologue.append(boundary.loader(v, arr, arrays[v.id], v.grid.snapper()))
+                self.step_names.append(f"load {v.describe()}")
         for v, arr in zip(g.outputs, outs):
             if boundary.direct(v, arr):
                 arrays[v.id] = arr
@@ -167,6 +168,7 @@ class XnnpackDelegate:
                 arrays[v.id] = self._slot(v.id)
                 epilogue.append(boundary.storer(v, arrays[v.id], arr))
         self._steps = prologue + self._node_steps(arrays) + epilogue
+        self.step_names += [f"store {v.describe()}" for v, arr in zip(g.outputs, outs) if not boundary.direct(v, arr)]
 
     def _node_steps(self, arrays: dict[int, np.ndarray]) -> list[Step]:
         g = self.graph
@@ -179,6 +181,7 @@ class XnnpackDelegate:
             if any(g.root.get(o, o) != o for o in op.outputs):
                 continue  # a view: its output already is its input
             step = op.bind([arrays[i] for i in op.inputs], [arrays[o] for o in op.outputs])
+            self.step_names.append(op.name)
             steps.append(_with_snaps(step, [(s, arrays[o]) for s, o in zip(snaps, op.outputs) if s is not None]))
         return steps
 

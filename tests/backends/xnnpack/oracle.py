@@ -18,8 +18,11 @@ import numpy as np
 import torch
 
 from etbuild.backends.xnnpack.format.blob import read_blob
+from etbuild.model import build_model, dynamic_shapes, example_inputs
+from etbuild.recipe import Recipe
 from etbuild.runtime import Program
 from etbuild.runtime.format.pte import read_program, segment_bytes
+from etbuild.stages.export import MethodModule
 
 QUANT_SCHEMES = (None, "static", "dynamic")
 
@@ -38,7 +41,8 @@ class Lowered:
         return path
 
 
-def quantize(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], scheme: str) -> torch.nn.Module:
+def quantize(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], scheme: str,
+             dynamic_shapes: Any = None) -> torch.nn.Module:
     """The pt2e-converted module: static int8 (per-channel weights) or dynamic int8 activations."""
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
@@ -47,7 +51,8 @@ def quantize(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], scheme: 
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
 
     config = get_symmetric_quantization_config(is_per_channel=True, is_dynamic=scheme == "dynamic")
-    prepared = prepare_pt2e(torch.export.export(module, inputs).module(), XNNPACKQuantizer().set_global(config))
+    graph = torch.export.export(module, inputs, dynamic_shapes=dynamic_shapes).module()
+    prepared = prepare_pt2e(graph, XNNPACKQuantizer().set_global(config))
     generator = torch.Generator().manual_seed(1)
     for _ in range(4):  # calibration on inputs like the examples
         prepared(*[torch.randn(t.shape, generator=generator) * t.std().clamp(min=1e-3) + t.mean() for t in inputs])
@@ -62,11 +67,30 @@ def lower(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], quant: str 
     from executorch.exir import to_edge_transform_and_lower
 
     module = module.eval()
-    reference = quantize(module, inputs, quant) if quant else module
+    reference = quantize(module, inputs, quant, dynamic_shapes) if quant else module
     exported = torch.export.export(reference, inputs, dynamic_shapes=dynamic_shapes)
     program = to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch()
     data = program.buffer
     return Lowered(data, reference, *delegated(data))
+
+
+def lower_recipe(recipe: Recipe, quant: str | None = None) -> bytes:
+    """Every method of a recipe's model lowered to XNNPACK by ExecuTorch, as one program."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    model = build_model(recipe).eval()
+    exported = {}
+    for m in recipe.model.methods:
+        module = model if m.name == "forward" else MethodModule(model, m.name)
+        shapes = dynamic_shapes(recipe, m.name)
+        if shapes is not None and m.name != "forward":
+            shapes = (shapes,)  # MethodModule.forward takes *args
+        inputs = example_inputs(recipe, m.name)
+        if quant:
+            module = quantize(module, inputs, quant, shapes)
+        exported[m.name] = torch.export.export(module, inputs, dynamic_shapes=shapes)
+    return to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
 
 
 def delegated(data: bytes) -> tuple[collections.Counter, list[str]]:
