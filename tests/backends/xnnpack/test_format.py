@@ -20,13 +20,15 @@ from tests.backends.xnnpack.graphs import fc_graph
 from tests.conftest import requires_executorch
 
 # XNodeUnion tags 1..47, as ExecuTorch's runtime numbers them (../shared/XNNPACK-FORMAT.md).
-NODE_TAGS = (
-    "Add FullyConnected Softmax Sigmoid StaticTranspose Clamp Conv2d Div StaticResizeBilinear2D StaticConstantPad "
-    "AvgPooling2d Minimum DepthwiseConv2d MaxPooling2d Multiply Subtract Floor Convert GlobalAvgPooling2d "
-    "StaticReshape ArgMaxPooling2d SquareRoot Ceiling Hardswish LeakyReLU Maximum Negate Square ELU Abs PReLU "
-    "Concatenate2 Concatenate3 Concatenate4 StaticSlice ScaledDotProductAttention BatchMatrixMultiply Concatenate5 "
-    "ConvTranspose2d ReciprocalSquareRoot Log Gelu Tanh Exp Sin Copy Cos"
-).split()
+NODE_TAGS = [
+    "Add", "FullyConnected", "Softmax", "Sigmoid", "StaticTranspose", "Clamp", "Conv2d", "Div",
+    "StaticResizeBilinear2D", "StaticConstantPad", "AvgPooling2d", "Minimum", "DepthwiseConv2d", "MaxPooling2d",
+    "Multiply", "Subtract", "Floor", "Convert", "GlobalAvgPooling2d", "StaticReshape", "ArgMaxPooling2d",
+    "SquareRoot", "Ceiling", "Hardswish", "LeakyReLU", "Maximum", "Negate", "Square", "ELU", "Abs", "PReLU",
+    "Concatenate2", "Concatenate3", "Concatenate4", "StaticSlice", "ScaledDotProductAttention",
+    "BatchMatrixMultiply", "Concatenate5", "ConvTranspose2d", "ReciprocalSquareRoot", "Log", "Gelu", "Tanh", "Exp",
+    "Sin", "Copy", "Cos",
+]
 
 
 def test_mirror_types_match_the_schema_field_for_field():
