@@ -51,8 +51,13 @@ class RuntimeBackend(Protocol):
 
 
 def backend(backend_id: str) -> RuntimeBackend | None:
-    """The runtime backend registered for an id; None when this runtime has none."""
+    """The runtime backend registered for an id; None when this runtime has none (or does not ship it)."""
     module = BACKENDS.get(backend_id)
     if module is None:
         return None
-    return importlib.import_module(module).BACKEND
+    try:
+        return importlib.import_module(module).BACKEND
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):  # a trimmed runtime without this backend's package
+            return None
+        raise

@@ -58,8 +58,9 @@ def init_delegates(
             known = ", ".join(sorted(BACKENDS)) or "none"
             raise InvalidProgram(f"{where}: this runtime has no backend {d.id!r} (it has: {known})")
         specs = {s.key or "": bytes(s.value) for s in d.compile_specs}
+        data = blob(d.processed, where)
         try:
-            handles[k] = impl.init(blob(d.processed, where), specs, named)
+            handles[k] = impl.init(data, specs, named)
         except InvalidProgram as exc:
             raise InvalidProgram(f"{where}: {exc}") from None
     return handles

@@ -128,20 +128,25 @@ class Program:
         arenas = _arenas(plan, buffers, max_planned_bytes, self.source, self.level_names.get(name))
         registry = kernels if kernels is not None else load_all()
         try:
-            delegates = self.delegates(plan) if features.DELEGATES and plan.delegates else {}
+            delegates = _delegates(self, plan) if features.DELEGATES and plan.delegates else {}
             return Method(plan, arenas, self.constant_data(), registry, instruction_budget, delegates)
         except InvalidProgram as exc:
             raise type(exc)(f"{self.source}: method {name!r}: {exc}") from None
 
-    def delegates(self, plan: fb.ExecutionPlan) -> dict[int, Any]:
-        """Each delegate of the plan initialised by its backend (see etbuild.runtime.delegates)."""
-        if self._named is None:
-            self._named = named_data(self.data, self.program, self.header)
 
-        def blob(ref: fb.BackendDelegateDataReference, where: str) -> memoryview:
-            return processed_blob(self.data, self.program, self.header, ref, where)
+def _delegates(program: Program, plan: fb.ExecutionPlan) -> dict[int, Any]:
+    """Each delegate of the plan initialised by its backend (see etbuild.runtime.delegates).
 
-        return init_delegates(plan, blob, self._named)
+    A function of its own, called only under `features.DELEGATES`, so that a trimmed runtime
+    without delegates ships neither it nor the backend registry.
+    """
+    if program._named is None:
+        program._named = named_data(program.data, program.program, program.header)
+
+    def blob(ref: fb.BackendDelegateDataReference, where: str) -> memoryview:
+        return processed_blob(program.data, program.program, program.header, ref, where)
+
+    return init_delegates(plan, blob, program._named)
 
 
 def _level_list(names: list[str] | None, count: int) -> list[str]:

@@ -35,12 +35,15 @@ class Op:
     """One compiled node. Subclasses set `inputs` and `outputs` (value ids) and implement infer/bind.
 
     `same_grid` says the op only moves or copies numbers (its output needs no rounding when
-    input and output share a grid); `view` says its output may share the input's storage.
+    input and output share a grid); `view` says its output may share the input's storage;
+    `special` says ordinary inputs can give IEEE special results (x/0, log 0, exp overflow),
+    which XNNPACK returns silently: the delegate then runs with numpy's warnings off.
     """
 
     name = ""
     same_grid = False
     view = False
+    special = False
 
     def __init__(self, inputs: Sequence[int], outputs: Sequence[int]) -> None:
         self.inputs = tuple(inputs)

@@ -20,7 +20,7 @@ import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, builds, fail, flat2d, reshaped, scratch
-from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer, patches, taps
+from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer, patches
 from etbuild.backends.xnnpack.runtime.values import Value
 
 
@@ -149,6 +149,16 @@ def _im2col(x: np.ndarray, win: Window, oh: int, ow: int) -> tuple[Step, np.ndar
 
 
 class DepthwiseConv2d(_Conv):
+    """Σ over taps of a shifted view of the input times that tap's per-channel weights.
+
+    To keep numpy's inner loops long, the padded input is split into stride phases (one
+    contiguous [N·Hq, Wq·C] grid per phase; with stride 1 the padded input itself): every tap
+    is then one contiguous run of a phase, shifted by whole pixels, and the per-channel
+    weights are tiled along a grid row. The accumulator covers the whole grid and the output
+    is its top-left OH×OW corner. With a depth multiplier M, each input channel is repeated
+    M times as it is loaded.
+    """
+
     def __init__(self, node: g.Convolution, ctx: Context) -> None:
         gin, gout = node.group_input_channels, node.group_output_channels
         if gin < 1 or gout % gin:
@@ -156,37 +166,59 @@ class DepthwiseConv2d(_Conv):
         self.mult = gout // gin
         super().__init__(node, ctx, node.groups, node.groups * self.mult)
         w, self.bias = _constants(node, ctx, (1, node.kernel_height, node.kernel_width, self.cout), self.cout)
-        self.weights = np.ascontiguousarray(w.reshape(-1, self.cin, self.mult), dtype=np.float32)  # [taps, C, M]
+        self.weights = np.ascontiguousarray(w.reshape(-1, self.cout), dtype=np.float32)  # [taps, C·M]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
         x, o = ins[0], outs[0]
-        oh, ow = o.shape[1:3]
-        if self.win.padded:
-            buf, interior = pad_buffer(x.shape, self.win, 0.0)
-            load = _loader(interior, x)
-        else:
-            buf, load = x, None
-        views = [v[..., None] for v in taps(buf, self.win, oh, ow)]  # [N, OH, OW, C, 1]
-        acc = reshaped(o, (*o.shape[:3], self.cin, self.mult))
-        tmp = scratch(acc.shape)
-        weights = list(self.weights)
-        bias = None if self.bias is None else self.bias.reshape(self.cin, self.mult)
+        n, h, w, _ = x.shape
+        win, cc = self.win, self.cout
+        hq, wq = -(-(h + win.top + win.bottom) // win.sh), -(-(w + win.left + win.right) // win.sw)
+        offsets = [((i * win.dh) % win.sh * win.sw + (j * win.dw) % win.sw,
+                 ((i * win.dh) // win.sh * wq + (j * win.dw) // win.sw) * cc)
+                for i in range(win.kh) for j in range(win.kw)]
+        size = n * hq * wq * cc
+        phases = scratch((win.sh * win.sw, size + max(shift for _, shift in offsets)), 0.0)
+        load = self._loader(x, phases, hq, wq)
+        views = [phases[p, shift : shift + size].reshape(n * hq, wq * cc) for p, shift in offsets]
+        weights = [np.tile(wk, wq) for wk in self.weights]
+        acc, tmp = scratch((n * hq, wq * cc)), scratch((n * hq, wq * cc))
+        corner = acc.reshape(n, hq, wq, cc)[:, : o.shape[1], : o.shape[2], :]
+        bias = self.bias
 
         def depthwise() -> None:
-            if load is not None:
-                load()
+            load()
             np.multiply(views[0], weights[0], out=acc)
             for view, wk in zip(views[1:], weights[1:]):
                 np.multiply(view, wk, out=tmp)
                 np.add(acc, tmp, out=acc)
-            if bias is not None:
-                np.add(acc, bias, out=acc)
+            if bias is None:
+                np.copyto(o, corner)
+            else:
+                np.add(corner, bias, out=o)
 
         return depthwise
 
+    def _loader(self, x: np.ndarray, phases: np.ndarray, hq: int, wq: int) -> Step:
+        """The step copying x into the zero-padded phase grids (repeating channels M times)."""
+        n, h, w, c = x.shape
+        win = self.win
+        if win.sh == win.sw == 1:
+            padded = phases[0, : n * hq * wq * self.cout].reshape(n, hq, wq, c, self.mult)
+        else:
+            padded = scratch((n, hq * win.sh, wq * win.sw, c, self.mult), 0.0)
+        interior = padded[:, win.top : win.top + h, win.left : win.left + w]
+        src = x[..., None]
+        if win.sh == win.sw == 1:
+            return lambda: np.copyto(interior, src)
+        grids = [(phases[a * win.sw + b, : n * hq * wq * self.cout].reshape(n, hq, wq, c, self.mult),
+                  padded[:, a :: win.sh, b :: win.sw]) for a in range(win.sh) for b in range(win.sw)]
 
-def _loader(dest: np.ndarray, src: np.ndarray) -> Step:
-    return lambda: np.copyto(dest, src)
+        def load() -> None:
+            np.copyto(interior, src)
+            for grid, phase in grids:
+                np.copyto(grid, phase)
+
+        return load
 
 
 class ConvTranspose2d(_Conv):

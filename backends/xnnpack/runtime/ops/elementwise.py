@@ -8,6 +8,7 @@ grid requantize (fp32 → qint8, → per-row qdint8, qint8 → fp32, ...).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -49,7 +50,7 @@ def _rsqrt(x: np.ndarray, o: np.ndarray) -> None:
 
 
 def _ufunc(fn: np.ufunc) -> UnaryFn:
-    return lambda x, o: fn(x, out=o)
+    return fn  # called as fn(x, o): a ufunc's second positional argument is its output
 
 
 def _copy(x: np.ndarray, o: np.ndarray) -> None:
@@ -65,19 +66,21 @@ UNARY: dict[str, UnaryFn] = {
 }
 
 
+SPECIAL = {"Exp", "Log", "SquareRoot", "ReciprocalSquareRoot", "Square", "Div"}  # see Op.special
+
+
 class Unary(Op):
     """out = fn(in), same shape."""
 
     def __init__(self, name: str, fn: UnaryFn, x: int, out: int) -> None:
         super().__init__([x], [out])
-        self.name, self.fn = name, fn
+        self.name, self.fn, self.special = name, fn, name in SPECIAL
 
     def infer(self, shapes: Sequence[Shape]) -> list[Shape]:
         return [shapes[0]]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        fn, x, o = self.fn, ins[0], outs[0]
-        return lambda: fn(x, o)
+        return functools.partial(self.fn, ins[0], outs[0])
 
 
 class Move(Unary):
@@ -140,16 +143,15 @@ class Binary(Op):
 
     def __init__(self, name: str, a: int, b: int, out: int) -> None:
         super().__init__([a, b], [out])
-        self.name, self.fn = name, BINARY[name]
+        self.name, self.fn, self.special = name, BINARY[name], name in SPECIAL
 
     def infer(self, shapes: Sequence[Shape]) -> list[Shape]:
         return [broadcast(shapes[0], shapes[1], self)]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        fn, a, b, o = self.fn, ins[0], ins[1], outs[0]
-        if fn is _prelu:
-            return lambda: _prelu(a, b, o)
-        return lambda: fn(a, b, out=o)
+        if self.fn is _prelu:
+            return functools.partial(_prelu, ins[0], ins[1], outs[0])
+        return functools.partial(self.fn, ins[0], ins[1], out=outs[0])
 
 
 @builds(*BINARY)

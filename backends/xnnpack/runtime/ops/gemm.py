@@ -10,6 +10,7 @@ the input rows into the output rows plus the bias. A filter or bias computed at 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -55,7 +56,7 @@ class FullyConnected(Op):
         w = self.packed if not self.live_filter else _filter_view(live.pop(0), self.transposed)
         bias = self.bias if not self.live_bias else live.pop(0)
         if bias is None:
-            return lambda: np.matmul(x, w, out=o)
+            return functools.partial(np.matmul, x, w, out=o)
 
         def fc() -> None:
             np.matmul(x, w, out=o)
@@ -98,7 +99,7 @@ class BatchMatrixMultiply(Op):
         a, b, o = ins[0], ins[1], outs[0]
         if self.transpose_b:
             b = np.swapaxes(b, -1, -2)
-        return lambda: np.matmul(a, b, out=o)
+        return functools.partial(np.matmul, a, b, out=o)
 
 
 @builds("BatchMatrixMultiply")

@@ -8,6 +8,7 @@ quantization parameters), except Concatenate and ResizeBilinear, whose output is
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -46,8 +47,7 @@ class StaticTranspose(_Move):
         return [tuple(shapes[0][p] for p in self.perm)]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        src, o = ins[0].transpose(self.perm), outs[0]
-        return lambda: np.copyto(o, src)
+        return functools.partial(np.copyto, outs[0], ins[0].transpose(self.perm))
 
 
 class StaticReshape(_Move):
@@ -71,8 +71,7 @@ class StaticReshape(_Move):
         return [self.shape]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        src, o = reshaped(ins[0], outs[0].shape), outs[0]
-        return lambda: np.copyto(o, src)
+        return functools.partial(np.copyto, outs[0], reshaped(ins[0], outs[0].shape))
 
 
 class StaticSlice(_Move):
@@ -96,8 +95,7 @@ class StaticSlice(_Move):
         return [tuple(b - a for a, b in self._bounds(shapes[0]))]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        src, o = ins[0][tuple(slice(a, b) for a, b in self._bounds(ins[0].shape))], outs[0]
-        return lambda: np.copyto(o, src)
+        return functools.partial(np.copyto, outs[0], ins[0][tuple(slice(a, b) for a, b in self._bounds(ins[0].shape))])
 
 
 class StaticConstantPad(_Move):
@@ -149,8 +147,7 @@ class Concatenate(Op):
         return [(*first[: self.axis], total, *first[self.axis + 1 :])]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        parts, o, axis = tuple(ins), outs[0], self.axis
-        return lambda: np.concatenate(parts, axis=axis, out=o)
+        return functools.partial(np.concatenate, tuple(ins), axis=self.axis, out=outs[0])
 
 
 class ResizeBilinear(Op):

@@ -12,6 +12,7 @@ from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, 
 
 class Softmax(Op):
     name = "Softmax"
+    special = True  # infinite inputs give nan
 
     def __init__(self, node: g.UnaryNode, ctx: Context) -> None:
         ctx.check_flags(node.flags)
