@@ -51,7 +51,7 @@ def measure(path: Path, runs: int, tmp: Path, profile: int) -> dict[str, Any] | 
     eager = method_callable(build_model(recipe), method, recipe)
     with torch.no_grad():
         eager_us = median_us(lambda: eager(*inputs), runs)
-    row = {"recipe": recipe.name, "method": method, "delegates": _delegates(ours),
+    row = {"recipe": recipe.name, "method": method, "delegates": len(ours.plan.delegates),
            "latency_us": {"etbuild": median_us(lambda: ours(*arrays), runs), "eager_torch": eager_us},
            "_executorch": (pte, method, inputs)}
     if profile:
@@ -59,50 +59,23 @@ def measure(path: Path, runs: int, tmp: Path, profile: int) -> dict[str, Any] | 
     return row
 
 
-def _delegates(method: Any) -> int:
-    return len(method.plan.delegates)
-
-
 def hot_spots(method: Any, arrays: list[np.ndarray], runs: int, top: int) -> list[tuple[str, float]]:
     """The slowest instructions and delegate nodes (median µs per call), by name."""
     plan = method.plan
-    names = [_instruction_name(plan, ins.instr_args) for ins in plan.chains[0].instructions]
-    handles = [getattr(step, "__self__", None) for step in method.steps]
     times: dict[str, list[float]] = defaultdict(list)
     for _ in range(max(3, runs // 5)):
-        method(*arrays)
-        for k, (step, name) in enumerate(zip(method.steps, names)):
-            delegate = _delegate_of(method, k)
-            if delegate is None:
-                start = time.perf_counter()
-                step()
-                times[f"{k:4d} {name}"].append(time.perf_counter() - start)
-                continue
-            for s, node in zip(delegate._steps, delegate.step_names):
+        method(*arrays)  # binds the delegates to the call's arrays; then time each step again
+        for k, (step, ins) in enumerate(zip(method.steps, plan.chains[0].instructions)):
+            args = ins.instr_args
+            handle = method.delegates.get(args.delegate_index) if hasattr(args, "delegate_index") else None
+            named = zip(handle.steps, handle.step_names) if hasattr(handle, "step_names") else [(step, "")]
+            label = plan.operators[args.op_index].name if hasattr(args, "op_index") else type(args).__name__
+            for s, node in named:
                 start = time.perf_counter()
                 s()
-                times[f"{k:4d} {name}: {node}"].append(time.perf_counter() - start)
-    del handles
+                times[f"{k:4d} {label}{': ' + node if node else ''}"].append(time.perf_counter() - start)
     medians = [(name, statistics.median(t) * 1e6) for name, t in times.items()]
     return sorted(medians, key=lambda kv: -kv[1])[:top]
-
-
-def _instruction_name(plan: Any, args: Any) -> str:
-    if hasattr(args, "op_index"):
-        return plan.operators[args.op_index].name or "?"
-    return type(args).__name__
-
-
-def _delegate_of(method: Any, k: int) -> Any:
-    """The XNNPACK delegate handle instruction k calls, if it is a DelegateCall."""
-    args = method.plan.chains[0].instructions[k].instr_args
-    if not hasattr(args, "delegate_index"):
-        return None
-    step = method.steps[k]
-    for cell in getattr(step, "__closure__", None) or ():
-        if hasattr(cell.cell_contents, "step_names"):
-            return cell.cell_contents
-    return None
 
 
 def measure_executorch(row: dict[str, Any], runs: int) -> None:

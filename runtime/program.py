@@ -217,7 +217,8 @@ class Method:
         if len(plan.chains) != 1:
             raise InvalidProgram(f"expected one chain, found {len(plan.chains)}")
         instructions = plan.chains[0].instructions
-        self.steps = Binder(self.values, kernels.get, delegates or {}).bind(instructions)
+        self.delegates = dict(delegates or {})  # delegate index -> its backend's handle
+        self.steps = Binder(self.values, kernels.get, self.delegates).bind(instructions)
         if features.CONTROL_FLOW:
             self.budget = instruction_budget
             self.is_jump = [isinstance(ins.instr_args, fb.JumpFalseCall) for ins in instructions]

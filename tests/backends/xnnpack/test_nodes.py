@@ -180,6 +180,25 @@ def test_float_node(module, inputs, node):
     _assert_close(ours, run_torch(mod, list(xs)), 1e-5, "ours vs torch")
 
 
+def test_dynamic_batch_through_convolutions_and_pooling():
+    """Inputs below the exported bound: every shape re-inferred, the outputs resized, per call."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, groups=8, stride=2),
+                          nn.MaxPool2d(2), nn.Flatten(), nn.Linear(8 * 2 * 2, 5))
+    batch = torch.export.Dim("batch", min=1, max=6)
+    lowered = lower(model, (r(4, 3, 9, 9),), dynamic_shapes=({0: batch},))
+    assert {"Conv2d", "DepthwiseConv2d", "MaxPooling2d", "FullyConnected"} <= set(lowered.nodes)
+    from etbuild.runtime import Program
+
+    method = Program(lowered.pte).load_method()
+    for n in (6, 1, 3, 6, 2):
+        x = r(n, 3, 9, 9)
+        ours = method(x.numpy())
+        assert ours[0].shape == (n, 5)
+        _assert_close(ours, run_executorch(lowered.pte, [x]), 1e-5, f"batch {n} vs ExecuTorch")
+        _assert_close(ours, run_torch(model, [x]), 1e-5, f"batch {n} vs torch")
+
+
 @pytest.mark.parametrize(("module", "inputs", "node", "scheme"), _params(QUANT_CASES, lambda c: f"{c[4]}-"))
 def test_quantized_node(module, inputs, node, scheme):
     torch.manual_seed(0)
