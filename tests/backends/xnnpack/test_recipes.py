@@ -29,7 +29,7 @@ from tests.conftest import HAS_EXECUTORCH
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")]
 
-FAST = {("mlp", None), ("cnn", None), ("mlp-dynamic", "dynamic")}
+FAST = {("mlp", None), ("cnn", None)}
 
 
 def _distinct(paths: list[Path]) -> list[Path]:
