@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,6 @@ from etbuild.errors import InternalError, InvalidProgram
 
 Shape = tuple[int, ...]
 Step = Callable[[], None]
-F32 = np.dtype(np.float32)
 
 # Nodes whose output_min_max ExecuTorch's runtime passes to XNNPACK; the others ignore it.
 CLAMPED = frozenset({
@@ -83,7 +83,7 @@ class Context:
             raise self.fail(f"flags {flags:#x} are not supported")
 
 
-Builder = Callable[[object, Context], Op]
+Builder = Callable[[Any, Context], Op]  # a function or an Op class taking (node body, context)
 BUILDERS: dict[str, Builder] = {}
 
 

@@ -72,6 +72,7 @@ class _Conv(Op):
         return [(n, oh, ow, self.cout)]
 
 
+@builds("Conv2d")
 class Conv2d(_Conv):
     def __init__(self, node: g.Convolution, ctx: Context) -> None:
         groups, gin, gout = node.groups, node.group_input_channels, node.group_output_channels
@@ -149,6 +150,7 @@ def _im2col(x: np.ndarray, win: Window, oh: int, ow: int) -> tuple[Step, np.ndar
     return gather, cols
 
 
+@builds("DepthwiseConv2d")
 class DepthwiseConv2d(_Conv):
     """Σ over taps of a shifted view of the input times that tap's per-channel weights.
 
@@ -243,6 +245,7 @@ class DepthwiseConv2d(_Conv):
         return load
 
 
+@builds("ConvTranspose2d")
 class ConvTranspose2d(_Conv):
     def __init__(self, node: g.Convolution, ctx: Context) -> None:
         groups, gin, gout = node.groups, node.group_input_channels, node.group_output_channels
@@ -301,18 +304,3 @@ class ConvTranspose2d(_Conv):
                 np.add(crop, bias, out=out)
 
         return deconv
-
-
-@builds("Conv2d")
-def build_conv(node: g.Convolution, ctx: Context) -> Op:
-    return Conv2d(node, ctx)
-
-
-@builds("DepthwiseConv2d")
-def build_depthwise(node: g.Convolution, ctx: Context) -> Op:
-    return DepthwiseConv2d(node, ctx)
-
-
-@builds("ConvTranspose2d")
-def build_deconv(node: g.Convolution, ctx: Context) -> Op:
-    return ConvTranspose2d(node, ctx)

@@ -22,6 +22,7 @@ TRANSPOSE_WEIGHTS = 1
 RESHAPE_2D = 4
 
 
+@builds("FullyConnected")
 class FullyConnected(Op):
     name = "FullyConnected"
 
@@ -70,11 +71,8 @@ def _filter_view(w: np.ndarray, transposed: bool) -> np.ndarray:
     return w if transposed else w.T
 
 
-@builds("FullyConnected")
-def build_fully_connected(node: g.FullyConnected, ctx: Context) -> Op:
-    return FullyConnected(node, ctx)
 
-
+@builds("BatchMatrixMultiply")
 class BatchMatrixMultiply(Op):
     """out[..., M, N] = a[..., M, K] @ b[..., K, N] (b as [..., N, K] with XNN_FLAG_TRANSPOSE_B), batches broadcast."""
 
@@ -100,8 +98,3 @@ class BatchMatrixMultiply(Op):
         if self.transpose_b:
             b = np.swapaxes(b, -1, -2)
         return functools.partial(np.matmul, a, b, out=o)
-
-
-@builds("BatchMatrixMultiply")
-def build_bmm(node: g.BinaryNode, ctx: Context) -> Op:
-    return BatchMatrixMultiply(node, ctx)

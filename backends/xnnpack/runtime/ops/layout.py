@@ -35,6 +35,7 @@ class _Move(Op):
             raise fail(self, f"input shape {list(x)} does not have the node's {n} dims")
 
 
+@builds("StaticTranspose")
 class StaticTranspose(_Move):
     def __init__(self, node: g.StaticTranspose, ctx: Context) -> None:
         super().__init__("StaticTranspose", node, ctx)
@@ -50,6 +51,7 @@ class StaticTranspose(_Move):
         return functools.partial(np.copyto, outs[0], ins[0].transpose(self.perm))
 
 
+@builds("StaticReshape")
 class StaticReshape(_Move):
     view = True
 
@@ -74,6 +76,7 @@ class StaticReshape(_Move):
         return functools.partial(np.copyto, outs[0], reshaped(ins[0], outs[0].shape))
 
 
+@builds("StaticSlice")
 class StaticSlice(_Move):
     def __init__(self, node: g.StaticSlice, ctx: Context) -> None:
         super().__init__("StaticSlice", node, ctx)
@@ -98,6 +101,7 @@ class StaticSlice(_Move):
         return functools.partial(np.copyto, outs[0], ins[0][tuple(slice(a, b) for a, b in self._bounds(ins[0].shape))])
 
 
+@builds("StaticConstantPad")
 class StaticConstantPad(_Move):
     def __init__(self, node: g.StaticConstantPad, ctx: Context) -> None:
         super().__init__("StaticConstantPad", node, ctx)
@@ -125,6 +129,7 @@ class StaticConstantPad(_Move):
         return pad
 
 
+@builds("Concatenate2", "Concatenate3", "Concatenate4", "Concatenate5")
 class Concatenate(Op):
     same_grid = True
 
@@ -150,6 +155,7 @@ class Concatenate(Op):
         return functools.partial(np.concatenate, tuple(ins), axis=self.axis, out=outs[0])
 
 
+@builds("StaticResizeBilinear2D")
 class ResizeBilinear(Op):
     """Bilinear resize of [N, H, W, C] to [N, new_h, new_w, C]: two matmuls by interpolation matrices."""
 
@@ -200,33 +206,3 @@ def interpolation(size: int, out: int, flags: int) -> np.ndarray:
     np.add.at(matrix, (np.arange(out), low), f(1) - alpha)
     np.add.at(matrix, (np.arange(out), high), alpha)
     return matrix
-
-
-@builds("StaticTranspose")
-def build_transpose(node: g.StaticTranspose, ctx: Context) -> Op:
-    return StaticTranspose(node, ctx)
-
-
-@builds("StaticReshape")
-def build_reshape(node: g.StaticReshape, ctx: Context) -> Op:
-    return StaticReshape(node, ctx)
-
-
-@builds("StaticSlice")
-def build_slice(node: g.StaticSlice, ctx: Context) -> Op:
-    return StaticSlice(node, ctx)
-
-
-@builds("StaticConstantPad")
-def build_pad(node: g.StaticConstantPad, ctx: Context) -> Op:
-    return StaticConstantPad(node, ctx)
-
-
-@builds("Concatenate2", "Concatenate3", "Concatenate4", "Concatenate5")
-def build_concatenate(node: g.Concatenate, ctx: Context) -> Op:
-    return Concatenate(node, ctx)
-
-
-@builds("StaticResizeBilinear2D")
-def build_resize(node: g.StaticResizeBilinear2D, ctx: Context) -> Op:
-    return ResizeBilinear(node, ctx)
