@@ -157,7 +157,7 @@ class DepthwiseConv2d(_Conv):
     The padded input is split into stride phases (one contiguous [N·Hq, Wq·C] grid per phase;
     with stride 1 the padded input itself). The taps that read one phase form a regular grid
     of whole-pixel shifts, so a phase's contribution is one `einsum` over a strided view
-    [N·Hq, taps_y, taps_x, Wq·C] (no copies) with the per-channel weights tiled along a grid
+    [taps_y, taps_x, N·Hq, Wq·C] (no copies) with the per-channel weights tiled along a grid
     row; numpy then runs long contiguous inner loops without temporaries. The accumulator
     covers the whole grid and the output is its top-left OH×OW corner. With a depth
     multiplier M, each input channel is repeated M times as it is loaded.
@@ -201,7 +201,7 @@ class DepthwiseConv2d(_Conv):
         phases = scratch((win.sh * win.sw, size + reach), 0.0)
         load = self._loader(x, phases, hq, wq, {p for p, *_ in phase_taps})
         item = phases.itemsize
-        terms = [(as_strided(phases[p, shift:], (n * hq, ty, tx, row), (row * item, sy * row * item, sx * cc * item,
+        terms = [(as_strided(phases[p, shift:], (ty, tx, n * hq, row), (sy * row * item, sx * cc * item, row * item,
                                                                         item), writeable=False), weights)
                  for p, shift, (ty, tx, sy, sx), weights in phase_taps]
         acc, tmp = scratch((n * hq, row)), scratch((n * hq, row))
@@ -210,9 +210,9 @@ class DepthwiseConv2d(_Conv):
 
         def depthwise() -> None:
             load()
-            np.einsum("rije,ije->re", *terms[0], out=acc)
+            np.einsum("ijre,ije->re", *terms[0], out=acc)
             for view, weights in terms[1:]:
-                np.einsum("rije,ije->re", view, weights, out=tmp)
+                np.einsum("ijre,ije->re", view, weights, out=tmp)
                 np.add(acc, tmp, out=acc)
             if bias is None:
                 np.copyto(o, corner)
