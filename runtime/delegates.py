@@ -54,6 +54,8 @@ def init_delegates(
     for k, d in enumerate(plan.delegates):
         where = f"delegate {k} ({d.id})"
         impl = lookup(d.id or "")
+        if impl is None and d.id in BACKENDS:
+            raise InvalidProgram(f"{where}: backend {d.id!r} is not shipped with this (trimmed) runtime")
         if impl is None:
             known = ", ".join(sorted(BACKENDS)) or "none"
             raise InvalidProgram(f"{where}: this runtime has no backend {d.id!r} (it has: {known})")
