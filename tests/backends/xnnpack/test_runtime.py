@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -183,7 +184,8 @@ assert "torch" not in {m.split(".")[0] for m in sys.modules if sys.modules[m] is
 
 
 def test_runtime_is_torch_free():
-    proc = subprocess.run([sys.executable, "-c", TORCH_FREE], capture_output=True, text=True, timeout=120)
+    root = Path(__file__).resolve().parents[3]  # so that `tests` imports
+    proc = subprocess.run([sys.executable, "-c", TORCH_FREE], capture_output=True, text=True, timeout=120, cwd=root)
     assert proc.returncode == 0, proc.stderr
 
 
