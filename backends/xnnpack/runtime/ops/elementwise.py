@@ -49,19 +49,15 @@ def _rsqrt(x: np.ndarray, o: np.ndarray) -> None:
     np.divide(F(1), o, out=o)
 
 
-def _ufunc(fn: np.ufunc) -> UnaryFn:
-    return fn  # called as fn(x, o): a ufunc's second positional argument is its output
-
-
 def _copy(x: np.ndarray, o: np.ndarray) -> None:
     np.copyto(o, x)
 
 
+# Each is called fn(x, o); for a ufunc the second positional argument is its output.
 UNARY: dict[str, UnaryFn] = {
-    "Sigmoid": _sigmoid, "Tanh": _ufunc(np.tanh), "Gelu": _gelu, "Hardswish": _hardswish,
-    "Abs": _ufunc(np.abs), "Negate": _ufunc(np.negative), "Floor": _ufunc(np.floor), "Ceiling": _ufunc(np.ceil),
-    "Square": _ufunc(np.square), "SquareRoot": _ufunc(np.sqrt), "ReciprocalSquareRoot": _rsqrt,
-    "Exp": _ufunc(np.exp), "Log": _ufunc(np.log), "Sin": _ufunc(np.sin), "Cos": _ufunc(np.cos),
+    "Sigmoid": _sigmoid, "Tanh": np.tanh, "Gelu": _gelu, "Hardswish": _hardswish, "Abs": np.abs,
+    "Negate": np.negative, "Floor": np.floor, "Ceiling": np.ceil, "Square": np.square, "SquareRoot": np.sqrt,
+    "ReciprocalSquareRoot": _rsqrt, "Exp": np.exp, "Log": np.log, "Sin": np.sin, "Cos": np.cos,
     "Clamp": _copy, "Convert": _copy, "Copy": _copy,
 }
 
