@@ -30,7 +30,7 @@ from tests.conftest import HAS_EXECUTORCH
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")]
 
-FAST = {("mlp", None), ("cnn", None)}
+FAST = {("mlp", None)}
 
 
 def _distinct(paths: list[Path]) -> list[Path]:
