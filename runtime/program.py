@@ -20,6 +20,7 @@ from etbuild.errors import InvalidProgram, KernelError, MethodInputError
 from etbuild.kernels.registry import KernelInfo, load_all
 from etbuild.runtime import control_flow, features
 from etbuild.runtime.binding import Binder, Values
+from etbuild.runtime.delegates import init_delegates, named_data, processed_blob
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, read_program, segment_bytes
 from etbuild.runtime.inputs import input_setters
@@ -37,6 +38,7 @@ class Program:
         self.source = source
         self.program, self.header = _read(data, source)
         self.level_names = dict(level_names or {})  # method -> memory level names, by memory id
+        self._named: dict[str, memoryview] | None = None  # named data, read when a delegate needs it
 
     @classmethod
     def load(cls, path: str | Path) -> Program:
@@ -134,9 +136,10 @@ class Program:
             owned = unplanned_outputs(plan) if features.LIVE_VALUES else {}
             arenas = _arenas(plan, buffers, limit, sum(owned.values()), self.level_names.get(name))
             registry = kernels if kernels is not None else load_all()
+            delegates = _delegates(self, plan) if features.DELEGATES and plan.delegates else {}
             return Method(
                 plan, arenas, self.constant_data(), registry,
-                budget_factor=budget_factor, time_limit=time_limit, owned=owned,
+                budget_factor=budget_factor, time_limit=time_limit, owned=owned, delegates=delegates,
             )
         except InvalidProgram as exc:
             raise type(exc)(f"{self.source}: method {name!r}: {exc}") from None
@@ -150,6 +153,21 @@ def default_max_planned_bytes() -> int:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // MEMORY_FRACTION
     except (AttributeError, ValueError, OSError):
         return 4 << 30
+
+
+def _delegates(program: Program, plan: fb.ExecutionPlan) -> dict[int, Any]:
+    """Each delegate of the plan initialised by its backend (see etbuild.runtime.delegates).
+
+    A function of its own, called only under `features.DELEGATES`, so that a trimmed runtime
+    without delegates ships neither it nor the backend registry.
+    """
+    if program._named is None:
+        program._named = named_data(program.data, program.program, program.header)
+
+    def blob(ref: fb.BackendDelegateDataReference, where: str) -> memoryview:
+        return processed_blob(program.data, program.program, program.header, ref, where)
+
+    return init_delegates(plan, blob, program._named)
 
 
 def _level_list(names: list[str] | None, count: int) -> list[str]:
@@ -217,9 +235,11 @@ class Method:
         budget_factor: int = DEFAULT_BUDGET_FACTOR,
         time_limit: float | None = None,
         owned: Container[int] = (),
+        delegates: Mapping[int, Any] | None = None,
     ) -> None:
         """budget_factor, time_limit: see Program.load_method; owned: tensor values without memory
-        in the plan that get memory of their own (unplanned outputs)."""
+        in the plan that get memory of their own (unplanned outputs); delegates: delegate index →
+        its backend's handle."""
         self.name = plan.name or ""
         self.plan = plan
         self.arenas = arenas
@@ -229,7 +249,8 @@ class Method:
         if len(plan.chains) != 1:
             raise InvalidProgram(f"expected one chain, found {len(plan.chains)}")
         instructions = plan.chains[0].instructions
-        self.steps = Binder(self.values, kernels.get, {}).bind(instructions)
+        self.delegates = dict(delegates or {})  # delegate index -> its backend's handle
+        self.steps = Binder(self.values, kernels.get, self.delegates).bind(instructions)
         if features.CONTROL_FLOW:
             self.budget, self.time_limit = max(budget_factor, 1) * len(instructions), time_limit
             self.is_jump = [isinstance(ins.instr_args, fb.JumpFalseCall) for ins in instructions]

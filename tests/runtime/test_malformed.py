@@ -163,8 +163,8 @@ def test_seeded_mutants_raise_only_etbuild_errors(good, mutator, count):
 
 def test_delegated_program_names_the_missing_backend(good):
     def delegate(program, plan):
-        plan.delegates = [fb.BackendDelegate(id="XnnpackBackend", processed=fb.BackendDelegateDataReference(0, 0))]
+        plan.delegates = [fb.BackendDelegate(id="CoreMLBackend", processed=fb.BackendDelegateDataReference(0, 0))]
         plan.chains[0].instructions.insert(0, fb.Instruction(fb.DelegateCall(0, [plan.inputs[0]])))
 
-    with pytest.raises(InvalidProgram, match="delegates to backend 'XnnpackBackend', which this runtime lacks"):
+    with pytest.raises(InvalidProgram, match=r"delegate 0 \(CoreMLBackend\): this runtime has no backend 'CoreMLB"):
         _load_and_call(_edited(good, delegate))
