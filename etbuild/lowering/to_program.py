@@ -27,7 +27,7 @@ from etbuild.errors import StageError
 from etbuild.lowering.builder import ConstantPool, PlanBuilder
 from etbuild.lowering.dtypes import scalar_type, tensor_bytes
 from etbuild.lowering.forms import GraphMethod, GraphProgram, LoweredProgram
-from etbuild.lowering.out_variants import copy_variant, operator_name, out_variant
+from etbuild.lowering.out_variants import check_carried, copy_variant, operator_name, out_variant
 from etbuild.lowering.sources import node_frame
 from etbuild.lowering.steps import at_node, in_method
 from etbuild.lowering.symbolic import PRIM_OPS, shape_bounds
@@ -145,7 +145,7 @@ class GraphConverter:
             self.prim_call(node, PRIM_OPS[target])
         elif target is torch.ops.aten.sym_size.int:
             args = [self.value_of(_arg_node(node, 0)), self.b.int_value(_arg_int(node, 1))]
-            self.env[node] = self.b.int_value(0)
+            self.env[node] = self.b.add(fb.Int(0))
             self.b.kernel_call("aten::sym_size", "int", [*args, self.env[node]], node_frame(node))
         elif target is torch.ops.higher_order.cond:
             self.cond(node)
@@ -160,15 +160,16 @@ class GraphConverter:
         args = [self.value_of(a) if isinstance(a, Node) else self.scalar_value(a) for a in node.args]
         result = node.meta.get("val")
         if isinstance(result, (bool, torch.SymBool)):
-            self.env[node] = self.b.bool_value(False)
+            self.env[node] = self.b.add(fb.Bool(False))
         elif isinstance(result, (float, torch.SymFloat)):
-            self.env[node] = self.b.double_value(0.0)
+            self.env[node] = self.b.add(fb.Double(0.0))
         else:
-            self.env[node] = self.b.int_value(0)
+            self.env[node] = self.b.add(fb.Int(0))
         self.b.kernel_call(name, "Scalar", [*args, self.env[node]], node_frame(node))
 
     def kernel(self, node: Node, op: OpOverload) -> None:
         bound = _bind_args(node, node.target)
+        check_carried(bound, op, node.meta.get("val"))
         args, outs = [], []
         for arg in op._schema.arguments:
             if arg.is_out:

@@ -23,6 +23,7 @@ import torch
 from torch.export import ExportedProgram
 
 from etbuild.fsutil import write_bytes
+from etbuild.lowering.assertions import drop_assertions
 from etbuild.lowering.decompose import decompose
 from etbuild.lowering.fold import fold_constants
 from etbuild.lowering.forms import ATEN, CORE_ATEN, UNPLANNED, GraphProgram, LoweredProgram
@@ -36,6 +37,8 @@ LOWERING = Pipeline("lower", (
          ATEN, CORE_ATEN, each_method(decompose)),
     Step("fold-constants", "compute once, at build time, every node that reads only constants",
          CORE_ATEN, CORE_ATEN, each_method(fold_constants)),
+    Step("drop-assertions", "check at build time what can be, then drop, the calls that compute nothing",
+         CORE_ATEN, CORE_ATEN, each_method(drop_assertions)),
     Step("fuse-batch-norm", "fold each inference BatchNorm into the convolution before it",
          CORE_ATEN, CORE_ATEN, each_method(fuse_batch_norm)),
     Step("to-program", "each call → its out-variant KernelCall; constants into one shared segment",
