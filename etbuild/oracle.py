@@ -72,9 +72,8 @@ def xnnpack_partitioner() -> Any:
 
 def executorch_operator_names() -> list[str]:
     """Every operator ExecuTorch's runtime registers (portable kernels, prim ops, quantized kernels), sorted."""
-    from executorch.extension.pybindings.portable_lib import _get_operator_names
-
     import executorch.kernels.quantized  # noqa: F401  (registers the quantized kernels)
+    from executorch.extension.pybindings.portable_lib import _get_operator_names
 
     return sorted(set(_get_operator_names()))
 

@@ -45,7 +45,16 @@ def decomposition_of(op: OpOverload) -> Decomposition | None:
     return found
 
 
-# ------------------------------------------------------------------ elementwise and scans
+# ------------------------------------------------------------------ creation, elementwise, scans
+
+
+@decomposes(aten.empty_strided.default)
+def empty_strided(
+    size: list[int], stride: list[int], *, dtype: torch.dtype | None = None, layout: Any = None,
+    device: Any = None, pin_memory: bool | None = None,
+) -> torch.Tensor:
+    """An uninitialised tensor: a program's tensors are dense, and nothing is in it to lay out."""
+    return aten.empty.memory_format(size, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
 
 
 @decomposes(aten.exp2.default)
@@ -344,3 +353,28 @@ def _bag_max(
     out = _where(nonempty, aten.amax.default(spread, [1]), 0)
     max_indices = _where(nonempty, aten.index.Tensor(indices, [best]), 0)
     return aten._to_copy.default(out, dtype=rows.dtype), max_indices
+
+
+# ------------------------------------------------------------------ what is neither kernel nor decomposition
+
+_TRAINING = "training only: a gradient, which an inference graph does not compute"
+_STRIDES = ("tensor metadata the program format does not have: every tensor of a program is dense in its "
+            "dim order, so no call asks for strides, storage offsets or contiguity")
+_COMPLEX = "complex tensors: etbuild's runtime has no complex dtypes yet (ExecuTorch's has this kernel)"
+EXCLUDED: dict[OpOverload, str] = {
+    aten.randperm.default: "random: a permutation no eager run reproduces, so verify could not check it "
+                           "(and ExecuTorch's kernel library has none)",
+    aten._fft_r2c.default: _COMPLEX,
+    aten._fft_c2r.default: _COMPLEX,
+    aten.sym_stride.int: _STRIDES,
+    aten.sym_storage_offset.default: _STRIDES,
+    aten.sym_is_contiguous.default: _STRIDES,
+    aten.resize_.default: "resizes a tensor in place: a program's tensors have planned sizes",
+}
+
+
+def exclusion(op: OpOverload) -> str | None:
+    """Why `op` has neither a kernel nor a decomposition, or None when it is not excluded."""
+    if op._schema.name.endswith("_backward"):
+        return _TRAINING
+    return EXCLUDED.get(op)

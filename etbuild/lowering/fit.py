@@ -18,7 +18,7 @@ from torch.fx import Node
 
 from etbuild.errors import StageError
 from etbuild.lowering.assertions import is_assertion
-from etbuild.lowering.decompositions import Decomposition, decomposition_of
+from etbuild.lowering.decompositions import Decomposition, decomposition_of, exclusion
 from etbuild.lowering.forms import GraphMethod
 from etbuild.lowering.operator_set import EXECUTORCH_VERSION, available, program_operator
 from etbuild.lowering.steps import at_node
@@ -64,7 +64,9 @@ def _table(missing: dict[OpOverload, Node], tried: set[OpOverload]) -> dict[OpOv
 
 
 def _no_decomposition(op: OpOverload) -> Decomposition:
-    raise StageError(f"{_lacks(op)}, and neither etbuild nor torch has a decomposition of it; {_advice(op)}")
+    reason = exclusion(op)
+    why = f" ({reason})" if reason else ""
+    raise StageError(f"{_lacks(op)}, and neither etbuild nor torch has a decomposition of it{why}; {_advice(op)}")
 
 
 def _lacks(op: OpOverload) -> str:

@@ -26,8 +26,8 @@ from torch.fx import Graph, Node
 from etbuild.errors import StageError
 from etbuild.lowering.builder import ConstantPool, PlanBuilder
 from etbuild.lowering.dtypes import scalar_type, tensor_bytes
-from etbuild.lowering.operator_set import returns_scalar
 from etbuild.lowering.forms import GraphMethod, GraphProgram, LoweredProgram
+from etbuild.lowering.operator_set import returns_scalar
 from etbuild.lowering.out_variants import check_carried, copy_variant, operator_name, out_variant
 from etbuild.lowering.sources import node_frame
 from etbuild.lowering.steps import at_node, in_method
