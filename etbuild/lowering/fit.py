@@ -77,5 +77,5 @@ def _lacks(op: OpOverload) -> str:
 
 
 def _advice(op: OpOverload) -> str:
-    return (f"to build this model, write {op} with operators ExecuTorch has, in the model or as a decomposition "
-            "in etbuild/lowering/decompositions.py, or leave it to a backend that runs it")
+    return (f"to build this model, express {op} with operators ExecuTorch has (in the model, or as a decomposition "
+            "in etbuild/lowering/decompositions.py), or leave it to a backend that runs it")
