@@ -35,15 +35,16 @@ _FUNCTIONAL = "_functional_"
 @cache
 def is_assertion(op: OpOverload) -> bool:
     """Whether `op` computes nothing: it returns nothing and writes nothing, or is the functional
-    form of such an operator (same name after `_functional_`, returning only a token)."""
+    form of such an operator (`_functional_assert_async` of `_assert_async`), returning a token."""
     schema = op._schema
     if not schema.returns and not schema.is_mutable:
         return True
     name = schema.name.split("::")[1]
     if not name.startswith(_FUNCTIONAL):
         return False
-    base = getattr(torch.ops.aten, name[len(_FUNCTIONAL):], None)
-    return base is not None and any(is_assertion(getattr(base, o)) for o in base.overloads())
+    bases = (getattr(torch.ops.aten, name[len(_FUNCTIONAL):], None), getattr(torch.ops.aten, name[len("_functional"):],
+                                                                            None))
+    return any(is_assertion(getattr(b, o)) for b in bases if b is not None for o in b.overloads())
 
 
 def drop_assertions(method: GraphMethod) -> GraphMethod:

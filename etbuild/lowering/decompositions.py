@@ -57,6 +57,15 @@ def empty_strided(
     return aten.empty.memory_format(size, dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
 
 
+@decomposes(aten.empty_permuted.default)
+def empty_permuted(
+    size: list[int], physical_layout: list[int], *, dtype: torch.dtype | None = None, layout: Any = None,
+    device: Any = None, pin_memory: bool | None = None,
+) -> torch.Tensor:
+    """An uninitialised tensor (what `empty_like` becomes), dense as every tensor of a program."""
+    return empty_strided(size, [], dtype=dtype, layout=layout, device=device, pin_memory=pin_memory)
+
+
 @decomposes(aten.exp2.default)
 def exp2(x: torch.Tensor) -> torch.Tensor:
     """2 ** x (torch's own decomposition calls a prim)."""
@@ -362,8 +371,8 @@ _STRIDES = ("tensor metadata the program format does not have: every tensor of a
             "dim order, so no call asks for strides, storage offsets or contiguity")
 _COMPLEX = "complex tensors: etbuild's runtime has no complex dtypes yet (ExecuTorch's has this kernel)"
 EXCLUDED: dict[OpOverload, str] = {
-    aten.randperm.default: "random: a permutation no eager run reproduces, so verify could not check it "
-                           "(and ExecuTorch's kernel library has none)",
+    aten.randperm.default: "random: a permutation no eager run reproduces, so verify could not check it; "
+                           "ExecuTorch's kernel library has none",
     aten._fft_r2c.default: _COMPLEX,
     aten._fft_c2r.default: _COMPLEX,
     aten.sym_stride.int: _STRIDES,

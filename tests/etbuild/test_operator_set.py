@@ -18,6 +18,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from etbuild.errors import StageError
 from etbuild.kernels.registry import canonical_name
 from etbuild.lowering.decompositions import DECOMPOSITIONS, decomposition_of, exclusion
 from etbuild.lowering.operator_set import available, executorch_operators
@@ -56,12 +57,22 @@ NAN_ROW = torch.tensor([[3.0, math.nan, -1.0, 3.0, 0.5, -math.inf, 3.0],
                         [1.0, 1.0, 1.0, -2.0, math.nan, math.nan, 0.0]])
 INT_ROW = torch.tensor([[3, 1, 3, -2, 1, 0, 3, 3]])
 
+def _creations(x: torch.Tensor) -> torch.Tensor:
+    """The `*_like`, `new_*`, `scalar_tensor` and dtype-conversion class, results of several dtypes."""
+    made = [x.new_zeros(2, 3), x.new_ones((2, 3), dtype=torch.float16), x.new_full((2, 3), 4), torch.ones_like(x),
+            torch.zeros_like(x, dtype=torch.int32), torch.full_like(x, 7), x.new_empty((2, 3)).fill_(1),
+            torch.scalar_tensor(3.0), x.double().half().float(), x.type_as(torch.tensor(1, dtype=torch.int8))]
+    return sum(made[1:], made[0])
+
+
 # operator → cases: (function calling it, inputs)
 CASES: dict[object, list[tuple[Callable[..., object], tuple[torch.Tensor, ...]]]] = {
     aten.avg_pool1d.default: [(lambda x: F.avg_pool1d(x, 3, 2, 1, ceil_mode=True), (_x(1, 2, 9),))],
     aten.adaptive_avg_pool1d.default: [(lambda x: F.adaptive_avg_pool1d(x, 4), (_x(1, 2, 9),))],
     aten.col2im.default: [(lambda x: F.fold(x, (4, 5), 2, padding=1), (_x(1, 8, 30),))],
     aten.empty_strided.default: [(lambda x: x + torch.empty_strided((2, 3), (1, 2)).fill_(1.5), (_x(2, 3),))],
+    aten.empty_permuted.default: [(lambda x: torch.empty_like(x).fill_(2) * x, (_x(2, 3),))],
+    aten.full_like.default: [(_creations, (_x(2, 3),))],
     aten.avg_pool3d.default: [
         (lambda x: F.avg_pool3d(x, 2), (_x(1, 2, 4, 4, 4),)),
         (lambda x: F.avg_pool3d(x, (3, 2, 3), (2, 1, 2), (1, 1, 0), ceil_mode=True), (_x(2, 3, 5, 6, 7),)),
@@ -182,3 +193,24 @@ def test_the_checked_in_list_is_executorchs():
 
     assert version("executorch") == EXECUTORCH_VERSION
     assert set(executorch_operator_names()) == executorch_operators()
+
+
+class Shuffle(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x[torch.randperm(4)]
+
+
+def test_an_operator_without_decomposition_fails_naming_it_where_and_what_to_do():
+    exported = torch.export.export(Shuffle(), (torch.randn(4, 2),))
+    with pytest.raises(StageError) as err:
+        lower({"forward": exported})
+    first, where, source = str(err.value).splitlines()
+    assert first == (
+        "lower step 'fit-operator-set' (after decompose): ExecuTorch 1.5.1's runtime has no aten::randperm.out "
+        "(what aten.randperm.default becomes), and neither etbuild nor torch has a decomposition of it (random: a "
+        "permutation no eager run reproduces, so verify could not check it; ExecuTorch's kernel library has "
+        "none); to build this model, express aten.randperm.default with operators ExecuTorch has (in the model, "
+        "or as a decomposition in etbuild/lowering/decompositions.py), or leave it to a backend that runs it"
+    )
+    assert where == "  in method 'forward', node randperm (aten.randperm.default)"
+    assert source.startswith("  from <root> (Shuffle) at ") and source.endswith("return x[torch.randperm(4)]")
