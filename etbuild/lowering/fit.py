@@ -58,15 +58,21 @@ def _table(missing: dict[OpOverload, Node], tried: set[OpOverload]) -> dict[OpOv
         with at_node(node):
             if op in tried:
                 raise StageError(f"{op} is still called after its decomposition; {_advice(op)}")
-            table[op] = decomposition_of(op) or _no_decomposition(op)
+            table[op] = decomposition_of(op) or _no_decomposition(op, node)
             tried.add(op)
     return table
 
 
-def _no_decomposition(op: OpOverload) -> Decomposition:
+def _no_decomposition(op: OpOverload, node: Node) -> Decomposition:
+    """Raise: `op` cannot be called and has no decomposition; name the operator the user's model called."""
     reason = exclusion(op)
     why = f" ({reason})" if reason else ""
-    raise StageError(f"{_lacks(op)}, and neither etbuild nor torch has a decomposition of it{why}; {_advice(op)}")
+    called = node.meta.get("original_aten")
+    if isinstance(called, OpOverload) and called != op:
+        why += f"; torch's decomposition of {called}, which the model calls, calls it"
+        op = called
+    raise StageError(f"{_lacks(node.target)}, and neither etbuild nor torch has a decomposition of it{why}; "
+                     f"{_advice(op)}")
 
 
 def _lacks(op: OpOverload) -> str:
