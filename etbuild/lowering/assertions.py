@@ -42,8 +42,8 @@ def is_assertion(op: OpOverload) -> bool:
     name = schema.name.split("::")[1]
     if not name.startswith(_FUNCTIONAL):
         return False
-    bases = (getattr(torch.ops.aten, name[len(_FUNCTIONAL):], None), getattr(torch.ops.aten, name[len("_functional"):],
-                                                                            None))
+    stem = name[len(_FUNCTIONAL) - 1:]  # `_assert_async`, `_sym_constrain_range`
+    bases = [getattr(torch.ops.aten, n, None) for n in (stem, stem.lstrip("_"))]
     return any(is_assertion(getattr(b, o)) for b in bases if b is not None for o in b.overloads())
 
 

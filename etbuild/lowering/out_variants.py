@@ -40,7 +40,7 @@ def copy_variant(op: OpOverload) -> OpOverload:
 
 
 # Arguments an out-variant may drop: the out tensor already carries what they say.
-CARRIED_BY_OUT = frozenset({"dtype", "layout", "device", "pin_memory", "memory_format"})
+_CARRIED_BY_OUT = frozenset({"dtype", "layout", "device", "pin_memory", "memory_format"})
 
 
 def _functional_args(schema: torch._C.FunctionSchema) -> list[tuple[str, str]]:
@@ -50,7 +50,7 @@ def _functional_args(schema: torch._C.FunctionSchema) -> list[tuple[str, str]]:
 def _matches(candidate: list[tuple[str, str]], want: list[tuple[str, str]]) -> bool:
     """Whether `candidate` is `want` with none, some or all of the out-carried arguments left out."""
     kept = [a for a in want if a in candidate]
-    return kept == candidate and all(a[0] in CARRIED_BY_OUT for a in want if a not in candidate)
+    return kept == candidate and all(a[0] in _CARRIED_BY_OUT for a in want if a not in candidate)
 
 
 @cache

@@ -269,8 +269,11 @@ class GraphConverter:
         """A scalar computed at run time where the schema wants a tensor: `scalar_tensor.out`, a 0-d
         int64, float64 or bool tensor as torch wraps a Python number of that kind."""
         kind = value.meta.get("val")
-        dtype = torch.float64 if isinstance(kind, (float, torch.SymFloat)) else \
-            torch.bool if isinstance(kind, (bool, torch.SymBool)) else torch.int64
+        dtype = torch.int64
+        if isinstance(kind, (float, torch.SymFloat)):
+            dtype = torch.float64
+        elif isinstance(kind, (bool, torch.SymBool)):
+            dtype = torch.bool
         out = self.b.tensor(scalar_type(dtype), [])
         self.b.kernel_call("aten::scalar_tensor", "out", [self.value_of(value), out, out], node_frame(node))
         return out
