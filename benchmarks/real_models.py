@@ -180,6 +180,49 @@ def mobilenetv3() -> torch.nn.Module:
     return _timm("mobilenetv3_small_100")
 
 
+def swin() -> torch.nn.Module:
+    return _timm("swin_tiny_patch4_window7_224", img_size=56, depths=(1, 1), num_heads=(2, 4), embed_dim=32,
+                 window_size=7)
+
+
+def levit() -> torch.nn.Module:
+    return _timm("levit_128s", img_size=64)
+
+
+def regnet() -> torch.nn.Module:
+    return _timm("regnetx_002")
+
+
+def deberta() -> torch.nn.Module:
+    from transformers import DebertaV2Config, DebertaV2Model
+
+    cfg = DebertaV2Config(**TEXT, relative_attention=True, position_buckets=16, pos_att_type=["p2c", "c2p"])
+    return Outputs(DebertaV2Model(cfg), ("last_hidden_state",), "input_ids")
+
+
+def bart() -> torch.nn.Module:
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    cfg = BartConfig(vocab_size=512, d_model=64, encoder_layers=1, decoder_layers=1, encoder_attention_heads=4,
+                     decoder_attention_heads=4, encoder_ffn_dim=96, decoder_ffn_dim=96, max_position_embeddings=64)
+    return Outputs(BartForConditionalGeneration(cfg), ("logits",), "input_ids", "decoder_input_ids")
+
+
+def mistral() -> torch.nn.Module:
+    from transformers import MistralConfig, MistralForCausalLM
+
+    return Outputs(MistralForCausalLM(MistralConfig(**TEXT, num_key_value_heads=2, sliding_window=8)), ("logits",),
+                   "input_ids")
+
+
+def clip_vision() -> torch.nn.Module:
+    from transformers import CLIPVisionConfig, CLIPVisionModel
+
+    cfg = CLIPVisionConfig(hidden_size=64, intermediate_size=96, num_hidden_layers=2, num_attention_heads=4,
+                           image_size=32, patch_size=8)
+    return Outputs(CLIPVisionModel(cfg), ("pooler_output",), "pixel_values")
+
+
 def tv_mobilenet_v2() -> torch.nn.Module:
     from torchvision.models import mobilenet_v2
 
@@ -212,6 +255,14 @@ MODELS: dict[str, tuple[Callable[[], torch.nn.Module], list[dict[str, Any]]]] = 
     "resnet": (resnet, [image()]),
     "mobilenetv3": (mobilenetv3, [image()]),
     "tv_mobilenet_v2": (tv_mobilenet_v2, [image()]),
+    # beyond the list the issue names: more of what users bring
+    "swin": (swin, [image(56)]),
+    "levit": (levit, [image()]),
+    "regnet": (regnet, [image()]),
+    "deberta": (deberta, [tokens()]),
+    "bart": (bart, [tokens(), tokens(8)]),
+    "mistral": (mistral, [tokens()]),
+    "clip_vision": (clip_vision, [image(32)]),
 }
 
 
