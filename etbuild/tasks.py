@@ -202,8 +202,8 @@ def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) ->
         call("emit", emit.run_emit, (a.lowered, a.plan, a.pte), [a.lowered, a.plan], [a.pte], ()),
         call("select", select.run_select, (recipe, a.pte, a.lowered, a.root), [a.pte, a.lowered],
              [*a.select, a.runtime_package], ("operators",)),
-        call("verify", verify.run_verify, (recipe, a.pte, a.runtime_zip, a.verify), [a.pte, a.runtime_zip],
-             [a.verify], ("model", "verify")),
+        call("verify", verify.run_verify, (recipe, a.pte, a.runtime_zip, a.verify, a.exports, a.debug_map),
+             [a.pte, a.runtime_zip, *exports, a.debug_map], [a.verify], ("model", "verify")),
     ]
     return {c.stage: c for c in calls}
 
