@@ -168,3 +168,36 @@ def test_a_verify_failure_without_a_divergence_says_where_to_look(tmp_path, monk
 def _in_process(runtime: Path, pte: Path, samples: list[Any], method: str) -> list[list[np.ndarray]]:
     m = Program.load(pte).load_method(method)
     return [m(*[x.numpy() for x in s]) for s in samples]
+
+
+class Stateful(torch.nn.Module):
+    """A running sum in a mutable buffer: each call's output depends on the calls before it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("total", torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.total.add_(x)
+        return torch.relu(self.total * 2)
+
+
+class Branchy(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.cond(x.sum() > 0, lambda t: t.relu() + 1, lambda t: t.sigmoid() * 3, (x,))
+
+
+@pytest.mark.parametrize(("make", "operator"), [(Stateful, "aten.relu.default"), (Branchy, "cond")])
+def test_state_and_branches_match_their_reference(make, operator):
+    """State carried across samples and torch.cond's branches are followed by the reference too;
+    a fault inside a branch is reported at its cond (branch nodes have no value in the map)."""
+    torch.manual_seed(0)
+    x = torch.randn(4)
+    compiled = compile_module(make().eval(), (x,))
+    graph = reference_graphs({"forward": torch.export.export(make().eval(), (x,), strict=False)}).methods[0]
+    samples = [(torch.randn(4),) for _ in range(3)] + [(-torch.ones(4),), (torch.ones(4),)]
+    program = Program.from_bytes(compiled.pte)
+    assert localise(program, graph, compiled.debug["forward"], samples, 1e-4, 1e-5) is None
+    kernels = _wrong(load_all(), "aten::relu.out", _scaled_relu)
+    found = localise(Program.from_bytes(compiled.pte), graph, compiled.debug["forward"], samples, 1e-4, 1e-5, kernels)
+    assert found is not None and found.operator == operator
