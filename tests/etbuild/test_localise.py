@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from etbuild.build import build
-from etbuild.errors import VerificationError
+from etbuild.errors import StageError, VerificationError
 from etbuild.kernels.registry import KernelInfo, load_all
 from etbuild.localise import NO_DIVERGENCE, Divergence, localise, reference_graphs
 from etbuild.lowering.debug_map import read_debug_map, to_json
@@ -201,3 +201,10 @@ def test_state_and_branches_match_their_reference(make, operator):
     kernels = _wrong(load_all(), "aten::relu.out", _scaled_relu)
     found = localise(Program.from_bytes(compiled.pte), graph, compiled.debug["forward"], samples, 1e-4, 1e-5, kernels)
     assert found is not None and found.operator == operator
+
+
+def test_an_unreadable_debug_map_is_a_stage_error_naming_it(tmp_path):
+    bad = tmp_path / "lowered.debug.json"
+    bad.write_text('{"version": 99, "methods": {}}')
+    with pytest.raises(StageError, match=r"lowered.debug.json: not a debug map of the lower stage \(version 99"):
+        read_debug_map(bad)
