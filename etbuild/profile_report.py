@@ -19,16 +19,22 @@ from etbuild.profile import INSTRUCTION, Entry, Profile
 PID, TID = 1, 1
 
 
+def _inner(p: Profile) -> dict[int, float]:
+    """Per instruction with timed delegate nodes: the sum of its nodes' medians."""
+    inner: dict[int, float] = defaultdict(float)
+    for e in p.entries:
+        if e.node != INSTRUCTION:
+            inner[e.instruction] += e.median_us
+    return dict(inner)
+
+
 def _groups(p: Profile) -> list[tuple[str, int, float]]:
     """(operator, how many instructions or nodes, median µs per call summed), slowest first.
 
     An instruction whose delegate nodes are timed counts only its time outside them, as
     `delegate <id> (outside its nodes)`, so no time is counted twice.
     """
-    inner: dict[int, float] = defaultdict(float)
-    for e in p.entries:
-        if e.node != INSTRUCTION:
-            inner[e.instruction] += e.median_us
+    inner = _inner(p)
     totals: dict[str, list[float]] = defaultdict(list)
     for e in p.entries:
         if e.node == INSTRUCTION and e.instruction in inner:
@@ -52,15 +58,13 @@ def format_table(p: Profile, top: int = 20) -> str:
     for op, count, us in groups[:top]:
         lines.append(f"{op[:48]:<48} {count:>5} {us:>10,.1f} {us / whole:>6.1%}")
     lines += ["", f"{'instruction':>11} {'operator / node':<44} {'µs/call':>10}  shapes (inputs -> outputs)"]
-    slowest = sorted((e for e in p.entries if not _has_nodes(p, e)), key=lambda e: -e.median_us)[:top]
+    inner = _inner(p)
+    rows = [e for e in p.entries if e.node != INSTRUCTION or e.instruction not in inner]
+    slowest = sorted(rows, key=lambda e: -e.median_us)[:top]
     for e in slowest:
         where = f"{e.instruction}" if e.node == INSTRUCTION else f"{e.instruction}:{e.node}"
         lines.append(f"{where:>11} {e.name[:44]:<44} {e.median_us:>10,.1f}  {_shapes(e)}")
     return "\n".join(lines)
-
-
-def _has_nodes(p: Profile, e: Entry) -> bool:
-    return e.node == INSTRUCTION and any(o.instruction == e.instruction and o.node != INSTRUCTION for o in p.entries)
 
 
 def _shapes(e: Entry) -> str:
