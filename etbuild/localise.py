@@ -30,7 +30,6 @@ from torch.fx import Node
 from torch.utils._pytree import tree_flatten
 
 from etbuild import instrument
-from etbuild.errors import EtbuildError
 from etbuild.kernels.registry import KernelInfo
 from etbuild.lowering.debug_map import ValueSource, read_debug_map
 from etbuild.lowering.forms import GraphMethod, GraphProgram
@@ -214,7 +213,21 @@ def localise_recipe(
     recipe: Recipe, pte: Path, exports: Mapping[str, Path], debug_map: Path, methods: Sequence[str]
 ) -> dict[str, dict[str, Any]]:
     """For each named method of a recipe's build: its first divergence on verify's samples (as
-    JSON), or a note saying why there is none."""
+    JSON), or a note saying why there is none.
+
+    Localisation explains a failure verify has already found, so its own failure (a graph the
+    reference cannot evaluate, a program our full runtime refuses) becomes that note, with the
+    exception's type and message, instead of hiding verify's result.
+    """
+    try:
+        return _localise_methods(recipe, pte, exports, debug_map, methods)
+    except Exception as exc:  # reported in the note, see the docstring
+        return {name: {"note": f"localisation failed: {type(exc).__name__}: {exc}"} for name in methods}
+
+
+def _localise_methods(
+    recipe: Recipe, pte: Path, exports: Mapping[str, Path], debug_map: Path, methods: Sequence[str]
+) -> dict[str, dict[str, Any]]:
     debug = read_debug_map(debug_map)
     exported = {name: torch.export.load(str(path)) for name, path in exports.items()}
     graphs = {g.name: g for g in reference_graphs(exported).methods}
@@ -223,11 +236,7 @@ def localise_recipe(
     out: dict[str, dict[str, Any]] = {}
     for name in methods:
         samples = sample_inputs(recipe, cfg.samples, cfg.seed, name)
-        try:
-            found = localise(program, graphs[name], debug.get(name, {}), samples, cfg.rtol, cfg.atol)
-        except EtbuildError as exc:
-            out[name] = {"note": f"the program fails in etbuild's full runtime: {exc}"}
-            continue
+        found = localise(program, graphs[name], debug.get(name, {}), samples, cfg.rtol, cfg.atol)
         out[name] = found.to_json() if found else {"note": NO_DIVERGENCE}
     return out
 

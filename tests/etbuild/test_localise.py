@@ -15,7 +15,7 @@ import torch
 from etbuild.build import build
 from etbuild.errors import StageError, VerificationError
 from etbuild.kernels.registry import KernelInfo, load_all
-from etbuild.localise import NO_DIVERGENCE, Divergence, localise, reference_graphs
+from etbuild.localise import NO_DIVERGENCE, Divergence, localise, localise_recipe, reference_graphs
 from etbuild.lowering.debug_map import read_debug_map, to_json
 from etbuild.pipeline import compile_module
 from etbuild.recipe import load_recipe
@@ -208,3 +208,11 @@ def test_an_unreadable_debug_map_is_a_stage_error_naming_it(tmp_path):
     bad.write_text('{"version": 99, "methods": {}}')
     with pytest.raises(StageError, match=r"lowered.debug.json: not a debug map of the lower stage \(version 99"):
         read_debug_map(bad)
+
+
+def test_localisation_that_cannot_run_leaves_a_note(tmp_path):
+    recipe_path = tmp_path / "tiny.yaml"
+    recipe_path.write_text(RECIPE)
+    notes = localise_recipe(load_recipe(recipe_path), tmp_path / "x.pte", {}, tmp_path / "missing.json", ["forward"])
+    assert notes["forward"]["note"].startswith("localisation failed: StageError: ")
+    assert "missing.json: not a debug map of the lower stage" in notes["forward"]["note"]
