@@ -1,6 +1,6 @@
 """The `etbuild` command: build recipes, run and inspect `.pte` files.
 
-`run` and `inspect` import no torch, so they work where only numpy is installed. Errors
+`run`, `profile` and `inspect` import no torch, so they work where only numpy is installed. Errors
 print one paragraph and exit with the error's code; `--debug` shows the traceback.
 """
 
@@ -114,6 +114,22 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _profile(args: argparse.Namespace) -> int:
+    from etbuild.profile import generated_inputs, profile_method
+    from etbuild.profile_report import format_table, write_trace
+    from etbuild.runtime.program import Program
+    from etbuild.runtime.runner import call_inputs
+
+    method = Program.load(args.pte).load_method(args.method, max_planned_bytes=args.max_planned_bytes)
+    inputs = call_inputs(Path(args.inputs)) if args.inputs else generated_inputs(method, args.seed)
+    profile = profile_method(method, inputs, args.calls)
+    print(format_table(profile, args.top))
+    if args.trace:
+        write_trace(args.trace, profile, args.pte)
+        print(f"\ntrace: {args.trace} ({len(profile.events):,} events; open it in https://ui.perfetto.dev)")
+    return 0
+
+
 def _size(text: str) -> int:
     from etbuild.runtime.runner import parse_bytes
 
@@ -178,6 +194,16 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--max-planned-bytes", type=_size, metavar="SIZE",
                    help="most planned memory the program may ask for, e.g. 8GiB (default: a quarter of the RAM)")
     r.set_defaults(fn=_run)
+    pr = sub.add_parser("profile", parents=[common], help="time each instruction and delegate node of a .pte")
+    pr.add_argument("pte")
+    pr.add_argument("--inputs", help="an .npz with in0, in1, … (default: random inputs from the method's metadata)")
+    pr.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    pr.add_argument("--method", default="forward")
+    pr.add_argument("--calls", type=int, default=10, help="timed calls (medians over them)")
+    pr.add_argument("--top", type=int, default=20, help="rows per table")
+    pr.add_argument("--trace", metavar="trace.json", help="write a Chrome trace (opens in Perfetto)")
+    pr.add_argument("--max-planned-bytes", type=_size, metavar="SIZE")
+    pr.set_defaults(fn=_profile)
     i = sub.add_parser("inspect", parents=[common], help="summarize a .pte: methods, operators, sizes")
     i.add_argument("pte")
     i.add_argument("--json", action="store_true")

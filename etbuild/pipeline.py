@@ -13,6 +13,7 @@ from typing import Any
 import torch
 from torch.export import ExportedProgram
 
+from etbuild.lowering.debug_map import ValueSource
 from etbuild.recipe import MemoryConfig
 from etbuild.runtime.format.pte import write_program
 from etbuild.stages.emit import emit
@@ -24,17 +25,19 @@ DEFAULT_MEMORY = MemoryConfig()
 
 @dataclass(frozen=True)
 class Compiled:
-    """A compiled program: its `.pte` bytes and the memory plan of each method."""
+    """A compiled program: its `.pte` bytes, the memory plan of each method and the debug map
+    (method -> value index -> the graph node it holds; see etbuild.lowering.debug_map)."""
 
     pte: bytes
     plans: list[MethodPlan]
+    debug: Mapping[str, Mapping[int, ValueSource]]
 
 
 def compile_exported(methods: Mapping[str, ExportedProgram], memory: MemoryConfig = DEFAULT_MEMORY) -> Compiled:
     """Compile exported methods (name → ExportedProgram) into one `.pte`."""
     lowered = lower(methods)
     plans = [plan_method(p, memory).plan for p in lowered.program.execution_plan]
-    return Compiled(write_program(emit(lowered.program, plans), list(lowered.segments)), plans)
+    return Compiled(write_program(emit(lowered.program, plans), list(lowered.segments)), plans, lowered.debug)
 
 
 def compile_module(

@@ -83,6 +83,11 @@ class Artifacts:
         return self.root / "lowered.unplanned"
 
     @property
+    def debug_map(self) -> Path:
+        """Which graph node each value of the lowered program holds (not part of the program)."""
+        return self.root / "lowered.debug.json"
+
+    @property
     def dump_dir(self) -> Path:
         return self.root / "dump"
 
@@ -191,14 +196,14 @@ def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) ->
 
     calls = [
         call("export", export.run_export, (recipe, a.exports), (), exports, ("model",)),
-        call("lower", lower.run_lower, (a.exports, a.lowered, a.dump_dir, dump_after), exports, [a.lowered], (),
-             dumps),
+        call("lower", lower.run_lower, (a.exports, a.lowered, a.debug_map, a.dump_dir, dump_after), exports,
+             [a.lowered, a.debug_map], (), dumps),
         call("plan", plan.run_plan, (a.lowered, recipe.memory, a.root), [a.lowered], a.memory, ("memory",)),
         call("emit", emit.run_emit, (a.lowered, a.plan, a.pte), [a.lowered, a.plan], [a.pte], ()),
         call("select", select.run_select, (recipe, a.pte, a.lowered, a.root), [a.pte, a.lowered],
              [*a.select, a.runtime_package], ("operators",)),
-        call("verify", verify.run_verify, (recipe, a.pte, a.runtime_zip, a.verify), [a.pte, a.runtime_zip],
-             [a.verify], ("model", "verify")),
+        call("verify", verify.run_verify, (recipe, a.pte, a.runtime_zip, a.verify, a.exports, a.debug_map),
+             [a.pte, a.runtime_zip, *exports, a.debug_map], [a.verify], ("model", "verify")),
     ]
     return {c.stage: c for c in calls}
 

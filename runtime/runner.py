@@ -71,6 +71,11 @@ def _ordered(arrays: dict[str, np.ndarray], prefix: str) -> list[np.ndarray]:
     return [arrays[k] for k in keys]
 
 
+def call_inputs(path: Path) -> list[np.ndarray]:
+    """The inputs `in0`, `in1`, … of an `.npz` file, in method order."""
+    return _ordered(load_inputs(path), "")
+
+
 def _save(out: Path, arrays: dict[str, Any]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = out.with_name(f".{out.name}.tmp.npz")
@@ -91,7 +96,7 @@ def run_calls(
 ) -> None:
     """Load once, call `calls` times on the same inputs, write the outputs."""
     m = Program.load(pte).load_method(method, max_planned_bytes=max_planned_bytes)
-    args = _ordered(load_inputs(inputs), "")
+    args = call_inputs(inputs)
     results: dict[str, Any] = {}
     for c in range(calls):
         outs = _call(m, args)

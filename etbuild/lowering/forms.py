@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch.export import ExportedProgram
@@ -61,10 +62,12 @@ class GraphProgram:
 
 @dataclass(frozen=True)
 class LoweredProgram:
-    """An unplanned program and its segment payloads (constants, then mutable state)."""
+    """An unplanned program, its segment payloads (constants, then mutable state) and its debug
+    map (method -> value index -> ValueSource; not part of the program)."""
 
     program: fb.Program
     segments: tuple[bytes, ...]
+    debug: Mapping[str, Mapping[int, Any]] = field(default_factory=dict)
 
     def to_bytes(self) -> bytes:
         """The program file: ExecuTorch's format, without a memory plan."""

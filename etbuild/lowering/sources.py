@@ -24,14 +24,21 @@ def node_frame(node: Node) -> fb.Frame | None:
     return fb.Frame(filename=m["file"], lineno=int(m["line"]), name=module or m["fn"], context=m["code"].strip())
 
 
-def module_path(node: Node) -> str:
-    """`encoder.layers.0.attn (MultiheadAttention)` for the innermost module, or ''."""
+def module_of(node: Node) -> tuple[str, str]:
+    """(`encoder.layers.0.attn`, `MultiheadAttention`) for the innermost module ('<root>' at the
+    model itself), or ('', '') when the node records none."""
     stack = node.meta.get("nn_module_stack") or {}
     if not stack:
-        return ""
+        return "", ""
     path, cls = list(stack.values())[-1]
     cls_name = cls.rsplit(".", 1)[-1] if isinstance(cls, str) else getattr(cls, "__name__", str(cls))
-    return f"{path or '<root>'} ({cls_name})"
+    return path or "<root>", cls_name
+
+
+def module_path(node: Node) -> str:
+    """`encoder.layers.0.attn (MultiheadAttention)` for the innermost module, or ''."""
+    path, cls = module_of(node)
+    return f"{path} ({cls})" if path else ""
 
 
 def node_location(node: Node) -> str:

@@ -1,7 +1,8 @@
 """Converts folded core-ATen graphs into an unplanned program (the to-program lowering step).
 
 Takes: a GraphProgram in core ATen with its folded constants. Gives: a LoweredProgram whose
-methods share one constant segment (and one mutable-state segment). In each ExecutionPlan
+methods share one constant segment (and one mutable-state segment), with its debug map (which
+node each value holds, see etbuild.lowering.debug_map). In each ExecutionPlan
 every call is an out-variant KernelCall with the format's argument convention (every schema
 argument in order, defaults written out, then the result), tensors have no allocation_info
 (memory planning is the next stage), and one FrameList per instruction names the model
@@ -25,6 +26,7 @@ from torch.fx import Graph, Node
 
 from etbuild.errors import StageError
 from etbuild.lowering.builder import ConstantPool, PlanBuilder
+from etbuild.lowering.debug_map import value_sources
 from etbuild.lowering.dtypes import scalar_type, tensor_bytes
 from etbuild.lowering.forms import GraphMethod, GraphProgram, LoweredProgram
 from etbuild.lowering.operator_set import returns_scalar
@@ -40,10 +42,12 @@ _MEMORY_FORMATS = {torch.contiguous_format: 0, torch.preserve_format: 1}
 def to_program(graph: GraphProgram) -> LoweredProgram:
     """Every method converted, with the constant and mutable-state segments they share."""
     pool, mutable = ConstantPool(), ConstantPool()
-    plans = []
+    plans, debug = [], {}
     for method in graph.methods:
         with in_method(method.name):
-            plans.append(GraphConverter(method, pool, mutable).convert())
+            converter = GraphConverter(method, pool, mutable)
+            plans.append(converter.convert())
+            debug[method.name] = value_sources(method.exported.graph, converter.env)
     data, offsets = pool.segment()
     program = fb.Program(
         version=0, execution_plan=plans, constant_segment=fb.SubsegmentOffsets(segment_index=0, offsets=offsets)
@@ -53,7 +57,7 @@ def to_program(graph: GraphProgram) -> LoweredProgram:
         state, state_offsets = mutable.segment()
         program.mutable_data_segments = [fb.SubsegmentOffsets(segment_index=1, offsets=state_offsets)]
         segments.append(state)
-    return LoweredProgram(program, tuple(segments))
+    return LoweredProgram(program, tuple(segments), debug)
 
 
 class GraphConverter:

@@ -7,6 +7,8 @@ name, as ExecuTorch stores them), every call an out-variant KernelCall, constant
 segment, initial states of mutable buffers in the mutable data segment, tensors not yet
 placed in memory, one frame list per instruction naming where it came from. It does not end
 in `.pte`: it is an intermediate, which no runtime can run before plan and emit place its tensors.
+Beside it, `lowered.debug.json`: which graph node each value holds (etbuild.lowering.debug_map),
+read by verify to localise a failure; it is not part of the program.
 
 `LOWERING` lists the steps top to bottom. A new step is one entry there plus its module;
 `etbuild build --dump-after STEP` writes the form after a step to `build/<recipe>/dump/`.
@@ -22,8 +24,9 @@ from typing import Any
 import torch
 from torch.export import ExportedProgram
 
-from etbuild.fsutil import write_bytes
+from etbuild.fsutil import write_bytes, write_json
 from etbuild.lowering.assertions import drop_assertions
+from etbuild.lowering.debug_map import to_json
 from etbuild.lowering.decompose import decompose
 from etbuild.lowering.fit import fit_operator_set
 from etbuild.lowering.fold import fold_constants
@@ -59,8 +62,10 @@ def dump_files(dump_dir: Path, steps: Iterable[str]) -> dict[str, Path]:
     return {step: dump_dir / LOWERING.dump_name(step) for step in steps}
 
 
-def run_lower(export_paths: Mapping[str, Path], out: Path, dump_dir: Path, dump_after: Iterable[str] = ()) -> None:
-    """Load each method's `.pt2`, lower them together and write `lowered.unplanned`.
+def run_lower(
+    export_paths: Mapping[str, Path], out: Path, debug: Path, dump_dir: Path, dump_after: Iterable[str] = ()
+) -> None:
+    """Load each method's `.pt2`, lower them together and write `lowered.unplanned` and its debug map.
 
     `dump_dir` is emptied first, so every dump in it comes from the latest lowering; the form
     after each step of `dump_after` is written as soon as that step ends, so a failing step
@@ -75,4 +80,6 @@ def run_lower(export_paths: Mapping[str, Path], out: Path, dump_dir: Path, dump_
             write_bytes(files[step.name], (listing(form) + "\n").encode())
 
     methods = {name: torch.export.load(str(path)) for name, path in export_paths.items()}
-    write_bytes(out, lower(methods, dump).to_bytes())
+    lowered = lower(methods, dump)
+    write_bytes(out, lowered.to_bytes())
+    write_json(debug, to_json(lowered.debug))

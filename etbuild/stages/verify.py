@@ -13,6 +13,7 @@ runtime that ships is enough.
 from __future__ import annotations
 
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +23,7 @@ from torch.utils._pytree import tree_flatten
 
 from etbuild.errors import EtbuildError, StageError, VerificationError
 from etbuild.fsutil import write_json
+from etbuild.localise import describe_divergence, localise_recipe
 from etbuild.model import build_model, call_method, sample_inputs
 from etbuild.recipe import Recipe
 from etbuild.select import run_trimmed
@@ -92,9 +94,19 @@ def verify(recipe: Recipe, pte: Path, runtime: Path) -> dict[str, Any]:
     return {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "methods": methods, "passed": passed}
 
 
-def run_verify(recipe: Recipe, pte: Path, runtime: Path, out: Path) -> None:
-    """Write `verify.json`; raise VerificationError (after writing it) when an output fails."""
+def run_verify(
+    recipe: Recipe, pte: Path, runtime: Path, out: Path, exports: Mapping[str, Path] | None = None,
+    debug_map: Path | None = None,
+) -> None:
+    """Write `verify.json`; raise VerificationError (after writing it) when an output fails.
+
+    With the exports and the lower stage's debug map, a failure is localised first: each failing
+    method's first diverging node goes into `verify.json` (`first_divergence`) and the error.
+    """
     report = verify(recipe, pte, runtime)
+    if not report["passed"] and exports is not None and debug_map is not None:
+        failing = [m for m, outputs in report["methods"].items() if not all(o["passed"] for o in outputs)]
+        report["first_divergence"] = localise_recipe(recipe, pte, exports, debug_map, failing)
     write_json(out, report)
     if not report["passed"]:
         details = "; ".join(
@@ -105,4 +117,5 @@ def run_verify(recipe: Recipe, pte: Path, runtime: Path, out: Path) -> None:
         raise VerificationError(
             f"{recipe.name}: {pte.name} differs from eager PyTorch beyond rtol={recipe.verify.rtol}, "
             f"atol={recipe.verify.atol} on {recipe.verify.samples} samples: {details} (see {out})"
+            + "".join(f"\n  {describe_divergence(m, d)}" for m, d in report.get("first_divergence", {}).items())
         )
