@@ -37,11 +37,12 @@ class MethodModule(torch.nn.Module):
 def export_method(recipe: Recipe, model: torch.nn.Module, method: str) -> ExportedProgram:
     """Export one method of the model with its example inputs and dynamic dims."""
     method_callable(model, method, recipe)  # a clear error when the model lacks the method
-    module = model if method == "forward" else MethodModule(model, method)
+    dynamic = dynamic_shapes(recipe, method)
+    module: torch.nn.Module = model
+    if method != "forward":  # MethodModule.forward(*args): torch.export sees one argument, a tuple
+        module, dynamic = MethodModule(model, method), None if dynamic is None else (dynamic,)
     try:
-        return torch.export.export(
-            module, example_inputs(recipe, method), dynamic_shapes=dynamic_shapes(recipe, method), strict=False
-        )
+        return torch.export.export(module, example_inputs(recipe, method), dynamic_shapes=dynamic, strict=False)
     except Exception as exc:  # torch raises many types; the user needs the message
         where = recipe.where("model.factory")
         raise StageError(f"torch.export of {method} failed for {where}: {type(exc).__name__}: {exc}") from exc
