@@ -43,7 +43,8 @@ def export_methods(recipe: Recipe) -> dict[str, torch.export.ExportedProgram]:
         shapes = dynamic_shapes(recipe, m.name)
         if shapes is not None and m.name != "forward":
             shapes = (shapes,)  # MethodModule.forward takes *args
-        exported[m.name] = torch.export.export(module, example_inputs(recipe, m.name), dynamic_shapes=shapes, strict=False)
+        inputs = example_inputs(recipe, m.name)
+        exported[m.name] = torch.export.export(module, inputs, dynamic_shapes=shapes, strict=False)
     return exported
 
 

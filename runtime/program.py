@@ -81,7 +81,8 @@ class Program:
             if any(size < 0 for size in sizes.values()):
                 return buffers  # _arenas refuses the negative size
             if sum(sizes.values()) > limit:
-                raise InvalidProgram(f"its state memory, {sum(sizes.values())} bytes, exceeds max_planned_bytes ({limit})")
+                total = sum(sizes.values())
+                raise InvalidProgram(f"its state memory, {total} bytes, exceeds max_planned_bytes ({limit})")
             self._state = {memory_id: np.zeros(size, dtype=np.uint8) for memory_id, size in sizes.items()}
         count = len(plan.non_const_buffer_sizes) - 1
         if not self._state or count < 1:
