@@ -17,7 +17,7 @@ import torch
 
 from etbuild.model import build_model, dynamic_shapes, example_inputs
 from etbuild.recipe import Recipe
-from etbuild.stages.export import MethodModule
+from etbuild.stages.export import traceable
 
 
 @dataclass(frozen=True)
@@ -39,12 +39,8 @@ def export_methods(recipe: Recipe) -> dict[str, torch.export.ExportedProgram]:
     model = build_model(recipe)
     exported = {}
     for m in recipe.model.methods:
-        module = model if m.name == "forward" else MethodModule(model, m.name)
-        shapes = dynamic_shapes(recipe, m.name)
-        if shapes is not None and m.name != "forward":
-            shapes = (shapes,)  # MethodModule.forward takes *args
-        inputs = example_inputs(recipe, m.name)
-        exported[m.name] = torch.export.export(module, inputs, dynamic_shapes=shapes, strict=False)
+        module, shapes = traceable(model, m.name, dynamic_shapes(recipe, m.name))
+        exported[m.name] = torch.export.export(module, example_inputs(recipe, m.name), dynamic_shapes=shapes)
     return exported
 
 

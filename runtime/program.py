@@ -80,8 +80,8 @@ class Program:
             sizes = state_memory_ids(self.program)
             if any(size < 0 for size in sizes.values()):
                 return buffers  # _arenas refuses the negative size
-            if sum(sizes.values()) > limit:
-                total = sum(sizes.values())
+            total = sum(sizes.values())
+            if total > limit:
                 raise InvalidProgram(f"its state memory, {total} bytes, exceeds max_planned_bytes ({limit})")
             self._state = {memory_id: np.zeros(size, dtype=np.uint8) for memory_id, size in sizes.items()}
         count = len(plan.non_const_buffer_sizes) - 1
