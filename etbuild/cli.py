@@ -130,6 +130,32 @@ def _profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _generate(args: argparse.Namespace) -> int:
+    from etbuild.generate import generate, greedy
+
+    prompt = _token_list(args.prompt)
+    if args.runtime == "executorch":
+        from etbuild.extras import require
+
+        require("executorch.runtime", "interop")
+        from etbuild.oracle import executorch_methods
+
+        tokens = greedy(*executorch_methods(Path(args.pte), "prefill", "decode"), prompt, args.tokens)
+    else:
+        tokens = generate(args.pte, prompt, args.tokens)
+    print(" ".join(map(str, tokens)))
+    return 0
+
+
+def _token_list(text: str) -> list[int]:
+    from etbuild.errors import UsageError
+
+    try:
+        return [int(t) for t in text.replace(",", " ").split()]
+    except ValueError:
+        raise UsageError(f"--prompt {text!r}: expected token ids, e.g. 1,2,3") from None
+
+
 def _size(text: str) -> int:
     from etbuild.runtime.runner import parse_bytes
 
@@ -204,6 +230,13 @@ def parser() -> argparse.ArgumentParser:
     pr.add_argument("--trace", metavar="trace.json", help="write a Chrome trace (opens in Perfetto)")
     pr.add_argument("--max-planned-bytes", type=_size, metavar="SIZE")
     pr.set_defaults(fn=_profile)
+    g = sub.add_parser("generate", parents=[common], help="greedy generation with a prefill/decode language model")
+    g.add_argument("pte")
+    g.add_argument("--prompt", required=True, help="prompt token ids, e.g. 1,2,3")
+    g.add_argument("--tokens", type=int, default=32, help="how many tokens to generate (default 32)")
+    g.add_argument("--runtime", choices=("etbuild", "executorch"), default="etbuild",
+                   help="whose runtime runs the .pte (executorch: the interop extra's oracle)")
+    g.set_defaults(fn=_generate)
     i = sub.add_parser("inspect", parents=[common], help="summarize a .pte: methods, operators, sizes")
     i.add_argument("pte")
     i.add_argument("--json", action="store_true")

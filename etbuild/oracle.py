@@ -7,15 +7,17 @@ when these functions are called, never by etbuild's build or runtime.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 
 from etbuild.model import build_model, dynamic_shapes, example_inputs
 from etbuild.recipe import Recipe
-from etbuild.stages.export import MethodModule
+from etbuild.stages.export import traceable
 
 
 @dataclass(frozen=True)
@@ -37,16 +39,19 @@ def export_methods(recipe: Recipe) -> dict[str, torch.export.ExportedProgram]:
     model = build_model(recipe)
     exported = {}
     for m in recipe.model.methods:
-        module = model if m.name == "forward" else MethodModule(model, m.name)
-        shapes = dynamic_shapes(recipe, m.name)
-        if shapes is not None and m.name != "forward":
-            shapes = (shapes,)  # MethodModule.forward takes *args
+        module, shapes = traceable(model, m.name, dynamic_shapes(recipe, m.name))
         exported[m.name] = torch.export.export(module, example_inputs(recipe, m.name), dynamic_shapes=shapes)
     return exported
 
 
-def executorch_build(recipe: Recipe, path: Path, partitioner: Any = None) -> OracleBuild:
-    """export → to_edge (or to_edge_transform_and_lower with a partitioner) → to_executorch."""
+def executorch_build(recipe: Recipe, path: Path, partitioner: Any = None, config: Any = None) -> OracleBuild:
+    """export → to_edge (or to_edge_transform_and_lower with a partitioner) → to_executorch (with
+    `config`, an ExecutorchBackendConfig, if given)."""
+    with torch.no_grad():  # ExecuTorch's passes refuse in-place updates of buffers under autograd
+        return _executorch_build(recipe, path, partitioner, config)
+
+
+def _executorch_build(recipe: Recipe, path: Path, partitioner: Any, config: Any) -> OracleBuild:
     from executorch.exir import to_edge, to_edge_transform_and_lower
 
     t0 = time.perf_counter()
@@ -57,10 +62,33 @@ def executorch_build(recipe: Recipe, path: Path, partitioner: Any = None) -> Ora
     else:
         edge = to_edge_transform_and_lower(exported, partitioner=[partitioner])
     t2 = time.perf_counter()
-    program = edge.to_executorch()
+    program = edge.to_executorch(config)
     t3 = time.perf_counter()
     path.write_bytes(program.buffer)
     return OracleBuild(path, t1 - t0, t2 - t1, t3 - t2)
+
+
+def shared_state_config() -> Any:
+    """ExecuTorch's config for methods that share mutable buffers (as its LLM export sets it)."""
+    from executorch.exir import ExecutorchBackendConfig
+    from executorch.exir.passes import MemoryPlanningPass
+
+    return ExecutorchBackendConfig(
+        memory_planning_pass=MemoryPlanningPass(share_mutable_buffers=True), emit_mutable_buffer_names=True
+    )
+
+
+def executorch_methods(pte: Path, *names: str) -> list[Callable[..., list[np.ndarray]]]:
+    """Methods of a `.pte` loaded in ExecuTorch's runtime, as callables of numpy arrays (all loaded first)."""
+    from executorch.runtime import Runtime
+
+    program = Runtime.get().load_program(pte)
+    methods = [program.load_method(name) for name in names]
+
+    def numpy_call(method: Any) -> Callable[..., list[np.ndarray]]:
+        return lambda *xs: [out.numpy() for out in method.execute([torch.from_numpy(np.asarray(x)) for x in xs])]
+
+    return [numpy_call(m) for m in methods]
 
 
 def xnnpack_partitioner() -> Any:

@@ -18,7 +18,7 @@ from etbuild.recipe import MemoryConfig
 from etbuild.runtime.format.pte import write_program
 from etbuild.stages.emit import emit
 from etbuild.stages.lower import lower
-from etbuild.stages.plan import MethodPlan, plan_method
+from etbuild.stages.plan import MethodPlan, plan_program
 
 DEFAULT_MEMORY = MemoryConfig()
 
@@ -36,7 +36,7 @@ class Compiled:
 def compile_exported(methods: Mapping[str, ExportedProgram], memory: MemoryConfig = DEFAULT_MEMORY) -> Compiled:
     """Compile exported methods (name → ExportedProgram) into one `.pte`."""
     lowered = lower(methods)
-    plans = [plan_method(p, memory).plan for p in lowered.program.execution_plan]
+    plans = [m.plan for m in plan_program(lowered.program, memory)[0]]
     return Compiled(write_program(emit(lowered.program, plans), list(lowered.segments)), plans, lowered.debug)
 
 

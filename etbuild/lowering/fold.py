@@ -23,16 +23,19 @@ from torch.export import ExportedProgram
 from torch.fx import Node
 
 from etbuild.lowering.assertions import is_assertion
-from etbuild.lowering.forms import GraphMethod
-from etbuild.lowering.steps import at_node
+from etbuild.lowering.forms import GraphMethod, GraphProgram
+from etbuild.lowering.steps import at_node, in_method
 
 SLACK_BYTES = 64
 
 
-def constant_inputs(ep: ExportedProgram) -> dict[Node, torch.Tensor]:
-    """The placeholder nodes that hold parameters, unmutated buffers and lifted constants."""
+def constant_inputs(ep: ExportedProgram, state: frozenset[str] = frozenset()) -> dict[Node, torch.Tensor]:
+    """The placeholder nodes that hold parameters, unmutated buffers and lifted constants.
+
+    `state`: buffers another method of the program mutates; they are state here too, not constants.
+    """
     sig = ep.graph_signature
-    mutated = set(sig.buffers_to_mutate.values())
+    mutated = set(sig.buffers_to_mutate.values()) | state
     names: dict[str, torch.Tensor] = {}
     for node_name, target in sig.inputs_to_parameters.items():
         names[node_name] = ep.state_dict[target]
@@ -44,9 +47,20 @@ def constant_inputs(ep: ExportedProgram) -> dict[Node, torch.Tensor]:
     return {n: names[n.name].detach() for n in ep.graph.nodes if n.op == "placeholder" and n.name in names}
 
 
-def fold_constants(method: GraphMethod) -> GraphMethod:
+def fold_constants(program: GraphProgram) -> GraphProgram:
+    """Every method folded. A buffer one method mutates is state in all: a method that only reads
+    it reads what the others wrote (the plan stage shares it between them), not its initial value."""
+    state = frozenset(v for m in program.methods for v in m.exported.graph_signature.buffers_to_mutate.values())
+    methods = []
+    for method in program.methods:
+        with in_method(method.name):
+            methods.append(fold_method(method, state))
+    return replace(program, methods=tuple(methods))
+
+
+def fold_method(method: GraphMethod, state: frozenset[str] = frozenset()) -> GraphMethod:
     """The method with every node whose value is known at build time, and that value, as constants."""
-    consts = constant_inputs(method.exported)
+    consts = constant_inputs(method.exported, state)
     for node in method.exported.graph.nodes:
         op = node.target
         if node.op == "call_function" and isinstance(op, OpOverload) and _foldable(node, op, consts):

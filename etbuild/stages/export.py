@@ -34,14 +34,20 @@ class MethodModule(torch.nn.Module):
         return getattr(self.model, self.method)(*args)
 
 
+def traceable(model: torch.nn.Module, method: str, dynamic: Any) -> tuple[torch.nn.Module, Any]:
+    """The module whose forward is `method`, and the `dynamic_shapes` torch.export wants for it."""
+    if method == "forward":
+        return model, dynamic
+    # MethodModule.forward(*args): torch.export sees one argument, the tuple of inputs
+    return MethodModule(model, method), None if dynamic is None else (dynamic,)
+
+
 def export_method(recipe: Recipe, model: torch.nn.Module, method: str) -> ExportedProgram:
     """Export one method of the model with its example inputs and dynamic dims."""
     method_callable(model, method, recipe)  # a clear error when the model lacks the method
-    module = model if method == "forward" else MethodModule(model, method)
+    module, dynamic = traceable(model, method, dynamic_shapes(recipe, method))
     try:
-        return torch.export.export(
-            module, example_inputs(recipe, method), dynamic_shapes=dynamic_shapes(recipe, method), strict=False
-        )
+        return torch.export.export(module, example_inputs(recipe, method), dynamic_shapes=dynamic, strict=False)
     except Exception as exc:  # torch raises many types; the user needs the message
         where = recipe.where("model.factory")
         raise StageError(f"torch.export of {method} failed for {where}: {type(exc).__name__}: {exc}") from exc

@@ -42,7 +42,7 @@ LOWERING = Pipeline("lower", (
     Step("fit-operator-set", "decompose each call whose out-variant ExecuTorch's runtime lacks into calls it has",
          CORE_ATEN, CORE_ATEN, each_method(fit_operator_set)),
     Step("fold-constants", "compute once, at build time, every node that reads only constants",
-         CORE_ATEN, CORE_ATEN, each_method(fold_constants)),
+         CORE_ATEN, CORE_ATEN, fold_constants),
     Step("drop-assertions", "check at build time what can be, then drop, the calls that compute nothing",
          CORE_ATEN, CORE_ATEN, each_method(drop_assertions)),
     Step("fuse-batch-norm", "fold each inference BatchNorm into the convolution before it",

@@ -19,6 +19,7 @@ from etbuild.fsutil import write_bytes, write_json
 from etbuild.memory.hierarchy import HierarchyPlan, Level, Rule, place
 from etbuild.memory.lifetimes import TensorLife, lifetimes
 from etbuild.memory.report import memory_report
+from etbuild.memory.shared import SHARED_LEVEL, SharedState, shared_state
 from etbuild.memory.svg import memory_svg
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import read_program
@@ -98,6 +99,11 @@ def levels_of(cfg: MemoryConfig) -> list[Level]:
     return [Level(lv.name, lv.bytes, lv.alignment) for lv in cfg.levels]
 
 
+def _levels(cfg: MemoryConfig, plan: MethodPlan, shared: SharedState) -> list[Level]:
+    """The recipe's levels, and the shared-state level when the method has one."""
+    return levels_of(cfg) + [shared.level()] * (len(plan.level_names) - len(cfg.levels))
+
+
 @dataclass(frozen=True)
 class PlannedMethod:
     """One method's plan with what it was made from (for the report and the drawing)."""
@@ -108,26 +114,36 @@ class PlannedMethod:
     modules: dict[int, str]
 
 
-def plan_method(plan: fb.ExecutionPlan, cfg: MemoryConfig) -> PlannedMethod:
-    """Place every planned tensor of one method in the hierarchy."""
+def plan_method(plan: fb.ExecutionPlan, cfg: MemoryConfig, shared: SharedState | None = None) -> PlannedMethod:
+    """Place every planned tensor of one method in the hierarchy (the `shared` buffers in their own level)."""
     lives, modules = lifetimes(plan), module_paths(plan)
     rules = [Rule(r.level, r.max_bytes, r.module) for r in cfg.rules]
-    placed = place(lives, levels_of(cfg), rules, cfg.planner, modules)
+    state = shared.values(plan) if shared else {}
+    placed = place([t for t in lives if t.value not in state], levels_of(cfg), rules, cfg.planner, modules)
+    names = tuple(lv.name for lv in cfg.levels)
+    if shared and state:
+        placed, names = shared.extend(placed, state), (*names, SHARED_LEVEL)
     method = MethodPlan(
-        method=plan.name or "", planner=cfg.planner, level_names=tuple(lv.name for lv in cfg.levels),
+        method=plan.name or "", planner=cfg.planner, level_names=names,
         level_bytes=placed.level_bytes, lower_bounds=placed.lower_bounds,
         placements={v: (p.memory_id, p.offset) for v, p in placed.placements.items()},
     )
     return PlannedMethod(method, placed, lives, modules)
 
 
+def plan_program(program: fb.Program, cfg: MemoryConfig) -> tuple[list[PlannedMethod], SharedState]:
+    """Plan every method, the state that several of them mutate laid out once for all."""
+    shared = shared_state(program.execution_plan, levels_of(cfg), cfg.alignment)
+    return [plan_method(p, cfg, shared) for p in program.execution_plan], shared
+
+
 def run_plan(lowered: Path, cfg: MemoryConfig, out_dir: Path) -> None:
     """Plan every method of `lowered.unplanned`; write plan.json, memory.json and memory.svg."""
     program, _ = read_program(lowered.read_bytes())
-    planned = [plan_method(p, cfg) for p in program.execution_plan]
+    planned, shared = plan_program(program, cfg)
     plans = [m.plan.to_json() for m in planned]
     reports = {
-        m.plan.method: memory_report(m.placed, m.lives, levels_of(cfg), runtime_allocations(p))
+        m.plan.method: memory_report(m.placed, m.lives, _levels(cfg, m.plan, shared), runtime_allocations(p))
         for m, p in zip(planned, program.execution_plan)
     }
     first = planned[0]

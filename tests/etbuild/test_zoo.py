@@ -34,6 +34,14 @@ LINEAR = {"aten.addmm.default", "aten.permute.default"}
 BATCH_NORM = "aten._native_batch_norm_legit_no_training.default"
 GETITEM = "<built-in function getitem>"
 
+LM_OPS = {GETITEM, "aten._softmax.default", "aten.add.Tensor", "aten.arange.start_step", "aten.bmm.default"} | {
+    "aten.cat.default", "aten.div.Tensor", "aten.embedding.default", "aten.expand.default", "aten.gt.Tensor",
+    "aten.index.Tensor", "aten.index_put.default", "aten.mean.dim", "aten.mm.default", "aten.mul.Tensor",
+    "aten.permute.default", "aten.pow.Tensor_Scalar", "aten.rsqrt.default", "aten.scalar_tensor.default",
+    "aten.select.int", "aten.sigmoid.default", "aten.slice.Tensor", "aten.split_with_sizes.default",
+    "aten.squeeze.dims", "aten.sub.Tensor", "aten.unsqueeze.default", "aten.view.default", "aten.where.self",
+}
+
 EXPECTED_OPS: dict[tuple[str, str], set[str]] = {
     ("cnn", "forward"): LINEAR
     | {GETITEM, BATCH_NORM, "aten.add.Tensor", "aten.convolution.default"}
@@ -65,9 +73,11 @@ EXPECTED_OPS: dict[tuple[str, str], set[str]] = {
     | {"aten.logical_and.default", "aten.logical_not.default", "aten.logical_or.default"}
     | {"aten.lt.Scalar", "aten.mul.Tensor", "aten.ne.Scalar", "aten.sub.Tensor"}
     | {"aten.sum.dim_IntList", "aten.where.self"},
+    ("lm", "decode"): LM_OPS,
+    ("lm", "prefill"): LM_OPS | {"aten.clone.default", "aten.sym_size.int"},
 }
 
-SLOW = {"cnn", "gru"}  # export and decomposition take about 3 s each
+SLOW = {"cnn", "gru", "lm"}  # export and decomposition take about 3 s each
 
 
 class MethodAsForward(nn.Module):

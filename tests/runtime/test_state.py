@@ -1,0 +1,108 @@
+"""State several methods of one program share: planned once in its own memory id, one arena per Program."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+from etbuild.errors import StageError
+from etbuild.memory.shared import SHARED_LEVEL, shared_state
+from etbuild.pipeline import compile_exported
+from etbuild.recipe import MemoryConfig
+from etbuild.runtime import Program
+from etbuild.runtime.format.pte import read_program
+from etbuild.runtime.state import state_memory_ids
+from etbuild.stages.export import MethodModule
+from etbuild.stages.plan import levels_of
+
+
+class Counter(nn.Module):
+    """`add` mutates the running total; `read` only reads it."""
+
+    total: torch.Tensor
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("total", torch.full((3,), 7.0))
+
+    def add(self, x: torch.Tensor) -> torch.Tensor:
+        self.total.add_(x)
+        return self.total.clone()
+
+    def read(self, x: torch.Tensor) -> torch.Tensor:
+        return self.total * 2 + x
+
+
+@functools.cache
+def counter_pte() -> bytes:
+    model, x = Counter(), (torch.zeros(3),)
+    methods = {name: torch.export.export(MethodModule(model, name), x, strict=False) for name in ("add", "read")}
+    return compile_exported(methods).pte
+
+
+def test_a_method_sees_the_state_another_wrote():
+    program = Program.from_bytes(counter_pte())
+    add, read = program.load_method("add"), program.load_method("read")
+    one, zero = np.ones(3, np.float32), np.zeros(3, np.float32)
+    assert add(one)[0].tolist() == [8.0] * 3
+    assert read(zero)[0].tolist() == [16.0] * 3
+    assert add(one)[0].tolist() == [9.0] * 3
+    assert read(one)[0].tolist() == [19.0] * 3
+
+
+def test_loading_a_method_sets_the_state_it_names_to_its_initial_value():
+    """As in ExecuTorch's runtime: load every method before the first call."""
+    program = Program.from_bytes(counter_pte())
+    add = program.load_method("add")
+    add(np.ones(3, np.float32))
+    read = program.load_method("read")
+    assert read(np.zeros(3, np.float32))[0].tolist() == [14.0] * 3
+
+
+def test_each_program_has_its_own_state():
+    first, second = Program.from_bytes(counter_pte()), Program.from_bytes(counter_pte())
+    add, read = first.load_method("add"), second.load_method("read")
+    add(np.ones(3, np.float32))
+    assert read(np.zeros(3, np.float32))[0].tolist() == [14.0] * 3
+
+
+def test_the_state_has_one_place_in_every_method():
+    program, _ = read_program(counter_pte())
+    places = set()
+    for plan in program.execution_plan:
+        named = [ev.val for ev in plan.values if getattr(ev.val, "extra_tensor_info", None) is not None]
+        assert [t.extra_tensor_info.fully_qualified_name for t in named] == ["model.total"]
+        info = named[0].allocation_info
+        places.add((info.memory_id, info.memory_offset_low))
+        assert len(plan.non_const_buffer_sizes) == 3
+    assert places == {(2, 0)}
+    assert state_memory_ids(program) == {2: 16}
+
+
+def test_a_caller_buffer_holds_the_state():
+    program = Program.from_bytes(counter_pte())
+    state = np.zeros(16, np.uint8)
+    add = program.load_method("add", buffers=[None, state])
+    add(np.ones(3, np.float32))
+    assert state.view(np.float32)[:3].tolist() == [8.0] * 3
+
+
+def test_a_buffer_needs_one_shape_in_every_method():
+    program, _ = read_program(counter_pte())
+    read = next(p for p in program.execution_plan if p.name == "read")
+    total = next(ev.val for ev in read.values if getattr(ev.val, "extra_tensor_info", None) is not None)
+    total.sizes = [4]
+    with pytest.raises(StageError, match=r"buffer model.total is \[3\] .* in method add but \[4\] .* in method read"):
+        shared_state(program.execution_plan, levels_of(MemoryConfig()), 16)
+
+
+def test_the_shared_level_name_is_reserved():
+    program, _ = read_program(counter_pte())
+    levels = levels_of(MemoryConfig())
+    levels[0] = type(levels[0])(SHARED_LEVEL, None, 16)
+    with pytest.raises(StageError, match="reserved"):
+        shared_state(program.execution_plan, levels, 16)
