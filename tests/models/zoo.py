@@ -18,9 +18,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
+import yaml
 
 _KEEP: list[Any] = []
 
@@ -394,3 +396,11 @@ def _tier() -> dict[str, Architecture]:
 
 
 ARCHITECTURES: dict[str, Architecture] = _tier()
+
+
+def write_recipe(name: str, root: Path) -> Path:
+    """A recipe file in `root` for architecture `name`, whose factory is this file's function of that name."""
+    model = {"factory": f"{Path(__file__).resolve()}:{name}", "inputs": ARCHITECTURES[name].inputs}
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name.replace("_", "-"), "model": model}, sort_keys=False))
+    return path
