@@ -5,9 +5,9 @@ recipe's model and `verify` section. Gives: `verify.json` with, per method and o
 largest absolute error over `verify.samples` random inputs (dynamic dims drawn within their
 ranges), the bound it must stay within (`rtol × max|eager| + atol`, `verify_compare`) and
 whether the eager output varies across the samples; for a method whose outputs do not, the
-comparison of its last intermediate value that does (`verify_intermediate`). Samples run in order on one
-loaded method, as they do on one eager model, so state carried across calls (mutable
-buffers) is compared too. The program runs in the trimmed runtime alone, in a subprocess
+comparison of its last intermediate value that does (`verify_intermediate`). Samples run in
+order on one loaded method, as they do on one eager model, so state carried across calls
+(mutable buffers) is compared too. The program runs in the trimmed runtime alone, in a subprocess
 whose import path holds only it and numpy (no etbuild install, no torch): a pass proves the
 runtime that ships is enough.
 """
@@ -53,8 +53,7 @@ def _numpy(x: Any) -> Any:
 
 
 def verify_method(recipe: Recipe, pte: Path, runtime: Path, method: str) -> dict[str, Any]:
-    """Per-output comparison of one method with eager torch on fresh state (and an intermediate value's,
-    when no output varies across the samples)."""
+    """One method against eager torch on fresh state, per output (and an intermediate value if no output varies)."""
     cfg = recipe.verify
     samples = sample_inputs(recipe, cfg.samples, cfg.seed, method)
     model = build_model(recipe)
