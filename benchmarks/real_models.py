@@ -1,6 +1,6 @@
 """The real-model tier: build, verify, run in ExecuTorch; build time, latency and size next to ExecuTorch's flows.
 
-    python benchmarks/real_models.py [NAME ...] [--runs 10] [--keep DIR] [--json out.json] [--markdown]
+    python benchmarks/real_models.py [NAME ...] [--runs 10] [--threads 1] [--keep DIR] [--json out.json]
 
 The architectures are the tier's (`tests/models/zoo.py`, one definition for the tests and this
 file): small random-initialised configurations from transformers, timm and torchvision, no
@@ -168,7 +168,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--keep", type=Path, help="build here instead of a temporary directory")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads for eager (default 1, as ExecuTorch's)")
     args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
