@@ -2,10 +2,12 @@
 
 Takes: the final `.pte`, its trimmed runtime (`runtime/<recipe>-runtime.zip`, from select), the
 recipe's model and `verify` section. Gives: `verify.json` with, per method and output, the
-largest absolute and relative error over `verify.samples` random inputs (dynamic dims drawn
-within their ranges) and whether it is within `rtol`/`atol`. Samples run in order on one
-loaded method, as they do on one eager model, so state carried across calls (mutable
-buffers) is compared too. The program runs in the trimmed runtime alone, in a subprocess
+largest absolute error over `verify.samples` random inputs (dynamic dims drawn within their
+ranges), the bound it must stay within (`rtol × max|eager| + atol`, `verify_compare`) and
+whether the eager output varies across the samples; for a method whose outputs do not, the
+comparison of its last intermediate value that does (`verify_intermediate`). Samples run in
+order on one loaded method, as they do on one eager model, so state carried across calls
+(mutable buffers) is compared too. The program runs in the trimmed runtime alone, in a subprocess
 whose import path holds only it and numpy (no etbuild install, no torch): a pass proves the
 runtime that ships is enough.
 """
@@ -27,6 +29,9 @@ from etbuild.localise import describe_divergence, localise_recipe
 from etbuild.model import build_model, call_method, sample_inputs
 from etbuild.recipe import Recipe
 from etbuild.select import run_trimmed
+from etbuild.stages.export import export_method
+from etbuild.stages.verify_compare import compare, describe
+from etbuild.stages.verify_intermediate import compare_intermediate
 
 
 def run_trimmed_samples(
@@ -49,32 +54,8 @@ def _numpy(x: Any) -> Any:
     return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
-def compare(
-    expected: list[list[np.ndarray]], actual: list[list[np.ndarray]], rtol: float, atol: float
-) -> list[dict[str, Any]]:
-    """Per output: shape, dtype, largest absolute and relative error, pass/fail."""
-    report = []
-    for k in range(len(expected[0])):
-        exp = [np.asarray(s[k]) for s in expected]
-        act = [np.asarray(s[k]) for s in actual]
-        ok = all(e.shape == a.shape and e.dtype == a.dtype for e, a in zip(exp, act))
-        abs_err = rel_err = 0.0
-        if ok:
-            for e, a in zip(exp, act):
-                diff = np.abs(a.astype(np.float64) - e.astype(np.float64))
-                if diff.size:
-                    abs_err = max(abs_err, float(diff.max()))
-                    rel_err = max(rel_err, float((diff / np.maximum(np.abs(e.astype(np.float64)), 1e-12)).max()))
-                ok = ok and bool(np.allclose(a, e, rtol=rtol, atol=atol, equal_nan=True))
-        report.append({
-            "index": k, "shape": list(exp[0].shape), "dtype": str(exp[0].dtype),
-            "max_abs_error": abs_err, "max_rel_error": rel_err, "passed": ok,
-        })
-    return report
-
-
-def verify_method(recipe: Recipe, pte: Path, runtime: Path, method: str) -> list[dict[str, Any]]:
-    """Per-output comparison of one method with eager torch on fresh state."""
+def verify_method(recipe: Recipe, pte: Path, runtime: Path, method: str) -> dict[str, Any]:
+    """One method against eager torch on fresh state, per output (and an intermediate value if no output varies)."""
     cfg = recipe.verify
     samples = sample_inputs(recipe, cfg.samples, cfg.seed, method)
     model = build_model(recipe)
@@ -83,15 +64,30 @@ def verify_method(recipe: Recipe, pte: Path, runtime: Path, method: str) -> list
     if len(actual[0]) != len(expected[0]):
         got, want = len(actual[0]), len(expected[0])
         raise StageError(f"{pte} method {method} returns {got} outputs; the model returns {want}")
-    return compare(expected, actual, cfg.rtol, cfg.atol)
+    report: dict[str, Any] = {"outputs": compare(expected, actual, cfg.rtol, cfg.atol)}
+    if all(o.get("varies") is False for o in report["outputs"]):
+        exported = export_method(recipe, build_model(recipe), method)
+        report["intermediate"] = compare_intermediate(exported, samples, cfg.rtol, cfg.atol)
+    return report
 
 
 def verify(recipe: Recipe, pte: Path, runtime: Path) -> dict[str, Any]:
     """Compare every method of the program, run in `runtime`, with eager torch."""
     cfg = recipe.verify
-    methods = {m.name: verify_method(recipe, pte, runtime, m.name) for m in recipe.model.methods}
-    passed = all(o["passed"] for outputs in methods.values() for o in outputs)
-    return {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "methods": methods, "passed": passed}
+    reports = {m.name: verify_method(recipe, pte, runtime, m.name) for m in recipe.model.methods}
+    methods = {name: r["outputs"] for name, r in reports.items()}
+    intermediates = {name: r["intermediate"] for name, r in reports.items() if "intermediate" in r}
+    passed = all(c["passed"] for outputs in methods.values() for c in outputs) and all(
+        c["passed"] for c in intermediates.values())
+    return {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "bound": "rtol * max|eager| + atol",
+            "methods": methods, "constant_outputs": _constant_outputs(methods), "intermediates": intermediates,
+            "passed": passed}
+
+
+def _constant_outputs(methods: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """`forward output 0`, … for every output whose eager values are the same for every sample."""
+    return [f"{name} output {o['index']}" for name, outputs in methods.items() for o in outputs
+            if o.get("varies") is False]
 
 
 def run_verify(
@@ -108,14 +104,13 @@ def run_verify(
         failing = [m for m, outputs in report["methods"].items() if not all(o["passed"] for o in outputs)]
         report["first_divergence"] = localise_recipe(recipe, pte, exports, debug_map, failing)
     write_json(out, report)
-    if not report["passed"]:
-        details = "; ".join(
-            f"{method} output {o['index']}: max abs error {o['max_abs_error']:.3g}, "
-            f"max rel error {o['max_rel_error']:.3g}"
-            for method, outputs in report["methods"].items() for o in outputs if not o["passed"]
-        )
+    failures = [f"{method} output {o['index']}: {describe(o)}"
+                for method, outputs in report["methods"].items() for o in outputs if not o["passed"]]
+    failures += [f"{method} intermediate {c['node']} in {c['module'] or 'the model'}: {describe(c)}"
+                 for method, c in report["intermediates"].items() if not c["passed"]]
+    if failures:
         raise VerificationError(
             f"{recipe.name}: {pte.name} differs from eager PyTorch beyond rtol={recipe.verify.rtol}, "
-            f"atol={recipe.verify.atol} on {recipe.verify.samples} samples: {details} (see {out})"
+            f"atol={recipe.verify.atol} on {recipe.verify.samples} samples: {'; '.join(failures)} (see {out})"
             + "".join(f"\n  {describe_divergence(m, d)}" for m, d in report.get("first_divergence", {}).items())
         )
