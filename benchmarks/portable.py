@@ -1,6 +1,7 @@
 """Portable (non-delegated) programs: our runtime against eager torch and ExecuTorch, interleaved.
 
-    python benchmarks/portable.py [RECIPE ...] [--runs 300] [--portable-runs 10] [--threads 1] [--build-dir build] [--json out.json]
+    python benchmarks/portable.py [RECIPE ...] [--runs 300] [--portable-runs 10] [--threads 1]
+                                  [--build-dir build] [--json out.json]
 
 Per recipe (default gru, kws, mlp, cnn, transformer): etbuild builds the recipe (incremental,
 into --build-dir), ExecuTorch builds its portable `.pte` and its XNNPACK-lowered one. Latency
