@@ -4,6 +4,7 @@ reuses the memory it would read."""
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,3 +112,17 @@ def test_executorch_built_program_bit_identical(monkeypatch, tmp_path: Path):
     pte = executorch_pte(model, (x,), tmp_path / "recurrent.pte")
     got = Program.load(pte).load_method()(x.numpy())
     _same(got, _plain(monkeypatch, pte.read_bytes(), [x.numpy()]))
+
+
+class Square(torch.nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(x * x)
+
+
+def test_fast_steps_keep_floating_point_warnings_off():
+    method = Program.from_bytes(compile_module(Square(), (torch.ones(4),)).pte).load_method()
+    assert method.quiet
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # an overflow warning would fail the call
+        (out,) = method(np.full(4, -1e30, np.float32))
+    assert (out == 1).all()
