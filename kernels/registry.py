@@ -74,7 +74,8 @@ RESULT_KINDS = {"np.ndarray": "T", "int": "i", "Scalar": "f", "list[np.ndarray]"
 class KernelInfo:
     """A registered kernel: its canonical name, function, defining module, claimed dtypes,
     argument kinds (one letter per parameter, then the result's after `>`; see ANNOTATION_KINDS)
-    and the check of its arguments that the runtime runs at load (see `kernel`)."""
+    the check of its arguments that the runtime runs at load, and its load-time fast path and view
+    (see `kernel`)."""
 
     name: str
     fn: KernelFn
@@ -82,6 +83,8 @@ class KernelInfo:
     dtypes: tuple[str, ...]
     kinds: str
     check: KernelFn | None = None
+    fast: KernelFn | None = None
+    view: KernelFn | None = None
 
     @property
     def params(self) -> str:
@@ -93,7 +96,11 @@ _REGISTRY: dict[str, KernelInfo] = {}
 
 
 def kernel(
-    name: str, dtypes: tuple[str, ...] = FLOAT_DTYPES, check: KernelFn | None = None
+    name: str,
+    dtypes: tuple[str, ...] = FLOAT_DTYPES,
+    check: KernelFn | None = None,
+    fast: KernelFn | None = None,
+    view: KernelFn | None = None,
 ) -> Callable[[KernelFn], KernelFn]:
     """Register fn as the kernel for `name`; `dtypes` are the dtypes it claims (of its inputs,
     or of its output for creation ops such as `full` and `arange`).
@@ -109,7 +116,8 @@ def kernel(
     def register(fn: KernelFn) -> KernelFn:
         if name in _REGISTRY:
             raise ValueError(f"kernel {name} is already registered by {_REGISTRY[name].module}")
-        _REGISTRY[name] = KernelInfo(name, fn, fn.__module__, tuple(dtypes), argument_kinds(name, fn), check)
+        kinds = argument_kinds(name, fn)
+        _REGISTRY[name] = KernelInfo(name, fn, fn.__module__, tuple(dtypes), kinds, check, fast, view)
         return fn
 
     return register

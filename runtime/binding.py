@@ -6,6 +6,10 @@ static program's call is `for step in steps: step()` with no lookups. Values tha
 identity at run time ("rebound": results of prim ops, dynamically shaped tensors, MoveCall
 targets, caller-supplied inputs) are read from the live value list, and every list value
 that holds them is updated in place when they change.
+
+A call whose arguments are all fixed gets its kernel's fast path when it has one (the numpy
+calls the kernel would make, decided once; see etbuild.kernels.registry), and a layout copy
+becomes a view of its input where the plan allows, or else one bound copy (see aliasing).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import numpy as np
 
 from etbuild.errors import InvalidProgram, KernelError
 from etbuild.kernels.registry import KernelInfo, canonical_name
-from etbuild.runtime import checks, control_flow, features
+from etbuild.runtime import aliasing, checks, control_flow, features
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.values import LIST_TYPES, list_items
 
@@ -126,6 +130,8 @@ class Binder:
         self.delegates = delegates
         self.rebound: set[int] = set()
         self.unknown: set[int] = set()  # values not known at load (see checks.varying)
+        self.aliaser: aliasing.Aliaser | None = None
+        self.quiet = False  # a fast step bypasses a kernel's floating-point-warning guard (see Method)
 
     def bind(self, instructions: list[fb.Instruction]) -> list[Step]:
         """The steps of a chain (a jump step returns the next pc; see control_flow)."""
@@ -134,12 +140,14 @@ class Binder:
         if features.LIVE_VALUES:
             self.rebound = rebound_values(self.plan, instructions)
             self.unknown = checks.varying(self.plan, self.rebound)
+        if not features.CONTROL_FLOW or not any(isinstance(i.instr_args, _JUMPS) for i in instructions):
+            self.aliaser = aliasing.Aliaser(self.plan, instructions, self.values.objects, self._info, self.rebound)
         steps = []
         for pc, ins in enumerate(instructions):
             a = ins.instr_args
             where = f"instruction {pc}"
             if isinstance(a, fb.KernelCall):
-                steps.append(self.kernel_step(a, where))
+                steps.append(self.kernel_step(a, where, pc))
             elif features.DELEGATES and isinstance(a, fb.DelegateCall):
                 steps.append(_delegate_step(self, a, where))
             elif features.CONTROL_FLOW and isinstance(a, (fb.MoveCall, fb.JumpFalseCall)):
@@ -154,7 +162,13 @@ class Binder:
             raise InvalidProgram(f"{where}: operator index {op_index} is out of range ({len(ops)} operators)")
         return canonical_name(ops[op_index].name or "", ops[op_index].overload or "")
 
-    def kernel_step(self, call: fb.KernelCall, where: str) -> Step:
+    def _info(self, call: fb.KernelCall) -> KernelInfo | None:
+        """The kernel of a call, None when it names no operator this runtime has (bind says so)."""
+        if not 0 <= call.op_index < len(self.plan.operators):
+            return None
+        return self.kernels(self.operator_name(call.op_index, ""))
+
+    def kernel_step(self, call: fb.KernelCall, where: str, pc: int = -1) -> Step:
         name = self.operator_name(call.op_index, where)
         info = self.kernels(name)
         if info is None:
@@ -166,17 +180,45 @@ class Binder:
                 f"{where}: {name} takes {nparams} arguments and a result, the program gives {len(args)} values"
             )
         checks.kernel_call(self.plan, info, args, self.values.objects, self.unknown, where)
-        call_fn = self._caller(info.fn, args[:nparams])
         # Without a result slot (et_copy_index), the returned tensor replaces the first argument.
         ret = args[nparams] if len(args) > nparams else None
         if ret is None and info.kinds.startswith("T") and info.kinds.endswith(">T"):
             ret = args[0]
         store = self._storer(ret, where) if ret is not None else None
+        if store is None and self._fixed(call):
+            fast = self._fast_step(info, call, pc)
+            if fast is not None:
+                return fast
+        call_fn = self._caller(info.fn, args[:nparams])
         if store is None:
             return call_fn
         if features.LIVE_VALUES and info.kinds.endswith(">f"):  # a number: of the kind its value holds
             store = _number_store(store, checks.type_name(self.plan, ret), f"{where}: {name}")
         return lambda: store(call_fn())
+
+    def _fixed(self, call: fb.KernelCall) -> bool:
+        """Every value the call touches keeps its object for the method's life: tensors static and
+        planned (or constant), nothing else rebound at run time."""
+        values = self.plan.values
+        for i in checks.touched(self.plan, call):
+            v = values[i].val
+            if i in self.rebound or (isinstance(v, fb.Tensor) and not _fixed_tensor(v)):
+                return False
+        return True
+
+    def _fast_step(self, info: KernelInfo, call: fb.KernelCall, pc: int) -> Step | None:
+        """A call of fixed arguments as a view (no step), a bound copy, or its kernel's fast path."""
+        objs = [self.values.objects[i] for i in call.args[: len(info.params)]]
+        views = aliasing.views_of(info, objs)
+        if views is not None:
+            if self.aliaser is not None and pc >= 0 and self.aliaser.try_alias(pc, call, info, views):
+                return _noop
+            outs = objs[-1] if isinstance(objs[-1], list) else [objs[-1]]
+            return aliasing.copy_step(views, outs)
+        step = info.fast(*objs) if info.fast is not None else None
+        if step is not None and hasattr(info.fn, "__wrapped__"):  # decorated with common.quiet
+            self.quiet = True
+        return step
 
     def _caller(self, fn: Callable[..., Any], arg_idx: list[int]) -> Callable[[], Any]:
         objs = self.values.objects
@@ -242,6 +284,9 @@ def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str) -> Step:
             store(results[k])
 
     return execute
+
+
+_JUMPS = (fb.MoveCall, fb.JumpFalseCall)
 
 
 def _noop() -> None:

@@ -272,7 +272,11 @@ class Method:
             raise InvalidProgram(f"expected one chain, found {len(plan.chains)}")
         instructions = plan.chains[0].instructions
         self.delegates = dict(delegates or {})  # delegate index -> its backend's handle
-        self.steps = Binder(self.values, kernels.get, self.delegates).bind(instructions)
+        binder = Binder(self.values, kernels.get, self.delegates)
+        self.steps = binder.bind(instructions)
+        # Kernels that compute with floating-point warnings off (common.quiet) have fast paths that
+        # skip that guard: the whole call runs under it instead, set once.
+        self.quiet = binder.quiet
         if features.CONTROL_FLOW:
             self.budget, self.time_limit = max(budget_factor, 1) * len(instructions), time_limit
             self.is_jump = [isinstance(ins.instr_args, fb.JumpFalseCall) for ins in instructions]
@@ -286,7 +290,11 @@ class Method:
             )
         for set_input, value in zip(self._set_inputs, inputs):
             set_input(value)
-        self._run()
+        if self.quiet:
+            with np.errstate(all="ignore"):
+                self._run()
+        else:
+            self._run()
         objs = self.values.objects
         return [_output(objs[i]) for i in self.output_indices]
 

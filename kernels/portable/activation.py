@@ -5,8 +5,10 @@ Each computes in opmath (float16 in float32) and rounds once into `out`.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -45,7 +47,13 @@ def _softplus(x: np.ndarray, beta: float = 1.0, threshold: float = 20.0) -> np.n
     return np.where(bx > threshold, x, np.log1p(np.exp(bx)) / beta)
 
 
-@kernel("aten::relu.out", dtypes=REAL_DTYPES)
+def _relu_fast(x: np.ndarray, out: np.ndarray) -> Callable[[], Any] | None:
+    if out.shape != x.shape:
+        return None
+    return functools.partial(np.maximum, x, x.dtype.type(0), out=out, casting="unsafe")
+
+
+@kernel("aten::relu.out", dtypes=REAL_DTYPES, fast=_relu_fast)
 def relu_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     out = resize(out, x.shape)
     np.maximum(x, x.dtype.type(0), out=out, casting="unsafe")
@@ -87,7 +95,23 @@ def gelu_out(x: np.ndarray, approximate: str, out: np.ndarray) -> np.ndarray:
     return out
 
 
-@kernel("aten::sigmoid.out", dtypes=REAL_DTYPES)
+def _sigmoid_fast(x: np.ndarray, out: np.ndarray) -> Callable[[], Any] | None:
+    """sigmoid_out's in-place path, its four ufunc calls bound at load."""
+    if not _in_place(x, out):
+        return None
+    steps = (
+        functools.partial(np.negative, x, out=out), functools.partial(np.exp, out, out=out),
+        functools.partial(np.add, out, 1, out=out), functools.partial(np.reciprocal, out, out=out),
+    )
+
+    def sigmoid() -> None:
+        for step in steps:
+            step()
+
+    return sigmoid
+
+
+@kernel("aten::sigmoid.out", dtypes=REAL_DTYPES, fast=_sigmoid_fast)
 @quiet
 def sigmoid_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     if not _in_place(x, out):

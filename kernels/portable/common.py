@@ -8,6 +8,7 @@ category (bool < integer < float).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -170,6 +171,26 @@ def direct(
     except ValueError:  # another operand has more elements than out: the general path resizes
         return None
     return out
+
+
+def prebound(
+    fn: Callable[..., Any], out: np.ndarray, *operands: Operand, exact: tuple[np.dtype, ...] = NATIVE
+) -> Callable[[], Any] | None:
+    """At load: `fn(*operands, out=out)` bound once, when `direct` would take its one-call path
+    with these arrays on every call (their shapes and dtypes are fixed); None otherwise."""
+    if out.dtype not in exact or type(out) is not np.ndarray:
+        return None
+    if not all(isinstance(x, np.ndarray) and x.dtype == out.dtype for x in operands):
+        return None
+    shapes = [x.shape for x in operands]  # type: ignore[union-attr]
+    if out.shape not in shapes:
+        return None
+    try:
+        if np.broadcast_shapes(*shapes) != out.shape:
+            return None
+    except ValueError:
+        return None
+    return functools.partial(fn, *operands, out=out, casting="unsafe")
 
 
 def broadcast_shape(*operands: Operand) -> tuple[int, ...]:

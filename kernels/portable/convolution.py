@@ -40,16 +40,24 @@ def _columns(x: np.ndarray, kernel: tuple[int, ...], stride: list[int], dilation
 
     A 1×1 kernel reads x itself (strided), a copy only when the stride skips elements.
     """
+    view, shape = _column_view(x, kernel, stride, dilation, groups)
+    return view.reshape(shape)
+
+
+def _column_view(
+    x: np.ndarray, kernel: tuple[int, ...], stride: list[int], dilation: list[int], groups: int
+) -> tuple[np.ndarray, tuple[int, ...]]:
+    """The im2col elements of x as a strided view, and the (N, G, C/g·K, P) shape of their matrix."""
     n, c = x.shape[:2]
     nsp = x.ndim - 2
     if all(k == 1 for k in kernel):
         picked = x[(slice(None), slice(None), *(slice(None, None, st) for st in stride))]
-        return picked.reshape(n, groups, c // groups, math.prod(picked.shape[2:]))
+        return picked, (n, groups, c // groups, math.prod(picked.shape[2:]))
     win = windows(x, kernel, stride, dilation)  # (N, C, *P, *K)
     out_sp = win.shape[2 : 2 + nsp]
     order = (0, 1, 2, *range(3 + nsp, 3 + 2 * nsp), *range(3, 3 + nsp))
     cols = win.reshape(n, groups, c // groups, *out_sp, *kernel).transpose(order)  # (N, G, C/g, *K, *P)
-    return cols.reshape(n, groups, c // groups * math.prod(kernel), math.prod(out_sp))
+    return cols, (n, groups, c // groups * math.prod(kernel), math.prod(out_sp))
 
 
 def _im2col(x: np.ndarray, w: np.ndarray, stride: list[int], dilation: list[int], groups: int, res: np.ndarray) -> None:
@@ -223,7 +231,64 @@ def _spatial_dims(x: np.ndarray, weight: np.ndarray) -> int:
     return x.ndim - 2
 
 
-@kernel("aten::convolution.out", dtypes=FLOAT_DTYPES, check=_check_convolution)
+SCRATCH_LIMIT = 64 << 20  # bytes of load-time buffers one convolution's fast path may keep
+
+
+class _Im2colPlan:
+    """A forward im2col convolution whose padded input and column buffers are made once at load:
+    per call, x is copied into the padded buffer's interior, the window view into the columns,
+    then one matmul and the bias add, the same numpy calls as the kernel's im2col path."""
+
+    def __init__(self, x: np.ndarray, w: np.ndarray, bias: np.ndarray | None, stride: list[int],
+                 padding: list[int], dilation: list[int], groups: int, out: np.ndarray) -> None:
+        self.copies: list[tuple[np.ndarray, np.ndarray]] = []
+        src = x
+        if any(padding):
+            src = np.zeros((*x.shape[:2], *(s + 2 * p for s, p in zip(x.shape[2:], padding))), x.dtype)
+            self.copies.append((src[(slice(None), slice(None), *(slice(p, p + s) for p, s in
+                                                                 zip(padding, x.shape[2:])))], x))
+        view, shape = _column_view(src, w.shape[2:], stride, dilation, groups)
+        self.cols = view.reshape(shape)
+        if not np.may_share_memory(self.cols, src):  # the reshape copied: copy into a buffer per call
+            self.cols = np.empty(shape, x.dtype)
+            self.copies.append((self.cols.reshape(view.shape), view))
+        self.wmat = w.reshape(groups, w.shape[0] // groups, shape[2])
+        self.res = out.reshape(*shape[:2], self.wmat.shape[1], shape[3])
+        self.out = out
+        self.bias = None if bias is None else bias.reshape(1, -1, *([1] * (x.ndim - 2)))
+
+    def __call__(self) -> None:
+        for dst, src in self.copies:
+            np.copyto(dst, src)
+        np.matmul(self.wmat, self.cols, out=self.res)
+        if self.bias is not None:
+            np.add(self.out, self.bias, out=self.out)
+
+
+def _convolution_fast(
+    x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: list[int], padding: list[int],
+    dilation: list[int], transposed: bool, output_padding: list[int], groups: int, out: np.ndarray,
+) -> _Im2colPlan | None:
+    """The im2col path with its buffers made at load, for a forward, not depthwise convolution whose
+    tensors all have out's float32/float64 dtype and whose out is contiguous at the result's shape."""
+    if transposed or out.dtype not in (np.float32, np.float64) or not out.flags.c_contiguous:
+        return None
+    if x.dtype != out.dtype or weight.dtype != out.dtype or (bias is not None and bias.dtype != out.dtype):
+        return None
+    nsp = _spatial_dims(x, weight)
+    stride, padding, dilation = (per_dim(v, nsp, "") for v in (stride, padding, dilation))
+    if weight.shape[1] == 1 and groups == x.shape[1] or x.shape[1] != weight.shape[1] * groups:
+        return None  # depthwise: its own path
+    out_sp = _out_spatial([s + 2 * p for s, p in zip(x.shape[2:], padding)], weight.shape[2:], stride, dilation)
+    if out.shape != (x.shape[0], weight.shape[0], *out_sp) or out.size == 0:
+        return None
+    cols = x.shape[0] * x.shape[1] * math.prod(weight.shape[2:]) * math.prod(out_sp) * x.itemsize
+    if cols + x.nbytes * 2 > SCRATCH_LIMIT:
+        return None
+    return _Im2colPlan(x, weight, bias, stride, padding, dilation, groups, out)
+
+
+@kernel("aten::convolution.out", dtypes=FLOAT_DTYPES, check=_check_convolution, fast=_convolution_fast)
 def convolution_out(
     x: np.ndarray,
     weight: np.ndarray,

@@ -9,7 +9,9 @@ already arrays of out's float32/float64 dtype, the ufunc writes into out in one 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -30,6 +32,7 @@ from etbuild.kernels.portable.common import (
     float_dtype,
     named,
     opmath,
+    prebound,
     quiet,
     result_dtype,
 )
@@ -45,6 +48,18 @@ def _write(out: np.ndarray, fn: Ufunc, dtype: np.dtype, *operands: Operand) -> n
     ct = opmath(dtype)
     fn(*(cast(x, ct) for x in operands), out=out, casting="unsafe")
     return out
+
+
+def _scalar_bound(fn: Ufunc, a: Operand, b: Operand, out: np.ndarray, to_float: bool) -> Callable[[], Any] | None:
+    """At load: `_write(out, fn, …, a, b)` for a tensor a of out's float32/float64 dtype and shape and
+    a number b, bound once (b cast once as `_write` casts it on every call); None otherwise."""
+    if not isinstance(a, np.ndarray) or isinstance(b, np.ndarray) or out.dtype not in NATIVE:
+        return None
+    dtype = result_dtype(a, b)
+    ct = opmath(float_dtype(dtype) if to_float else dtype)
+    if not a.dtype == ct == out.dtype or a.shape != out.shape:
+        return None
+    return functools.partial(fn, a, cast(b, ct), out=out, casting="unsafe")
 
 
 def _rsqrt(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:
@@ -115,6 +130,11 @@ def _float_unary(fn: Ufunc) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     return unary
 
 
+def _unary_fast(fn: Ufunc) -> Callable[[np.ndarray, np.ndarray], Callable[[], Any] | None]:
+    """The fast path of a unary kernel: its `direct` call, bound at load."""
+    return lambda x, out: prebound(fn, out, x)
+
+
 def _same_unary(fn: Ufunc, rounding: bool) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     @quiet
     def unary(x: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -129,9 +149,9 @@ def _same_unary(fn: Ufunc, rounding: bool) -> Callable[[np.ndarray, np.ndarray],
 
 
 for _name, _fn in FLOAT_UNARY.items():
-    kernel(_name, dtypes=ALL_DTYPES)(named(_float_unary(_fn), _name, __name__))
+    kernel(_name, dtypes=ALL_DTYPES, fast=_unary_fast(_fn))(named(_float_unary(_fn), _name, __name__))
 for _name, (_fn, _dtypes) in SAME_UNARY.items():
-    kernel(_name, dtypes=_dtypes)(named(_same_unary(_fn, _name in _ROUNDING), _name, __name__))
+    kernel(_name, dtypes=_dtypes, fast=_unary_fast(_fn))(named(_same_unary(_fn, _name in _ROUNDING), _name, __name__))
 
 
 @kernel("aten::round.decimals_out", dtypes=FLOAT_DTYPES)
@@ -188,10 +208,24 @@ def _binary(fn: Ufunc, to_float: bool) -> Callable[[Operand, Operand, np.ndarray
     return binary
 
 
+def _binary_fast(fn: Ufunc, to_float: bool) -> Callable[[Operand, Operand, np.ndarray], Callable[[], Any] | None]:
+    """The fast path of `_binary(fn, to_float)`: its one ufunc call, bound at load."""
+    exact = NATIVE if to_float else EXACT
+
+    def fast(a: Operand, b: Operand, out: np.ndarray) -> Callable[[], Any] | None:
+        if isinstance(b, np.ndarray):
+            return prebound(fn, out, a, b, exact=exact)
+        return _scalar_bound(fn, a, b, out, to_float)
+
+    return fast
+
+
 for _name, (_fn, _dtypes, _operands) in BINARY.items():
-    kernel(_name, dtypes=_dtypes)(named(_binary(_fn, False), _name, __name__, _operands))
+    _kernel = named(_binary(_fn, False), _name, __name__, _operands)
+    kernel(_name, dtypes=_dtypes, fast=_binary_fast(_fn, False) if _operands != SCALAR_TENSOR else None)(_kernel)
 for _name, (_fn, _operands) in FLOAT_BINARY.items():
-    kernel(_name, dtypes=ALL_DTYPES)(named(_binary(_fn, True), _name, __name__, _operands))
+    _kernel = named(_binary(_fn, True), _name, __name__, _operands)
+    kernel(_name, dtypes=ALL_DTYPES, fast=_binary_fast(_fn, True))(_kernel)
 
 
 def _add(a: Operand, b: Operand, alpha: float, sign: int, out: np.ndarray) -> np.ndarray:
@@ -208,25 +242,40 @@ def _add(a: Operand, b: Operand, alpha: float, sign: int, out: np.ndarray) -> np
     return _write(out, np.add if sign > 0 else np.subtract, ct, a, scaled)
 
 
-@kernel("aten::add.out", dtypes=ALL_DTYPES)
+def _add_fast(sign: int) -> Callable[[Operand, Operand, float, np.ndarray], Callable[[], Any] | None]:
+    """The fast path of `_add(…, sign, …)`: its ufunc call bound at load (a scaled number scaled once)."""
+    fn = np.add if sign > 0 else np.subtract
+
+    def fast(a: Operand, b: Operand, alpha: float, out: np.ndarray) -> Callable[[], Any] | None:
+        if isinstance(b, np.ndarray):
+            return prebound(fn, out, a, b, exact=EXACT if sign > 0 else _EXACT_SUB) if alpha == 1 else None
+        if alpha == 1 or not isinstance(a, np.ndarray) or out.dtype not in NATIVE:
+            return _scalar_bound(fn, a, b, out, False)
+        ct = opmath(result_dtype(a, b))
+        return _scalar_bound(fn, a, cast(b, ct) * cast(alpha, ct), out, False)
+
+    return fast
+
+
+@kernel("aten::add.out", dtypes=ALL_DTYPES, fast=_add_fast(1))
 @quiet
 def add_out(a: np.ndarray, b: np.ndarray, alpha: float, out: np.ndarray) -> np.ndarray:
     return _add(a, b, alpha, 1, out)
 
 
-@kernel("aten::add.Scalar_out", dtypes=ALL_DTYPES)
+@kernel("aten::add.Scalar_out", dtypes=ALL_DTYPES, fast=_add_fast(1))
 @quiet
 def add_scalar_out(a: np.ndarray, b: float, alpha: float, out: np.ndarray) -> np.ndarray:
     return _add(a, b, alpha, 1, out)
 
 
-@kernel("aten::sub.out", dtypes=REAL_DTYPES)
+@kernel("aten::sub.out", dtypes=REAL_DTYPES, fast=_add_fast(-1))
 @quiet
 def sub_out(a: np.ndarray, b: np.ndarray, alpha: float, out: np.ndarray) -> np.ndarray:
     return _add(a, b, alpha, -1, out)
 
 
-@kernel("aten::sub.Scalar_out", dtypes=REAL_DTYPES)
+@kernel("aten::sub.Scalar_out", dtypes=REAL_DTYPES, fast=_add_fast(-1))
 @quiet
 def sub_scalar_out(a: np.ndarray, b: float, alpha: float, out: np.ndarray) -> np.ndarray:
     return _add(a, b, alpha, -1, out)

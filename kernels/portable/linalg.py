@@ -5,6 +5,10 @@ float16 products accumulate in float32 and round once, as torch's CPU kernels do
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from etbuild.kernels.portable.common import NATIVE, cast, opmath, promoted, quiet, result_dtype, store, vector_norm
@@ -57,12 +61,44 @@ def _scaled_add(
     return out if value is out else store(out, value)
 
 
-@kernel("aten::mm.out", dtypes=FLOAT_DTYPES)
+def _same_native(out: np.ndarray, *operands: np.ndarray) -> bool:
+    """Every operand has out's dtype, float32 or float64: the kernels' cast-free path."""
+    return out.dtype in NATIVE and all(x.dtype == out.dtype for x in operands)
+
+
+def _matmul_fast(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], Any] | None:
+    """`_matmul`'s one np.matmul call, bound at load (out already has the product's shape)."""
+    if not _same_native(out, a, b) or out.shape != _product_shape(a.shape, b.shape):
+        return None
+    return functools.partial(np.matmul, a, b, out=out)
+
+
+def _scaled_add_fast(
+    bias: np.ndarray, a: np.ndarray, b: np.ndarray, beta: float, alpha: float, out: np.ndarray
+) -> Callable[[], Any] | None:
+    """`_scaled_add`'s in-place path for alpha 1 and beta 0 or 1 (its matmul, then += bias), bound at load."""
+    product = _matmul_fast(a, b, out)
+    if product is None or alpha != 1 or beta not in (0, 1) or bias.dtype != out.dtype:
+        return None
+    if beta == 0:
+        return product
+    if np.may_share_memory(out, bias):
+        return None
+    add_bias = functools.partial(np.add, out, bias, out=out)
+
+    def scaled_add() -> None:
+        product()
+        add_bias()
+
+    return scaled_add
+
+
+@kernel("aten::mm.out", dtypes=FLOAT_DTYPES, fast=_matmul_fast)
 def mm_out(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     return _matmul(a, b, out, (a.shape[0], b.shape[1]))
 
 
-@kernel("aten::bmm.out", dtypes=FLOAT_DTYPES)
+@kernel("aten::bmm.out", dtypes=FLOAT_DTYPES, fast=_matmul_fast)
 def bmm_out(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     return _matmul(a, b, out, (a.shape[0], a.shape[1], b.shape[2]))
 
@@ -77,13 +113,13 @@ def dot_out(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     return _matmul(a, b, out, ())
 
 
-@kernel("aten::addmm.out", dtypes=FLOAT_DTYPES)
+@kernel("aten::addmm.out", dtypes=FLOAT_DTYPES, fast=_scaled_add_fast)
 def addmm_out(bias: np.ndarray, a: np.ndarray, b: np.ndarray, beta: float, alpha: float, out: np.ndarray) -> np.ndarray:
     """out = beta * bias + alpha * (a @ b); bias broadcasts over the rows."""
     return _scaled_add(bias, a, b, beta, alpha, out)
 
 
-@kernel("aten::baddbmm.out", dtypes=FLOAT_DTYPES)
+@kernel("aten::baddbmm.out", dtypes=FLOAT_DTYPES, fast=_scaled_add_fast)
 def baddbmm_out(
     bias: np.ndarray, a: np.ndarray, b: np.ndarray, beta: float, alpha: float, out: np.ndarray
 ) -> np.ndarray:
@@ -91,7 +127,15 @@ def baddbmm_out(
     return _scaled_add(bias, a, b, beta, alpha, out)
 
 
-@kernel("aten::linear.out", dtypes=FLOAT_DTYPES)
+def _linear_fast(
+    x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, out: np.ndarray
+) -> Callable[[], Any] | None:
+    if bias is None:
+        return _matmul_fast(x, weight.T, out)
+    return _scaled_add_fast(bias, x, weight.T, 1, 1, out)
+
+
+@kernel("aten::linear.out", dtypes=FLOAT_DTYPES, fast=_linear_fast)
 def linear_out(x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, out: np.ndarray) -> np.ndarray:
     """out = x @ weight.T + bias over the last dim of x (any leading dims)."""
     if bias is None:

@@ -8,7 +8,7 @@ for average pooling).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -136,7 +136,54 @@ def avg_pool1d_out(
     return store(out, _avg_pool(x, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None))
 
 
-@kernel("aten::max_pool2d_with_indices.out", dtypes=FLOAT_DTYPES, check=_check_max_pool2d)
+class _MaxPlan:
+    """max_pool2d_with_indices for one input and out shape: the taps, start offsets and work arrays
+    made once; `run` is the kernel's computation (see max_pool2d_with_indices_out)."""
+
+    def __init__(self, x: np.ndarray, g: Geometry, out_shape: tuple[int, ...]) -> None:
+        self.g = g
+        starts = [np.arange(o) * s - p for o, s, p in zip(g.out, g.s, g.p)]
+        skip = [-(-np.maximum(-st, 0) // d) for st, d in zip(starts, g.d)]  # taps before the input
+        self.first_tap = skip[0][:, None] * g.k[1] + skip[1]
+        self.shifts = np.array([i * g.d[0] * g.size[1] + j * g.d[1] for i in range(g.k[0]) for j in range(g.k[1])])
+        self.base = starts[0][:, None] * g.size[1] + starts[1]
+        self.tap = np.empty(out_shape, np.int64)
+        self.take = np.empty(out_shape, bool)
+        self.isnan = np.empty(out_shape, bool)
+
+    def run(self, win: np.ndarray, best: np.ndarray) -> np.ndarray:
+        """best = the window maxima (best has the out shape); returns their flat input indices."""
+        g, tap, take = self.g, self.tap, self.take
+        best.fill(-np.inf)
+        tap[...] = self.first_tap
+        for k in range(g.k[0] * g.k[1]):
+            v = win[..., k // g.k[1], k % g.k[1]]
+            np.greater(v, best, out=take)
+            take |= np.isnan(v, out=self.isnan)
+            np.maximum(best, v, out=best)  # NaN-propagating: the same values as the rule above
+            np.putmask(tap, take, k)
+        where = self.shifts.take(tap)
+        where += self.base
+        return where
+
+
+def _max_pool_fast(
+    x: np.ndarray, kernel_size: list[int], stride: list[int], padding: list[int], dilation: list[int],
+    ceil_mode: bool, out: np.ndarray, indices: np.ndarray,
+) -> Callable[[], None] | None:
+    """The kernel with its geometry, window view and work arrays made at load, for an unpadded
+    pool whose out already has the result's shape and x's dtype."""
+    g = Geometry(x, 2, kernel_size, stride, padding, dilation, ceil_mode)
+    win = g.view(x, -np.inf)
+    if not np.may_share_memory(win, x) or out.shape != win.shape[:-2] or out.dtype != x.dtype:
+        return None  # padded (a copy made now would go stale), or out needs a resize or a cast
+    if np.may_share_memory(out, x) or indices.shape != out.shape:
+        return None
+    plan = _MaxPlan(x, g, out.shape)
+    return lambda: np.copyto(indices, plan.run(win, out), casting="unsafe")
+
+
+@kernel("aten::max_pool2d_with_indices.out", dtypes=FLOAT_DTYPES, check=_check_max_pool2d, fast=_max_pool_fast)
 def max_pool2d_with_indices_out(
     x: np.ndarray,
     kernel_size: PositiveInts,
@@ -154,21 +201,7 @@ def max_pool2d_with_indices_out(
     win = g.view(x, -np.inf)  # (*lead, *out, *kernel)
     out = resize(out, win.shape[:-2])
     best = out if out.dtype == x.dtype and not np.may_share_memory(out, x) else np.empty(out.shape, x.dtype)
-    best.fill(-np.inf)
-    starts = [np.arange(o) * s - p for o, s, p in zip(g.out, g.s, g.p)]
-    skip = [-(-np.maximum(-st, 0) // d) for st, d in zip(starts, g.d)]  # taps before the input
-    tap = np.empty(out.shape, np.int64)
-    tap[...] = skip[0][:, None] * g.k[1] + skip[1]
-    take = np.empty(out.shape, bool)
-    for k in range(g.k[0] * g.k[1]):
-        v = win[..., k // g.k[1], k % g.k[1]]
-        np.greater(v, best, out=take)
-        take |= np.isnan(v)
-        np.maximum(best, v, out=best)  # NaN-propagating: the same values as the rule above
-        np.putmask(tap, take, k)
-    shifts = np.array([i * g.d[0] * g.size[1] + j * g.d[1] for i in range(g.k[0]) for j in range(g.k[1])])
-    where = shifts.take(tap)
-    where += starts[0][:, None] * g.size[1] + starts[1]
+    where = _MaxPlan(x, g, out.shape).run(win, best)
     return (out if best is out else store(out, best)), store(indices, where)
 
 

@@ -22,136 +22,200 @@ def _along(axis: int, index: int | slice) -> tuple[int | slice, ...]:
     return (slice(None),) * axis + (index,)
 
 
-def _split_outs(x: np.ndarray, sizes: Sequence[int], dim: int, out: list[np.ndarray]) -> list[np.ndarray]:
+def _split_views(x: np.ndarray, sizes: Sequence[int], dim: int, out: list[np.ndarray]) -> list[np.ndarray]:
     axis = wrap_dim(dim, x.ndim)
     if sum(sizes) != x.shape[axis] or len(sizes) != len(out):
         raise KernelError(f"split sizes {list(sizes)} do not cover dim {dim} of {list(x.shape)} in {len(out)} outs")
     parts, start = [], 0
-    for o, size in zip(out, sizes):
-        parts.append(store(o, x[_along(axis, slice(start, start + size))]))
+    for size in sizes:
+        parts.append(x[_along(axis, slice(start, start + size))])
         start += size
     return parts
 
 
-@kernel("aten::view_copy.out", dtypes=ALL_DTYPES)
+def _stores(out: list[np.ndarray], parts: list[np.ndarray]) -> list[np.ndarray]:
+    return [store(o, part) for o, part in zip(out, parts)]
+
+
+def _reshape_view(x: np.ndarray, size: list[int], out: np.ndarray) -> np.ndarray:
+    return x.reshape(size)
+
+
+def _same_view(x: np.ndarray, *_: object) -> np.ndarray:
+    """The view of a copy that changes nothing (alias_copy, clone: out's planned layout is fixed)."""
+    return x
+
+
+@kernel("aten::view_copy.out", dtypes=ALL_DTYPES, view=_reshape_view)
 def view_copy_out(x: np.ndarray, size: list[int], out: np.ndarray) -> np.ndarray:
     return store(out, x.reshape(size))
 
 
-@kernel("aten::_unsafe_view.out", dtypes=ALL_DTYPES)
+@kernel("aten::_unsafe_view.out", dtypes=ALL_DTYPES, view=_reshape_view)
 def unsafe_view_out(x: np.ndarray, size: list[int], out: np.ndarray) -> np.ndarray:
     return store(out, x.reshape(size))
 
 
-@kernel("aten::permute_copy.out", dtypes=ALL_DTYPES)
+def _permute_view(x: np.ndarray, dims: list[int], out: np.ndarray) -> np.ndarray:
+    return np.transpose(x, [wrap_dim(d, x.ndim) for d in dims]) if x.ndim else x
+
+
+@kernel("aten::permute_copy.out", dtypes=ALL_DTYPES, view=_permute_view)
 def permute_copy_out(x: np.ndarray, dims: list[int], out: np.ndarray) -> np.ndarray:
-    return store(out, np.transpose(x, [wrap_dim(d, x.ndim) for d in dims]) if x.ndim else x)
+    return store(out, _permute_view(x, dims, out))
 
 
-@kernel("aten::t_copy.out", dtypes=ALL_DTYPES)
-def t_copy_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+def _t_view(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     if x.ndim > 2:
         raise KernelError(f"t expects a tensor of at most 2 dims, got {x.ndim}")
-    return store(out, x.T)
+    return x.T
 
 
-@kernel("aten::transpose_copy.int_out", dtypes=ALL_DTYPES)
+@kernel("aten::t_copy.out", dtypes=ALL_DTYPES, view=_t_view)
+def t_copy_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return store(out, _t_view(x, out))
+
+
+def _transpose_view(x: np.ndarray, dim0: int, dim1: int, out: np.ndarray) -> np.ndarray:
+    return np.swapaxes(x, wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)) if x.ndim else x
+
+
+@kernel("aten::transpose_copy.int_out", dtypes=ALL_DTYPES, view=_transpose_view)
 def transpose_copy_int_out(x: np.ndarray, dim0: int, dim1: int, out: np.ndarray) -> np.ndarray:
-    if x.ndim == 0:
-        return store(out, x)
-    return store(out, np.swapaxes(x, wrap_dim(dim0, x.ndim), wrap_dim(dim1, x.ndim)))
+    return store(out, _transpose_view(x, dim0, dim1, out))
 
 
-@kernel("aten::expand_copy.out", dtypes=ALL_DTYPES)
-def expand_copy_out(x: np.ndarray, size: list[int], implicit: bool, out: np.ndarray) -> np.ndarray:
-    """Broadcast x to size; -1 keeps the existing extent, new dims are prepended."""
+def _expand_view(x: np.ndarray, size: list[int], implicit: bool, out: np.ndarray) -> np.ndarray:
     lead = len(size) - x.ndim
     if lead < 0:
         raise KernelError(f"expand: size {size} has fewer dims than the tensor {list(x.shape)}")
     shape = [x.shape[i - lead] if s == -1 else s for i, s in enumerate(size)]
-    return store(out, np.broadcast_to(x, shape))
+    return np.broadcast_to(x, shape)
 
 
-@kernel("aten::alias_copy.out", dtypes=ALL_DTYPES)
+@kernel("aten::expand_copy.out", dtypes=ALL_DTYPES, view=_expand_view)
+def expand_copy_out(x: np.ndarray, size: list[int], implicit: bool, out: np.ndarray) -> np.ndarray:
+    """Broadcast x to size; -1 keeps the existing extent, new dims are prepended."""
+    return store(out, _expand_view(x, size, implicit, out))
+
+
+@kernel("aten::alias_copy.out", dtypes=ALL_DTYPES, view=_same_view)
 def alias_copy_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return store(out, x)
 
 
-@kernel("aten::clone.out", dtypes=ALL_DTYPES)
+@kernel("aten::clone.out", dtypes=ALL_DTYPES, view=_same_view)
 def clone_out(x: np.ndarray, memory_format: int | None, out: np.ndarray) -> np.ndarray:
     """A copy; the memory format is out's planned layout, already fixed by its view."""
     return store(out, x)
 
 
-@kernel("aten::slice_copy.Tensor_out", dtypes=ALL_DTYPES)
+def _slice_view(x: np.ndarray, dim: int, start: int | None, end: int | None, step: int, out: np.ndarray) -> np.ndarray:
+    if step <= 0:
+        raise KernelError(f"slice step must be positive, got {step}")
+    return x[_along(wrap_dim(dim, x.ndim), slice(start, end, step))]
+
+
+@kernel("aten::slice_copy.Tensor_out", dtypes=ALL_DTYPES, view=_slice_view)
 def slice_copy_tensor_out(
     x: np.ndarray, dim: int, start: int | None, end: int | None, step: int, out: np.ndarray
 ) -> np.ndarray:
     """x[start:end:step] along dim; bounds clamp like Python slices, step must be positive."""
-    if step <= 0:
-        raise KernelError(f"slice step must be positive, got {step}")
-    axis = wrap_dim(dim, x.ndim)
-    return store(out, x[_along(axis, slice(start, end, step))])
+    return store(out, _slice_view(x, dim, start, end, step, out))
 
 
-@kernel("aten::narrow_copy.out", dtypes=ALL_DTYPES)
-def narrow_copy_out(x: np.ndarray, dim: int, start: int, length: int, out: np.ndarray) -> np.ndarray:
+def _narrow_view(x: np.ndarray, dim: int, start: int, length: int, out: np.ndarray) -> np.ndarray:
     axis = wrap_dim(dim, x.ndim)
     start = start % x.shape[axis] if start < 0 else start
     if length < 0 or start + length > x.shape[axis]:
         raise KernelError(f"narrow: [{start}, {start + length}) is outside dim {dim} of {list(x.shape)}")
-    return store(out, x[_along(axis, slice(start, start + length))])
+    return x[_along(axis, slice(start, start + length))]
 
 
-@kernel("aten::select_copy.int_out", dtypes=ALL_DTYPES)
-def select_copy_int_out(x: np.ndarray, dim: int, index: int, out: np.ndarray) -> np.ndarray:
+@kernel("aten::narrow_copy.out", dtypes=ALL_DTYPES, view=_narrow_view)
+def narrow_copy_out(x: np.ndarray, dim: int, start: int, length: int, out: np.ndarray) -> np.ndarray:
+    return store(out, _narrow_view(x, dim, start, length, out))
+
+
+def _select_view(x: np.ndarray, dim: int, index: int, out: np.ndarray) -> np.ndarray:
     axis = wrap_dim(dim, x.ndim)
     if not -x.shape[axis] <= index < x.shape[axis]:
         raise KernelError(f"select: index {index} is out of range for dim {dim} of {list(x.shape)}")
-    return store(out, x[_along(axis, index)])
+    return x[_along(axis, index)]
 
 
-@kernel("aten::squeeze_copy.dims_out", dtypes=ALL_DTYPES)
-def squeeze_copy_dims_out(x: np.ndarray, dims: list[int], out: np.ndarray) -> np.ndarray:
+@kernel("aten::select_copy.int_out", dtypes=ALL_DTYPES, view=_select_view)
+def select_copy_int_out(x: np.ndarray, dim: int, index: int, out: np.ndarray) -> np.ndarray:
+    return store(out, _select_view(x, dim, index, out))
+
+
+def _squeeze_view(x: np.ndarray, dims: list[int], out: np.ndarray) -> np.ndarray:
     """Drop the listed dims that have size 1 (others stay)."""
     axes = tuple({wrap_dim(d, x.ndim) for d in dims if x.ndim and x.shape[wrap_dim(d, x.ndim)] == 1})
-    return store(out, np.squeeze(x, axis=axes) if axes else x)
+    return np.squeeze(x, axis=axes) if axes else x
 
 
-@kernel("aten::squeeze_copy.dim_out", dtypes=ALL_DTYPES)
+@kernel("aten::squeeze_copy.dims_out", dtypes=ALL_DTYPES, view=_squeeze_view)
+def squeeze_copy_dims_out(x: np.ndarray, dims: list[int], out: np.ndarray) -> np.ndarray:
+    """Drop the listed dims that have size 1 (others stay)."""
+    return store(out, _squeeze_view(x, dims, out))
+
+
+def _squeeze_dim_view(x: np.ndarray, dim: int, out: np.ndarray) -> np.ndarray:
+    return _squeeze_view(x, [dim], out)
+
+
+@kernel("aten::squeeze_copy.dim_out", dtypes=ALL_DTYPES, view=_squeeze_dim_view)
 def squeeze_copy_dim_out(x: np.ndarray, dim: int, out: np.ndarray) -> np.ndarray:
-    return squeeze_copy_dims_out(x, [dim], out)
+    return store(out, _squeeze_view(x, [dim], out))
 
 
-@kernel("aten::squeeze_copy.out", dtypes=ALL_DTYPES)
+def _squeeze_all_view(x: np.ndarray, out: np.ndarray) -> np.ndarray:
+    return np.squeeze(x)
+
+
+@kernel("aten::squeeze_copy.out", dtypes=ALL_DTYPES, view=_squeeze_all_view)
 def squeeze_copy_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return store(out, np.squeeze(x))
 
 
-@kernel("aten::unsqueeze_copy.out", dtypes=ALL_DTYPES)
+def _unsqueeze_view(x: np.ndarray, dim: int, out: np.ndarray) -> np.ndarray:
+    return np.expand_dims(x, wrap_dim(dim, x.ndim + 1))
+
+
+@kernel("aten::unsqueeze_copy.out", dtypes=ALL_DTYPES, view=_unsqueeze_view)
 def unsqueeze_copy_out(x: np.ndarray, dim: int, out: np.ndarray) -> np.ndarray:
-    return store(out, np.expand_dims(x, wrap_dim(dim, x.ndim + 1)))
+    return store(out, _unsqueeze_view(x, dim, out))
 
 
-@kernel("aten::split_with_sizes_copy.out", dtypes=ALL_DTYPES)
+@kernel("aten::split_with_sizes_copy.out", dtypes=ALL_DTYPES, view=_split_views)
 def split_with_sizes_copy_out(x: np.ndarray, sizes: list[int], dim: int, out: list[np.ndarray]) -> list[np.ndarray]:
-    return _split_outs(x, sizes, dim, out)
+    return _stores(out, _split_views(x, sizes, dim, out))
 
 
-@kernel("aten::split_copy.Tensor_out", dtypes=ALL_DTYPES)
-def split_copy_tensor_out(x: np.ndarray, size: int, dim: int, out: list[np.ndarray]) -> list[np.ndarray]:
+def _chunk_views(x: np.ndarray, size: int, dim: int, out: list[np.ndarray]) -> list[np.ndarray]:
     """Chunks of `size` along dim, the last one shorter."""
     extent = x.shape[wrap_dim(dim, x.ndim)]
     count = max(math.ceil(extent / size), 1) if size else 1
-    return _split_outs(x, [min(size, extent - i * size) for i in range(count)], dim, out)
+    return _split_views(x, [min(size, extent - i * size) for i in range(count)], dim, out)
 
 
-@kernel("aten::unbind_copy.int_out", dtypes=ALL_DTYPES)
-def unbind_copy_int_out(x: np.ndarray, dim: int, out: list[np.ndarray]) -> list[np.ndarray]:
+@kernel("aten::split_copy.Tensor_out", dtypes=ALL_DTYPES, view=_chunk_views)
+def split_copy_tensor_out(x: np.ndarray, size: int, dim: int, out: list[np.ndarray]) -> list[np.ndarray]:
+    """Chunks of `size` along dim, the last one shorter."""
+    return _stores(out, _chunk_views(x, size, dim, out))
+
+
+def _unbind_views(x: np.ndarray, dim: int, out: list[np.ndarray]) -> list[np.ndarray]:
     axis = wrap_dim(dim, x.ndim)
     if len(out) != x.shape[axis]:
         raise KernelError(f"unbind: {len(out)} outs for dim {dim} of {list(x.shape)}")
-    return [store(o, x[_along(axis, i)]) for i, o in enumerate(out)]
+    return [x[_along(axis, i)] for i in range(len(out))]
+
+
+@kernel("aten::unbind_copy.int_out", dtypes=ALL_DTYPES, view=_unbind_views)
+def unbind_copy_int_out(x: np.ndarray, dim: int, out: list[np.ndarray]) -> list[np.ndarray]:
+    return _stores(out, _unbind_views(x, dim, out))
 
 
 def _cat_inputs(tensors: list[np.ndarray]) -> list[np.ndarray]:

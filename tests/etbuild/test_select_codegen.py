@@ -32,6 +32,7 @@ MLP_TREE = {
     "etbuild/kernels/registry.py",
     "etbuild/kernels/selected.py",
     "etbuild/runtime/__init__.py",
+    "etbuild/runtime/aliasing.py",  # layout copies as views: every straight-line program may have them
     "etbuild/runtime/binding.py",
     "etbuild/runtime/checks.py",
     "etbuild/runtime/features.py",

@@ -31,6 +31,9 @@ def max_pool_cases(g: Gen) -> Iterator[Case]:
     yield Case((x, [3, 3], [2, 2], [1, 1], [1, 1], True))
     yield Case((g.t((2, 3, 9, 8), layout="cl"), [2, 3], [1, 2], [1, 1], [2, 2], False))
     yield Case((g.t((3, 5, 5)), [2, 2], [], [0, 0], [1, 1], True))
+    yield Case((g.t((2, 4, 1, 9)), [1, 3], [1, 2], [0, 0], [1, 1], False))  # unpadded: the load-time fast path
+    yield Case((g.t((1, 2, 6, 6)), [2, 2], [2, 2], [0, 0], [1, 1], False))
+    yield Case((g.t((1, 2, 7, 7)), [3, 3], [2, 2], [0, 0], [2, 2], False))
 
 
 def adaptive_cases(g: Gen) -> Iterator[Case]:

@@ -1,0 +1,189 @@
+"""Layout copies turned into views at load, where the memory plan allows it.
+
+A program in ExecuTorch's format copies for every view_copy, slice_copy, squeeze_copy or
+split_with_sizes_copy: each result has planned memory of its own. Our runtime may instead
+make the result's array a view of the input's storage and drop the instruction, when that
+cannot change what any instruction reads. For result `o` of the layout copy at pc, reading
+the storage of its input's root `r` (the value that owns the memory, through earlier
+aliases), that holds when:
+
+- `o` is a static planned tensor, not a method input or output, whose only writer is this
+  instruction and which nothing touches before it;
+- the view (the kernel's `view`, see etbuild.kernels.registry) has `o`'s shape and dtype, is
+  C-contiguous and shares memory with the input (a copy made at load would go stale);
+- from pc to the last instruction that touches `o`, nothing writes `r`, and no other value
+  whose planned bytes overlap `r`'s or `o`'s is touched (a reuse of `r`'s memory, or a value
+  the plan placed over `o`'s bytes, would see different data);
+- no other value that shares `o`'s planned bytes is read after pc before something writes it
+  (ExecuTorch plans a view as a second tensor over the same bytes, with no instruction), and
+  no method output shares them.
+
+A chain with jumps or moves is left alone. A layout copy that cannot become a view still gets
+a fast step: its view computed once at load, copied by one `np.copyto` per call.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from etbuild.errors import KernelError
+from etbuild.runtime import checks, features
+from etbuild.runtime.format import program as fb
+from etbuild.runtime.values import tensor_nbytes
+
+Region = tuple[int, int, int]  # memory id, first byte, end byte
+_BAD_ARGS = (KernelError, ValueError, IndexError, TypeError)  # the kernel itself will say what is wrong
+
+
+def views_of(info: Any, args: Sequence[Any]) -> list[np.ndarray] | None:
+    """The views a layout-copy kernel copies into its out(s), computed now; None if it has none."""
+    if info.view is None:
+        return None
+    try:
+        views = info.view(*args)
+    except _BAD_ARGS:
+        return None
+    views = views if isinstance(views, list) else [views]
+    outs = args[-1] if isinstance(args[-1], list) else [args[-1]]
+    if len(views) != len(outs) or not all(_is_view(v, args[0]) for v in views):
+        return None
+    return views
+
+
+def _is_view(v: Any, source: Any) -> bool:
+    return isinstance(v, np.ndarray) and (v.size == 0 or np.may_share_memory(v, source))
+
+
+def copy_step(views: list[np.ndarray], outs: list[np.ndarray]) -> Callable[[], Any] | None:
+    """One `np.copyto` per out from its view bound at load (what `store` does when shapes match)."""
+    if any(type(o) is not np.ndarray or o.shape != v.shape for o, v in zip(outs, views)):
+        return None
+    copies = [functools.partial(np.copyto, o, v, casting="unsafe") for o, v in zip(outs, views)]
+    if len(copies) == 1:
+        return copies[0]
+
+    def copy_all() -> None:
+        for copy in copies:
+            copy()
+
+    return copy_all
+
+
+class Aliaser:
+    """Finds the layout copies of one straight-line chain that can be views (see the module docstring)."""
+
+    def __init__(self, plan: fb.ExecutionPlan, instructions: list[fb.Instruction], objects: list[Any],
+                 kernel: Callable[[fb.KernelCall], Any], rebound: set[int]) -> None:
+        """kernel: the KernelInfo of a call (None when it has none; binding reports that)."""
+        self.plan, self.objects, self.kernel = plan, objects, kernel
+        self._regions: dict[int, Region | None] = {}
+        self.touched = [set(checks.touched(plan, ins.instr_args)) for ins in instructions]
+        self.writes = [self._written(ins.instr_args) for ins in instructions]
+        self.first: dict[int, int] = {}
+        self.last: dict[int, int] = {}
+        self.uses: dict[int, list[int]] = {}
+        for pc, t in enumerate(self.touched):
+            for i in t:
+                self.first.setdefault(i, pc)
+                self.last[i] = pc
+                self.uses.setdefault(i, []).append(pc)
+        self.writers: dict[int, set[int]] = {}
+        for pc, w in enumerate(self.writes):
+            for i in w:
+                self.writers.setdefault(i, set()).add(pc)
+        self.end = len(instructions)  # where the outputs are read
+        for i in plan.outputs:
+            self.uses.setdefault(i, []).append(self.end)
+        regions = {i: r for i in self.uses if (r := self._region(i)) is not None}
+        self.region_values = np.array(list(regions), dtype=np.int64)
+        self.region_bounds = np.array(list(regions.values()), dtype=np.int64).reshape(-1, 3)
+        self.fixed = {i for i in range(len(plan.values)) if i not in rebound} - set(plan.inputs) - set(plan.outputs)
+        self.root: dict[int, int] = {}
+        self.holders: dict[int, list[tuple[int, int]]] = {}
+        if features.VALUE_LISTS:
+            for i, ev in enumerate(plan.values):
+                if isinstance(ev.val, (fb.TensorList, fb.OptionalTensorList)):
+                    for k, j in enumerate(ev.val.items):
+                        self.holders.setdefault(j, []).append((i, k))
+
+    def _written(self, a: Any) -> set[int]:
+        """The values an instruction may write: its result slot (a list's items), its first argument
+        when it has no result slot or is an in-place op (`copy_`); every tensor a delegate gets."""
+        if not isinstance(a, fb.KernelCall):
+            return set(checks.touched(self.plan, a))
+        info = self.kernel(a)
+        if info is None:
+            return set(a.args)
+        nparams = len(info.params)
+        out = set(_items(self.plan, a.args[nparams])) if len(a.args) > nparams else set()
+        if len(a.args) <= nparams or info.name.partition(".")[0].endswith("_"):
+            out.add(a.args[0])
+        return out
+
+    def try_alias(self, pc: int, call: fb.KernelCall, info: Any, views: list[np.ndarray]) -> bool:
+        """Make the outs of the layout copy at pc views of its input when that is safe (see the module)."""
+        outs = _items(self.plan, call.args[len(info.params)])
+        src = call.args[0]
+        root = self.root.get(src, src)
+        if not all(self._can_alias(pc, o, v, root) for o, v in zip(outs, views)):
+            return False
+        for o, v in zip(outs, views):
+            self.objects[o] = v
+            for holder, k in self.holders.get(o, []):
+                self.objects[holder][k] = v
+            self.root[o] = root
+        return True
+
+    def _can_alias(self, pc: int, o: int, view: np.ndarray, root: int) -> bool:
+        obj = self.objects[o]
+        if o not in self.fixed or self.first.get(o) != pc or not isinstance(obj, np.ndarray):
+            return False
+        if view.shape != obj.shape or view.dtype != obj.dtype or not view.flags.c_contiguous:
+            return False
+        own, source = self._region(o), self._region(root)
+        if own is None or self.writers.get(o) != {pc} or self._read_over(o, own, pc):
+            return False
+        for q in range(pc + 1, self.last[o] + 1):
+            if root in self.writes[q]:
+                return False
+            for v in self.touched[q]:
+                if v == o or self.root.get(v, v) == root:
+                    continue
+                mine = self._region(v) if v not in self.root else None
+                if _overlap(mine, own) or _overlap(self._region(self.root.get(v, v)), source):
+                    return False
+        return True
+
+    def _read_over(self, o: int, own: Region, pc: int) -> bool:
+        """Whether another value over o's planned bytes is read after pc before anything writes it."""
+        b = self.region_bounds
+        hits = self.region_values[(b[:, 0] == own[0]) & (b[:, 1] < own[2]) & (own[1] < b[:, 2])]
+        for v in hits.tolist():
+            later = [q for q in self.uses[v] if q > pc]
+            if v != o and later and later[0] not in self.writers.get(v, ()):
+                return True
+        return False
+
+    def _region(self, i: int) -> Region | None:
+        """The planned bytes of a tensor value (None: constant, caller-supplied or not a tensor)."""
+        if i not in self._regions:
+            t = self.plan.values[i].val
+            a = t.allocation_info if isinstance(t, fb.Tensor) else None
+            lo = 0 if a is None else a.memory_offset_low | a.memory_offset_high << 32
+            self._regions[i] = None if a is None else (a.memory_id, lo, lo + tensor_nbytes(t, f"value {i}")[1])
+        return self._regions[i]
+
+
+def _overlap(a: Region | None, b: Region | None) -> bool:
+    return a is not None and b is not None and a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+
+
+def _items(plan: fb.ExecutionPlan, ret: int) -> list[int]:
+    v = plan.values[ret].val
+    if features.VALUE_LISTS and isinstance(v, (fb.TensorList, fb.OptionalTensorList)):
+        return [j for j in v.items if j >= 0]
+    return [ret]

@@ -1,0 +1,73 @@
+"""Kernels' load-time fast paths and views give what the kernels give, bit for bit, on every
+conformance case (and so match torch): the step is made from the arguments before the kernel
+runs, as the runtime makes it at load, then run after the kernel into outs reset to garbage."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+from etbuild.kernels.registry import KernelInfo, load_all
+from etbuild.runtime import aliasing
+from tests.kernels import conformance
+
+REGISTRY = load_all()
+FAST = sorted(name for name, info in REGISTRY.items() if info.fast is not None or info.view is not None)
+
+
+def load_time_step(info: KernelInfo, args: tuple[Any, ...]) -> Callable[[], Any] | None:
+    """What the runtime binds for a call of these arguments (see Binder._fast_step)."""
+    views = aliasing.views_of(info, args)
+    if views is not None:
+        outs = args[-1] if isinstance(args[-1], list) else [args[-1]]
+        return aliasing.copy_step(views, outs)
+    return info.fast(*args) if info.fast is not None else None
+
+
+def checked(info: KernelInfo, used: list[int]) -> Callable[..., Any]:
+    """The kernel, followed by its fast step (when it has one for the arguments) compared bit for bit."""
+
+    def run(*args: Any) -> Any:
+        step = load_time_step(info, args)
+        result = info.fn(*args)
+        if step is None:
+            return result
+        outs = args[-1] if isinstance(args[-1], list) else [args[-1]]
+        want = [np.array(o, copy=True) for o in outs]
+        for o in outs:
+            o[...] = conformance.sentinel(o.dtype)
+        step()
+        for o, w in zip(outs, want):
+            assert o.dtype == w.dtype and o.shape == w.shape
+            assert o.tobytes() == w.tobytes(), f"{info.name}: the fast path differs"
+        used.append(1)
+        return result
+
+    return run
+
+
+@pytest.mark.parametrize("name", FAST)
+def test_fast_path_matches_the_kernel(name: str) -> None:
+    info = REGISTRY[name]
+    used: list[int] = []
+    fast_info = dataclasses.replace(info, fn=checked(info, used))
+    failures = [
+        f"[{r.dtype}] {f}"
+        for r in (conformance.check(name, d, fast_info) for d in info.dtypes or (None,))
+        for f in r.failures
+    ]
+    assert not failures, "\n".join(failures)
+    assert used, f"{name}: no conformance case takes its fast path"
+
+
+def test_the_common_kernels_have_fast_paths() -> None:
+    for name in ("aten::add.out", "aten::mul.out", "aten::sigmoid.out", "aten::tanh.out", "aten::addmm.out",
+                 "aten::relu.out", "aten::convolution.out"):
+        assert REGISTRY[name].fast is not None, name
+    for name in ("aten::view_copy.out", "aten::slice_copy.Tensor_out", "aten::split_with_sizes_copy.out",
+                 "aten::squeeze_copy.dims_out", "aten::unsqueeze_copy.out", "aten::permute_copy.out"):
+        assert REGISTRY[name].view is not None, name
