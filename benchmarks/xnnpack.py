@@ -1,13 +1,23 @@
 """XNNPACK-delegated programs: our runtime against ExecuTorch's XNNPACK and eager torch, in one run.
 
-    python benchmarks/xnnpack.py [RECIPE ...] [--runs 50] [--json out.json] [--profile N]
+    python benchmarks/xnnpack.py [RECIPE ...] [--quant float,static,dynamic] [--real [NAME ...]]
+                                 [--threads 1] [--runs 50] [--json out.json] [--profile N]
 
-Per recipe, ExecuTorch lowers the model with its XnnpackPartitioner (the oracle); the same
-`.pte` then runs in our runtime and in ExecuTorch's, and the model runs eagerly. Latency is
-the median of --runs calls of the recipe's first method after warm-up. As in run.py, every
-etbuild and eager latency is measured before the first ExecuTorch runtime call (loading its
-library slows torch in the same process). --profile N prints, per recipe, our N slowest
-delegate nodes and instructions (median over calls).
+Per case (a recipe, or a real model of benchmarks/real_models.py, and a quantization: float,
+static int8 per channel or dynamic int8 through ExecuTorch's XNNPACKQuantizer), ExecuTorch
+lowers the model with its XnnpackPartitioner (the oracle); the same `.pte` then runs in our
+runtime and in ExecuTorch's, and the (quantized reference) model runs eagerly. Latency is the
+median of --runs calls of the first method after warm-up.
+
+Fairness on a shared machine: the runtimes being compared are called alternately, call by
+call, so a burst of load from elsewhere hits both; every runtime gets the same thread count
+(--threads: torch's intra-op pool, numpy's BLAS through threadpoolctl, ExecuTorch's
+threadpool). Loading ExecuTorch's runtime library slows eager torch in the same process, so
+phase 1 alternates ours with eager torch for every case, phase 2 (after the library loads)
+ours with ExecuTorch; each ratio compares two columns of one phase. Quantization follows
+tests/backends/xnnpack/test_recipes.py: recurrent models float only, dynamic int8 for
+models without convolutions. --profile N prints, per case, our N slowest steps (delegate
+nodes and instructions, median over calls).
 """
 
 from __future__ import annotations
@@ -19,48 +29,111 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
-from run import median_us  # benchmarks/run.py
-
-from etbuild.model import build_model, example_inputs, method_callable
-from etbuild.oracle import executorch_build, xnnpack_partitioner
-from etbuild.recipe import discover_recipes, load_recipe
-from etbuild.runtime import Program
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))  # the test oracle (tests/backends/xnnpack/oracle.py) quantizes and lowers
+
+from etbuild.model import build_model, example_inputs, method_callable  # noqa: E402
+from etbuild.recipe import Recipe, discover_recipes, load_recipe  # noqa: E402
+from etbuild.runtime import Program  # noqa: E402
+from tests.backends.xnnpack.oracle import lower_recipe, recipe_module, schemes  # noqa: E402
+
 ZOO = ("mlp", "cnn", "kws", "gru", "transformer")
 
 
-def measure(path: Path, runs: int, tmp: Path, profile: int) -> dict[str, Any] | None:
-    """Ours and eager (ExecuTorch's latency is added later, see the module docstring)."""
-    recipe = load_recipe(path)
-    method = recipe.model.methods[0].name
-    print(f"{recipe.name} ...", file=sys.stderr)
+@dataclass
+class Case:
+    """One program to time: a recipe lowered by ExecuTorch at one quantization."""
+
+    recipe: Recipe
+    quant: str | None
+    pte: Path
+    latency_us: dict[str, float] = field(default_factory=dict)
+    profile: list[tuple[str, float]] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return f"{self.recipe.name} {self.quant or 'float'}"
+
+
+def alternating(fns: dict[str, Callable[[], Any]], runs: int, warmup: int = 5) -> dict[str, float]:
+    """The median wall time of each fn (µs), calling them in turn so that load from elsewhere hits each alike."""
+    for fn in fns.values():
+        for _ in range(warmup):
+            fn()
+    times: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(runs):
+        for name, fn in fns.items():
+            start = time.perf_counter()
+            fn()
+            times[name].append(time.perf_counter() - start)
+    return {name: statistics.median(t) * 1e6 for name, t in times.items()}
+
+
+def lower_case(recipe: Recipe, quant: str | None, tmp: Path) -> Case | None:
+    """ExecuTorch's XNNPACK lowering of the recipe; None (reported) when ExecuTorch cannot lower it."""
+    print(f"{recipe.name} {quant or 'float'}: lowering ...", file=sys.stderr, flush=True)
     try:
-        pte = executorch_build(recipe, tmp / f"{recipe.name}.xnn.pte", xnnpack_partitioner()).path
+        data = lower_recipe(recipe, quant)
     except Exception as exc:  # noqa: BLE001  (ExecuTorch's limits are reported, not ours)
-        print(f"  {recipe.name}: ExecuTorch cannot lower it: {type(exc).__name__}: {str(exc)[:160]}", file=sys.stderr)
+        print(f"  ExecuTorch cannot lower it: {type(exc).__name__}: {str(exc)[:160]}", file=sys.stderr)
         return None
+    pte = tmp / f"{recipe.name}.{quant or 'float'}.pte"
+    pte.write_bytes(data)
+    return Case(recipe, quant, pte)
+
+
+def eager(case: Case) -> Callable[[], Any]:
+    """The model (for int8: the pt2e-converted reference ExecuTorch lowered) called eagerly."""
+    recipe = case.recipe
+    method = recipe.model.methods[0].name
     inputs = example_inputs(recipe, method)
-    arrays = [t.numpy() for t in inputs]
-    ours = Program.load(pte).load_method(method)
-    eager = method_callable(build_model(recipe), method, recipe)
+    if case.quant:
+        module, _ = recipe_module(recipe, method, case.quant)
+        return lambda: module(*inputs)
+    fn = method_callable(build_model(recipe).eval(), method, recipe)
+    return lambda: fn(*inputs)
+
+
+def ours(case: Case) -> Callable[[], Any]:
+    method = case.recipe.model.methods[0].name
+    loaded = Program.load(case.pte).load_method(method)
+    arrays = [t.numpy() for t in example_inputs(case.recipe, method)]
+    return lambda: loaded(*arrays)
+
+
+def phase_eager(case: Case, runs: int, top: int) -> None:
+    mine = ours(case)
+    theirs = eager(case)
     with torch.no_grad():
-        eager_us = median_us(lambda: eager(*inputs), runs)
-    row = {"recipe": recipe.name, "method": method, "delegates": len(ours.plan.delegates),
-           "latency_us": {"etbuild": median_us(lambda: ours(*arrays), runs), "eager_torch": eager_us},
-           "_executorch": (pte, method, inputs)}
-    if profile:
-        row["profile"] = hot_spots(ours, arrays, runs, profile)
-    return row
+        lat = alternating({"etbuild": mine, "eager_torch": theirs}, runs)
+    case.latency_us.update({"etbuild_vs_eager": lat["etbuild"], "eager_torch": lat["eager_torch"]})
+    if top:
+        case.profile = hot_spots(case, runs, top)
 
 
-def hot_spots(method: Any, arrays: list[np.ndarray], runs: int, top: int) -> list[tuple[str, float]]:
+def phase_executorch(case: Case, runs: int) -> None:
+    from executorch.runtime import Runtime
+
+    method = case.recipe.model.methods[0].name
+    loaded = Runtime.get().load_program(str(case.pte)).load_method(method)
+    args = list(example_inputs(case.recipe, method))
+    lat = alternating({"etbuild": ours(case), "executorch_xnnpack": lambda: loaded.execute(args)}, runs)
+    case.latency_us.update({"etbuild_vs_executorch": lat["etbuild"], "executorch_xnnpack": lat["executorch_xnnpack"]})
+
+
+def hot_spots(case: Case, runs: int, top: int) -> list[tuple[str, float]]:
     """The slowest instructions and delegate nodes (median µs per call), by name."""
+    method_name = case.recipe.model.methods[0].name
+    method = Program.load(case.pte).load_method(method_name)
+    arrays = [t.numpy() for t in example_inputs(case.recipe, method_name)]
     plan = method.plan
     times: dict[str, list[float]] = defaultdict(list)
     for _ in range(max(3, runs // 5)):
@@ -78,47 +151,79 @@ def hot_spots(method: Any, arrays: list[np.ndarray], runs: int, top: int) -> lis
     return sorted(medians, key=lambda kv: -kv[1])[:top]
 
 
-def measure_executorch(row: dict[str, Any], runs: int) -> None:
-    from executorch.runtime import Runtime
+def set_threads(count: int) -> None:
+    """The same thread count for torch and numpy's BLAS (ExecuTorch's pool is set when it loads)."""
+    from threadpoolctl import threadpool_limits
 
-    pte, method, inputs = row.pop("_executorch")
-    loaded = Runtime.get().load_program(str(pte)).load_method(method)
-    args = list(inputs)
-    row["latency_us"]["executorch_xnnpack"] = median_us(lambda: loaded.execute(args), runs)
+    torch.set_num_threads(count)
+    threadpool_limits(count)
 
 
-def table(rows: list[dict[str, Any]]) -> list[str]:
-    lines = ["| recipe (method) | delegates | etbuild us | ET XNNPACK us | eager torch us | etbuild / ET XNNPACK "
-             "| etbuild / eager |", "|---|---|---|---|---|---|---|"]
-    for r in rows:
-        lat = r["latency_us"]
-        ours, xnn, eager = lat["etbuild"], lat["executorch_xnnpack"], lat["eager_torch"]
-        lines.append(f"| {r['recipe']} ({r['method']}) | {r['delegates']} | {ours:,.0f} | {xnn:,.0f} | {eager:,.0f} | "
-                     f"{ours / xnn:.2f}x | {ours / eager:.2f}x |")
+def executorch_threads(count: int) -> None:
+    from executorch.extension.pybindings import portable_lib
+
+    portable_lib._unsafe_reset_threadpool(count)
+
+
+def table(cases: list[Case]) -> list[str]:
+    lines = ["| model | quant | etbuild us | eager torch us | etbuild / eager | etbuild us | ET XNNPACK us "
+             "| etbuild / ET XNNPACK |", "|---|---|---|---|---|---|---|---|"]
+    for c in cases:
+        lat = c.latency_us
+        a, e = lat["etbuild_vs_eager"], lat["eager_torch"]
+        b, x = lat.get("etbuild_vs_executorch", np.nan), lat.get("executorch_xnnpack", np.nan)
+        lines.append(f"| {c.recipe.name} | {c.quant or 'float'} | {a:,.0f} | {e:,.0f} | {a / e:.2f}x | {b:,.0f} | "
+                     f"{x:,.0f} | {b / x:.2f}x |")
     return lines
+
+
+def recipes(names: list[str], real: list[str] | None, tmp: Path) -> list[Recipe]:
+    paths = [Path(r) if r.endswith(".yaml") else ROOT / "recipes" / f"{r}.yaml" for r in names]
+    if not names and real is None:
+        paths = [ROOT / "recipes" / f"{r}.yaml" for r in ZOO]
+    found = [load_recipe(p) for p in paths]
+    if real is not None:
+        sys.path.insert(0, str(ROOT / "benchmarks"))
+        import real_models
+
+        for name in real or list(real_models.MODELS):
+            found.append(load_recipe(real_models.write_recipe(name, tmp)))
+    return found
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("recipes", nargs="*", help=f"recipe names or files (default: {', '.join(ZOO)})")
+    parser.add_argument("recipes", nargs="*", help=f"recipe names or files (default: {', '.join(ZOO)}; "
+                        "'all': every recipe)")
+    parser.add_argument("--quant", default="float,static,dynamic", help="comma-separated: float, static, dynamic")
+    parser.add_argument("--real", nargs="*", help="also these models of benchmarks/real_models.py (none named: all)")
+    parser.add_argument("--threads", type=int, default=1, help="threads for every runtime (default 1)")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--profile", type=int, default=0, metavar="N", help="print our N slowest steps per recipe")
+    parser.add_argument("--profile", type=int, default=0, metavar="N", help="print our N slowest steps per case")
     args = parser.parse_args()
-    names = args.recipes or list(ZOO)
-    paths = [Path(r) if r.endswith(".yaml") else ROOT / "recipes" / f"{r}.yaml" for r in names]
-    paths = paths or discover_recipes(ROOT / "recipes")
+    wanted = {None if q == "float" else q for q in args.quant.split(",")}
+    set_threads(args.threads)
+    names = [p.stem for p in discover_recipes(ROOT / "recipes")] if args.recipes == ["all"] else args.recipes
     with tempfile.TemporaryDirectory(prefix="etbuild-xnn-bench-") as tmp:
-        torch.export.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),))  # torch's one-time setup, untimed
-        rows = [r for p in paths if (r := measure(p, args.runs, Path(tmp), args.profile)) is not None]
-        for row in rows:
-            measure_executorch(row, args.runs)
-    print(f"torch threads {torch.get_num_threads()}; latency: median of {args.runs} calls, microseconds\n")
-    print("\n".join(table(rows)))
-    for r in rows:
-        for name, us in r.get("profile", []):
-            print(f"  {r['recipe']}: {us:9.1f} us  {name}")
+        cases = []
+        for recipe in recipes(names, args.real, Path(tmp)):
+            model = build_model(recipe)
+            for quant in (q for q in schemes(model) if q in wanted):
+                if (case := lower_case(recipe, quant, Path(tmp))) is not None:
+                    phase_eager(case, args.runs, args.profile)
+                    cases.append(case)
+        executorch_threads(args.threads)
+        for case in cases:
+            phase_executorch(case, args.runs)
+    print(f"threads {args.threads}; latency: median of {args.runs} alternating calls, microseconds\n")
+    print("\n".join(table(cases)))
+    for c in cases:
+        for name, us in c.profile:
+            print(f"  {c.label}: {us:9.1f} us  {name}")
     if args.json:
+        rows = [{"recipe": c.recipe.name, "quant": c.quant or "float", "latency_us": c.latency_us,
+                 "profile": c.profile} for c in cases]
         args.json.write_text(json.dumps(rows, indent=2))
 
 

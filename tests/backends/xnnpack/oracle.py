@@ -74,23 +74,42 @@ def lower(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], quant: str 
     return Lowered(data, reference, *delegated(data))
 
 
+def recipe_module(recipe: Recipe, method: str, quant: str | None = None) -> tuple[torch.nn.Module, Any]:
+    """The module exported for one method of a recipe (quantized when quant is set) and its dynamic shapes."""
+    model = build_model(recipe).eval()
+    module = model if method == "forward" else MethodModule(model, method)
+    shapes = dynamic_shapes(recipe, method)
+    if shapes is not None and method != "forward":
+        shapes = (shapes,)  # MethodModule.forward takes *args
+    if quant:
+        module = quantize(module, example_inputs(recipe, method), quant, shapes)
+    return module, shapes
+
+
 def lower_recipe(recipe: Recipe, quant: str | None = None) -> bytes:
     """Every method of a recipe's model lowered to XNNPACK by ExecuTorch, as one program."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
 
-    model = build_model(recipe).eval()
     exported = {}
     for m in recipe.model.methods:
-        module = model if m.name == "forward" else MethodModule(model, m.name)
-        shapes = dynamic_shapes(recipe, m.name)
-        if shapes is not None and m.name != "forward":
-            shapes = (shapes,)  # MethodModule.forward takes *args
-        inputs = example_inputs(recipe, m.name)
-        if quant:
-            module = quantize(module, inputs, quant, shapes)
-        exported[m.name] = torch.export.export(module, inputs, dynamic_shapes=shapes)
+        module, shapes = recipe_module(recipe, m.name, quant)
+        exported[m.name] = torch.export.export(module, example_inputs(recipe, m.name), dynamic_shapes=shapes)
     return to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch().buffer
+
+
+def schemes(model: torch.nn.Module) -> tuple[str | None, ...]:
+    """The quantizations tried on a model: recurrent ones float only, dynamic int8 only without convolutions.
+
+    Quantizing the unrolled steps of a recurrent model takes ExecuTorch minutes, and the
+    float program has the same node kinds.
+    """
+    modules = list(model.modules())
+    if any(isinstance(m, torch.nn.RNNBase) for m in modules):
+        return (None,)
+    if any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in modules):
+        return (None, "static")
+    return QUANT_SCHEMES
 
 
 def delegated(data: bytes) -> tuple[collections.Counter, list[str]]:

@@ -60,12 +60,14 @@ FLOAT_CASES = [
     ("sigmoid", lambda: fn(torch.sigmoid), lambda: (r(2, 3, 5, scale=8),), "Sigmoid"),
     ("tanh", lambda: fn(torch.tanh), lambda: (r(2, 3, 5, scale=3),), "Tanh"),
     ("gelu", lambda: nn.GELU(), lambda: (r(2, 3, 5, scale=3),), "Gelu"),
+    ("gelu_blocks", lambda: nn.GELU(), lambda: (r(3, 70, 101, scale=3),), "Gelu"),  # several blocks, a short last one
     ("hardswish", lambda: nn.Hardswish(), lambda: (r(2, 3, 5, scale=4),), "Hardswish"),
     ("leaky_relu", lambda: nn.LeakyReLU(0.2), lambda: (r(2, 3, 5),), "LeakyReLU"),
     ("relu", lambda: nn.ReLU(), lambda: (r(2, 3, 5),), "Clamp"),
     ("hardtanh", lambda: nn.Hardtanh(-0.5, 0.7), lambda: (r(2, 3, 5),), "Clamp"),
     ("clamp", lambda: fn(lambda x: torch.clamp(x, -0.3, 0.4)), lambda: (r(3, 7),), "Clamp"),
     ("softmax", lambda: nn.Softmax(-1), lambda: (r(2, 3, 7, scale=4),), "Softmax"),
+    ("softmax_rows", lambda: nn.Softmax(-1), lambda: (r(4, 130, 129, scale=4),), "Softmax"),
     ("add_broadcast", lambda: fn(torch.add), lambda: (r(2, 3, 5), r(3, 1)), "Add"),
     ("sub_broadcast", lambda: fn(torch.sub), lambda: (r(2, 1, 5), r(3, 1)), "Subtract"),
     ("mul_broadcast", lambda: fn(torch.mul), lambda: (r(2, 3, 5), r(5)), "Multiply"),
@@ -153,7 +155,8 @@ QUANT_CASES = [
     ("dynamic_conv", lambda: nn.Conv2d(3, 8, 3), lambda: (r(1, 3, 8, 8),), "Conv2d", "dynamic"),
 ]
 
-FAST = {"conv", "depthwise", "linear_relu", "add_broadcast", "softmax", "static-linear", "dynamic-dynamic_linear"}
+FAST = {"conv", "depthwise", "linear_relu", "add_broadcast", "softmax", "gelu_blocks", "static-linear",
+        "dynamic-dynamic_linear"}
 
 
 def _params(cases: list, prefix: Callable[[tuple], str] = lambda c: "") -> list:

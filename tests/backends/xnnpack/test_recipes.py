@@ -25,7 +25,7 @@ import torch
 from etbuild.model import build_model, sample_inputs
 from etbuild.recipe import discover_recipes, load_recipe
 from etbuild.runtime import Program
-from tests.backends.xnnpack.oracle import Lowered, delegated, lower_recipe, quant_step
+from tests.backends.xnnpack.oracle import Lowered, delegated, lower_recipe, quant_step, schemes
 from tests.conftest import HAS_EXECUTORCH
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")]
@@ -47,16 +47,7 @@ def _distinct(paths: list[Path]) -> list[Path]:
 RECIPES = _distinct(discover_recipes(Path(__file__).resolve().parents[3] / "recipes"))
 
 
-def _schemes(path: Path) -> tuple[str | None, ...]:
-    modules = list(build_model(load_recipe(path)).modules())
-    if any(isinstance(m, torch.nn.RNNBase) for m in modules):
-        return (None,)
-    if any(isinstance(m, torch.nn.modules.conv._ConvNd) for m in modules):
-        return (None, "static")
-    return (None, "static", "dynamic")
-
-
-CASES = [(p, q) for p in RECIPES for q in _schemes(p)]
+CASES = [(p, q) for p in RECIPES for q in schemes(build_model(load_recipe(p)))]
 
 
 @pytest.mark.parametrize(

@@ -63,6 +63,21 @@ UNARY: dict[str, UnaryFn] = {
 
 
 SPECIAL = {"Exp", "Log", "SquareRoot", "ReciprocalSquareRoot", "Square", "Div"}  # see Op.special
+BLOCK = 16384  # elements per block of a multi-pass function: its passes then run in cache
+
+
+def blocks(fn: UnaryFn, x: np.ndarray, o: np.ndarray) -> Step:
+    """fn over contiguous x and o: one call, or (for long arrays) one per block of flat views."""
+    if x.size <= BLOCK or not (x.flags.c_contiguous and o.flags.c_contiguous):
+        return functools.partial(fn, x, o)
+    xf, of = x.reshape(-1), o.reshape(-1)
+    parts = [(xf[s : s + BLOCK], of[s : s + BLOCK]) for s in range(0, x.size, BLOCK)]
+
+    def blockwise() -> None:
+        for a, b in parts:
+            fn(a, b)
+
+    return blockwise
 
 
 class Unary(Op):
@@ -76,7 +91,9 @@ class Unary(Op):
         return [shapes[0]]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        return functools.partial(self.fn, ins[0], outs[0])
+        if isinstance(self.fn, np.ufunc) or self.fn is _copy:
+            return functools.partial(self.fn, ins[0], outs[0])
+        return blocks(self.fn, ins[0], outs[0])  # several passes: block by block
 
 
 class Move(Unary):

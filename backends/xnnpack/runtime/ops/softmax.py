@@ -30,10 +30,11 @@ class Softmax(Op):
         total = scratch(peak.shape)
 
         def softmax() -> None:
-            np.max(x, axis=-1, keepdims=True, out=peak)
+            np.maximum.reduce(x, axis=-1, keepdims=True, out=peak)
             np.subtract(x, peak, out=o)
             np.exp(o, out=o)
             np.add.reduce(o, axis=-1, keepdims=True, out=total)
-            np.divide(o, total, out=o)
+            np.divide(1.0, total, out=total)  # one reciprocal per row, then a multiply
+            np.multiply(o, total, out=o)
 
         return softmax
