@@ -62,6 +62,8 @@ def rebound_values(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -
         a = ins.instr_args
         if features.CONTROL_FLOW and isinstance(a, fb.MoveCall):
             rebound.add(a.move_to)
+        elif features.DELEGATES and isinstance(a, fb.DelegateCall):
+            rebound.update(i for i in a.args if not _fixed_tensor(values[i].val))  # dynamic outputs get resized
         elif isinstance(a, fb.KernelCall) and a.args:
             for r in _result_indices(plan, a.args[-1]):
                 if not _fixed_tensor(values[r].val):
@@ -202,16 +204,26 @@ class Binder:
         return self.values.setter(ret)
 
 def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str) -> Step:
+    """Call the delegate's handle; outputs whose arrays change (dynamic shapes) are stored back."""
     handle = binder.delegates.get(call.delegate_index)
     if handle is None:
-        delegates = binder.plan.delegates
-        backend = delegates[call.delegate_index].id if 0 <= call.delegate_index < len(delegates) else None
-        if backend is None:
-            raise InvalidProgram(f"{where}: delegate index {call.delegate_index} is out of range")
-        raise InvalidProgram(f"{where}: the program delegates to backend {backend!r}, which this runtime lacks")
+        raise InvalidProgram(f"{where}: delegate index {call.delegate_index} is out of range")
     args = list(call.args)
+    if len(args) != handle.arg_count:
+        raise InvalidProgram(f"{where}: the delegate takes {handle.arg_count} values, the call passes {len(args)}")
+    stores = [(k, binder.values.setter(args[p])) for k, p in enumerate(handle.output_positions)
+              if args[p] in binder.rebound]
     objs = binder.values.objects
-    return lambda: handle.execute([objs[i] for i in args])
+    if not features.LIVE_VALUES or binder.rebound.isdisjoint(args):
+        fixed = [objs[i] for i in args]
+        return lambda: handle.execute(fixed)
+
+    def execute() -> None:
+        results = handle.execute([objs[i] for i in args])
+        for k, store in stores:
+            store(results[k])
+
+    return execute
 
 
 def _noop() -> None:

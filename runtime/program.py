@@ -19,6 +19,7 @@ from etbuild.errors import InvalidProgram, KernelError, MethodInputError
 from etbuild.kernels.registry import KernelInfo, load_all
 from etbuild.runtime import control_flow, features
 from etbuild.runtime.binding import Binder, Values
+from etbuild.runtime.delegates import init_delegates, named_data, processed_blob
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, read_program, segment_bytes
 from etbuild.runtime.inputs import input_setters
@@ -36,6 +37,7 @@ class Program:
         self.source = source
         self.program, self.header = _read(data, source)
         self.level_names = dict(level_names or {})  # method -> memory level names, by memory id
+        self._named: dict[str, memoryview] | None = None  # named data, read when a delegate needs it
 
     @classmethod
     def load(cls, path: str | Path) -> Program:
@@ -126,9 +128,20 @@ class Program:
         arenas = _arenas(plan, buffers, max_planned_bytes, self.source, self.level_names.get(name))
         registry = kernels if kernels is not None else load_all()
         try:
-            return Method(plan, arenas, self.constant_data(), registry, instruction_budget)
+            delegates = self.delegates(plan) if features.DELEGATES and plan.delegates else {}
+            return Method(plan, arenas, self.constant_data(), registry, instruction_budget, delegates)
         except InvalidProgram as exc:
             raise type(exc)(f"{self.source}: method {name!r}: {exc}") from None
+
+    def delegates(self, plan: fb.ExecutionPlan) -> dict[int, Any]:
+        """Each delegate of the plan initialised by its backend (see etbuild.runtime.delegates)."""
+        if self._named is None:
+            self._named = named_data(self.data, self.program, self.header)
+
+        def blob(ref: fb.BackendDelegateDataReference, where: str) -> memoryview:
+            return processed_blob(self.data, self.program, self.header, ref, where)
+
+        return init_delegates(plan, blob, self._named)
 
 
 def _level_list(names: list[str] | None, count: int) -> list[str]:
@@ -188,6 +201,7 @@ class Method:
         consts: ConstantData,
         kernels: Mapping[str, KernelInfo],
         instruction_budget: int,
+        delegates: Mapping[int, Any] | None = None,
     ) -> None:
         self.name = plan.name or ""
         self.plan = plan
@@ -198,7 +212,7 @@ class Method:
         if len(plan.chains) != 1:
             raise InvalidProgram(f"expected one chain, found {len(plan.chains)}")
         instructions = plan.chains[0].instructions
-        self.steps = Binder(self.values, kernels.get, {}).bind(instructions)
+        self.steps = Binder(self.values, kernels.get, delegates or {}).bind(instructions)
         if features.CONTROL_FLOW:
             self.budget = instruction_budget
             self.is_jump = [isinstance(ins.instr_args, fb.JumpFalseCall) for ins in instructions]
