@@ -1,23 +1,44 @@
-"""The runtime backends: backend id -> the module that executes its delegates. Torch-free.
+"""The backends: one table from the name a recipe gives to the modules of each half. Torch-free.
 
-A program's `BackendDelegate` names a backend id (`XnnpackBackend`); the runtime initialises
-each delegate of a plan once, at load_method, with that backend's `init`, and binds every
-`DelegateCall` to the handle it returns. BACKENDS is the one explicit table, read without
-importing anything, so that selective build can ship only the backends a product's programs
-name (a trimmed runtime replaces this table). A backend module is imported the first time a
-program names its id, and exposes `BACKEND`, an object satisfying `RuntimeBackend`.
+A backend has an AOT half (partition a graph, preprocess each partition into a blob; may
+import torch) and a runtime half (init a blob once, execute it per call; torch-free), as
+DESIGN.md says. BACKENDS is the one explicit table, read without importing anything: the
+build looks a recipe's `backends:` names up here, the runtime looks a program's
+`BackendDelegate.id` up here, and selective build ships only the backends a product's
+programs name (a trimmed runtime replaces this table). A module is imported the first time
+it is needed; each exposes `BACKEND` (the runtime one a `RuntimeBackend`, the AOT one an
+`AotBackend`) and the options module `OPTIONS`, the frozen dataclass of what a recipe may set.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-BACKENDS: dict[str, str] = {
-    "XnnpackBackend": "etbuild.backends.xnnpack.runtime",
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend: the id programs name, and where its halves and its recipe options live."""
+
+    id: str  # BackendDelegate.id in a program (the id ExecuTorch's runtime registers)
+    runtime: str  # torch-free module exposing BACKEND: RuntimeBackend
+    aot: str  # module exposing BACKEND: AotBackend (may import torch)
+    options: str  # torch-free module exposing OPTIONS: the dataclass of the recipe's `options`
+    schemas: tuple[str, ...] = ()  # files of etbuild.schema its runtime decodes (via reader.schema_layout)
+
+
+BACKENDS: dict[str, Backend] = {
+    "xnnpack": Backend(
+        id="XnnpackBackend",
+        runtime="etbuild.backends.xnnpack.runtime",
+        aot="etbuild.backends.xnnpack.aot",
+        options="etbuild.backends.xnnpack.options",
+        schemas=("xnnpack.fbs",),
+    ),
 }
 
 
@@ -50,9 +71,19 @@ class RuntimeBackend(Protocol):
         ...
 
 
+def backend_ids() -> list[str]:
+    """The ids of the backends this runtime has, sorted."""
+    return sorted(b.id for b in BACKENDS.values())
+
+
 def backend(backend_id: str) -> RuntimeBackend | None:
     """The runtime backend registered for an id; None when this runtime has none."""
-    module = BACKENDS.get(backend_id)
-    if module is None:
-        return None
-    return importlib.import_module(module).BACKEND
+    for entry in BACKENDS.values():
+        if entry.id == backend_id:
+            return importlib.import_module(entry.runtime).BACKEND  # type: ignore[no-any-return]
+    return None
+
+
+def backend_options(name: str) -> type:
+    """The options dataclass of the backend a recipe calls `name` (a key of BACKENDS)."""
+    return importlib.import_module(BACKENDS[name].options).OPTIONS  # type: ignore[no-any-return]

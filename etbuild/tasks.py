@@ -32,6 +32,7 @@ from doit.tools import config_changed
 
 import etbuild
 from etbuild.errors import EtbuildError
+from etbuild.lowering.partition_report import PARTITION_FILES
 from etbuild.recipe import Recipe
 
 STAGES = ("export", "lower", "plan", "emit", "select", "verify")
@@ -67,6 +68,10 @@ class Artifacts:
     def lowered(self) -> Path:
         """The unplanned program: the `.pte` format, but an intermediate, so not named `.pte`."""
         return self.root / "lowered.unplanned"
+
+    def partition(self, recipe: Recipe) -> list[Path]:
+        """partition.json and partition.svg, written when the recipe names backends."""
+        return [self.root / f for f in PARTITION_FILES] if recipe.backends else []
 
     @property
     def dump_dir(self) -> Path:
@@ -167,7 +172,10 @@ def recipe_tasks(
     # stage -> (action, its arguments, files it reads, files it writes, recipe sections it reads)
     specs: dict[str, tuple[Callable[..., None], tuple[Any, ...], list[str], list[Any], tuple[str, ...]]] = {
         "export": (export.run_export, (recipe, a.exports), model_deps, exports, ("model",)),
-        "lower": (lower.run_lower, (a.exports, a.lowered, a.dump_dir, dump_after), exports, [a.lowered, *dumps], ()),
+        "lower": (
+            lower.run_lower, (a.exports, a.lowered, a.dump_dir, dump_after, recipe.backends), exports,
+            [a.lowered, *a.partition(recipe), *dumps], ("backends",),
+        ),
         "plan": (plan.run_plan, (a.lowered, recipe.memory, a.root), [str(a.lowered)], a.memory, ("memory",)),
         "emit": (emit.run_emit, (a.lowered, a.plan, a.pte), [str(a.lowered), str(a.plan)], [a.pte], ()),
         "select": (

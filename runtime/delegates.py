@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from etbuild.backends.registry import BACKENDS, DelegateHandle, RuntimeBackend, backend
+from etbuild.backends.registry import DelegateHandle, RuntimeBackend, backend, backend_ids
 from etbuild.errors import InvalidProgram
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, segment_bytes
@@ -55,7 +55,7 @@ def init_delegates(
         where = f"delegate {k} ({d.id})"
         impl = lookup(d.id or "")
         if impl is None:
-            known = ", ".join(sorted(BACKENDS)) or "none"
+            known = ", ".join(backend_ids()) or "none"
             raise InvalidProgram(f"{where}: this runtime has no backend {d.id!r} (it has: {known})")
         specs = {s.key or "": bytes(s.value) for s in d.compile_specs}
         try:

@@ -4,5 +4,4 @@ from pathlib import Path
 
 SCHEMA_DIR = Path(__file__).resolve().parent
 PROGRAM_FBS = SCHEMA_DIR / "program.fbs"
-XNNPACK_FBS = SCHEMA_DIR / "xnnpack.fbs"
 RECIPE_SCHEMA = SCHEMA_DIR / "recipe.schema.json"

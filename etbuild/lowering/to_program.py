@@ -24,10 +24,11 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx import Graph, Node
 
 from etbuild.errors import StageError
-from etbuild.lowering.builder import ConstantPool, PlanBuilder
+from etbuild.lowering.builder import ConstantPool, DelegateData, PlanBuilder
 from etbuild.lowering.dtypes import scalar_type, tensor_bytes
 from etbuild.lowering.forms import GraphMethod, GraphProgram, LoweredProgram
 from etbuild.lowering.out_variants import copy_variant, operator_name, out_variant
+from etbuild.lowering.partition import Delegate
 from etbuild.lowering.sources import node_frame
 from etbuild.lowering.steps import at_node, in_method
 from etbuild.lowering.symbolic import PRIM_OPS, shape_bounds
@@ -37,12 +38,13 @@ _MEMORY_FORMATS = {torch.contiguous_format: 0, torch.preserve_format: 1}
 
 
 def to_program(graph: GraphProgram) -> LoweredProgram:
-    """Every method converted, with the constant and mutable-state segments they share."""
-    pool, mutable = ConstantPool(), ConstantPool()
+    """Every method converted, with the segments they share: constants, mutable state, then
+    each delegate's blob and the named data the delegates keep their weights in."""
+    pool, mutable, delegated = ConstantPool(), ConstantPool(), DelegateData()
     plans = []
     for method in graph.methods:
         with in_method(method.name):
-            plans.append(GraphConverter(method, pool, mutable).convert())
+            plans.append(GraphConverter(method, pool, mutable, delegated).convert())
     data, offsets = pool.segment()
     program = fb.Program(
         version=0, execution_plan=plans, constant_segment=fb.SubsegmentOffsets(segment_index=0, offsets=offsets)
@@ -52,17 +54,20 @@ def to_program(graph: GraphProgram) -> LoweredProgram:
         state, state_offsets = mutable.segment()
         program.mutable_data_segments = [fb.SubsegmentOffsets(segment_index=1, offsets=state_offsets)]
         segments.append(state)
-    return LoweredProgram(program, tuple(segments))
+    segments += delegated.place(program, len(segments))
+    return LoweredProgram(program, tuple(segments), graph.report)
 
 
 class GraphConverter:
     """One method: graph nodes in, plan values and instructions out."""
 
-    def __init__(self, method: GraphMethod, pool: ConstantPool, mutable_pool: ConstantPool) -> None:
+    def __init__(self, method: GraphMethod, pool: ConstantPool, mutable_pool: ConstantPool,
+                 delegated: DelegateData) -> None:
         self.ep = method.exported
         self.consts = method.constants
         self.b = PlanBuilder(method.name, pool)
         self.mutable_pool = mutable_pool
+        self.delegated = delegated
         self.env: dict[Node, Any] = {}
 
     def convert(self) -> fb.ExecutionPlan:
@@ -89,6 +94,8 @@ class GraphConverter:
             with at_node(node):
                 if node.op == "call_function" and node not in self.consts:
                     self.call(node)
+                elif node.op == "call_module":
+                    self.delegate(node)
                 elif node.op == "output":
                     return [self.value_of(n) if isinstance(n, Node) else n for n in _flatten(node.args[0])]
         return []
@@ -178,6 +185,20 @@ class GraphConverter:
         out_ids, ret = self.out_values(outs, node)
         name, overload = operator_name(op)
         self.b.kernel_call(name, overload, [*args, *out_ids, ret], node_frame(node))
+
+    def delegate(self, node: Node) -> None:
+        """A partition's delegate: its blob in a segment, one DelegateCall (inputs, then outputs)."""
+        module = self.ep.graph_module.get_submodule(str(node.target))
+        if not isinstance(module, Delegate):
+            raise StageError(f"module {node.target} is not a delegate")
+        inputs = [self.value_of(_arg_node(node, i)) for i in range(len(node.args))]
+        outputs = [self.new_tensor(m) for m in node.meta["val"]]
+        self.env[node] = outputs
+        processed = module.processed
+        ref = self.delegated.add(processed.blob, processed.named_data)
+        specs = [fb.CompileSpec(key, value) for key, value in processed.compile_specs]
+        delegate = fb.BackendDelegate(id=module.backend_id, processed=ref, compile_specs=specs)
+        self.b.delegate_call(delegate, [*inputs, *outputs], node_frame(node))
 
     def cond(self, node: Node) -> None:
         """Inline both branches: JumpFalse, true branch, Move, jump to end, false branch, Move."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from etbuild.backends.options import OptionError, parse_options
+from etbuild.backends.registry import BACKENDS, backend_options
 from etbuild.errors import did_you_mean
 from etbuild.recipe.config import default
 from etbuild.recipe.parse import Doc
@@ -16,10 +18,9 @@ from etbuild.recipe.places import KeyPath, format_key_path, located_error, show
 
 NOT_SUPPORTED_YET: tuple[KeyPath, ...] = (
     ("quantize",),
-    ("backends", 0),
 )
 """Key paths whose stage does not exist yet: a recipe is rejected when one holds a non-null value.
-A trailing index means "a list with that item": `("backends", 0)` is a first backend."""
+A trailing index means "a list with that item": `("backends", 0)` would be a first backend."""
 
 INTEGER_DTYPES = ("int64", "int32", "uint8", "int8")
 MIN_DYNAMIC_EXAMPLE = 2
@@ -194,9 +195,20 @@ def _check_one_of(doc: Doc, path: KeyPath, keys: tuple[str, str], required: bool
 
 
 def _check_backends(doc: Doc) -> None:
-    """A backend is listed once."""
-    names = [backend["name"] for backend in doc.data.get("backends") or []]
-    _check_unique(doc, ("backends",), names, "backend")
+    """A backend is listed once, is one there is, and takes the options the recipe gives it."""
+    backends = doc.data.get("backends") or []
+    _check_unique(doc, ("backends",), [backend["name"] for backend in backends], "backend")
+    for i, backend in enumerate(backends):
+        name, path = backend["name"], ("backends", i, "name")
+        if name not in BACKENDS:
+            known = list(BACKENDS)
+            message = f"expected one of the backends {', '.join(known)}; got {name!r}{did_you_mean(name, known)}"
+            raise located_error(doc.where(path), path, message)
+        try:
+            parse_options(backend_options(name), backend.get("options") or {}, name)
+        except OptionError as exc:
+            options_path = ("backends", i, "options", exc.key)
+            raise located_error(doc.where(options_path), options_path, str(exc)) from None
 
 
 def _check_unique(doc: Doc, items: KeyPath, names: list[str], kind: str) -> None:

@@ -2,10 +2,13 @@
 
 Takes: one `export/<method>.pt2` per method (dialect `aten`). Gives: `lowered.unplanned`, the
 program in ExecuTorch's format without a memory plan: one ExecutionPlan per method (sorted by
-name, as ExecuTorch stores them), every call an out-variant KernelCall, constants folded
-(inference BatchNorms into the convolutions before them) and stored once in the constant
-segment, initial states of mutable buffers in the mutable data segment, tensors not yet
-placed in memory, one frame list per instruction naming where it came from. It does not end
+name, as ExecuTorch stores them), every call an out-variant KernelCall or, for the parts the
+recipe's backends take, a DelegateCall of a delegate blob, constants folded (inference
+BatchNorms into the convolutions before them) and stored once in the constant segment,
+delegate blobs and their weights (named data) in segments of their own, initial states of
+mutable buffers in the mutable data segment, tensors not yet placed in memory, one frame
+list per instruction naming where it came from. With backends, `partition.json` and
+`partition.svg` say what went to which delegate and why the rest stayed out. It does not end
 in `.pte`: it is an intermediate, which no runtime can run before plan and emit place its tensors.
 
 `LOWERING` lists the steps top to bottom. A new step is one entry there plus its module;
@@ -15,21 +18,25 @@ in `.pte`: it is an intermediate, which no runtime can run before plan and emit 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import torch
 from torch.export import ExportedProgram
 
-from etbuild.fsutil import write_bytes
+from etbuild.fsutil import write_bytes, write_json
 from etbuild.lowering.decompose import decompose
 from etbuild.lowering.fold import fold_constants
-from etbuild.lowering.forms import ATEN, CORE_ATEN, UNPLANNED, GraphProgram, LoweredProgram
+from etbuild.lowering.forms import ATEN, CORE_ATEN, DELEGATED, UNPLANNED, GraphProgram, LoweredProgram
 from etbuild.lowering.fuse_batch_norm import fuse_batch_norm
 from etbuild.lowering.listing import listing
+from etbuild.lowering.partition import partition
+from etbuild.lowering.partition_report import PARTITION_FILES, PartitionReport
+from etbuild.lowering.partition_svg import partition_svg
 from etbuild.lowering.steps import Pipeline, Step, each_method
 from etbuild.lowering.to_program import to_program
+from etbuild.recipe.config import BackendConfig
 
 LOWERING = Pipeline("lower", (
     Step("decompose", "ATen → core ATen with torch's default decomposition table",
@@ -38,14 +45,18 @@ LOWERING = Pipeline("lower", (
          CORE_ATEN, CORE_ATEN, each_method(fold_constants)),
     Step("fuse-batch-norm", "fold each inference BatchNorm into the convolution before it",
          CORE_ATEN, CORE_ATEN, each_method(fuse_batch_norm)),
-    Step("to-program", "each call → its out-variant KernelCall; constants into one shared segment",
-         CORE_ATEN, UNPLANNED, to_program),
+    Step("partition", "each backend of the recipe, in order, takes the parts it runs as delegates",
+         CORE_ATEN, DELEGATED, partition),
+    Step("to-program", "each call → its out-variant KernelCall, each delegate → a DelegateCall; constants into "
+         "one shared segment", DELEGATED, UNPLANNED, to_program),
 ))
 
 
-def lower(methods: Mapping[str, ExportedProgram], after: Callable[[Step, Any], None] | None = None) -> LoweredProgram:
-    """The unplanned program of the exported methods; `after(step, form)` sees the form after each step."""
-    return LOWERING.run(GraphProgram.of(methods), after)
+def lower(methods: Mapping[str, ExportedProgram], after: Callable[[Step, Any], None] | None = None,
+          backends: Sequence[BackendConfig] = ()) -> LoweredProgram:
+    """The unplanned program of the exported methods, with the partitions of `backends` (in
+    priority order) delegated; `after(step, form)` sees the form after each step."""
+    return LOWERING.run(GraphProgram.of(methods, backends), after)
 
 
 def dump_files(dump_dir: Path, steps: Iterable[str]) -> dict[str, Path]:
@@ -53,8 +64,10 @@ def dump_files(dump_dir: Path, steps: Iterable[str]) -> dict[str, Path]:
     return {step: dump_dir / LOWERING.dump_name(step) for step in steps}
 
 
-def run_lower(export_paths: Mapping[str, Path], out: Path, dump_dir: Path, dump_after: Iterable[str] = ()) -> None:
-    """Load each method's `.pt2`, lower them together and write `lowered.unplanned`.
+def run_lower(export_paths: Mapping[str, Path], out: Path, dump_dir: Path, dump_after: Iterable[str] = (),
+              backends: Sequence[BackendConfig] = ()) -> None:
+    """Load each method's `.pt2`, lower them together and write `lowered.unplanned` (and, with
+    backends, `partition.json` and `partition.svg` beside it).
 
     `dump_dir` is emptied first, so every dump in it comes from the latest lowering; the form
     after each step of `dump_after` is written as soon as that step ends, so a failing step
@@ -69,4 +82,15 @@ def run_lower(export_paths: Mapping[str, Path], out: Path, dump_dir: Path, dump_
             write_bytes(files[step.name], (listing(form) + "\n").encode())
 
     methods = {name: torch.export.load(str(path)) for name, path in export_paths.items()}
-    write_bytes(out, lower(methods, dump).to_bytes())
+    lowered = lower(methods, dump, backends)
+    if lowered.report is not None:
+        write_partition_report(lowered.report, out.parent)
+    write_bytes(out, lowered.to_bytes())
+
+
+def write_partition_report(report: PartitionReport, out_dir: Path) -> None:
+    """partition.json (every method) and partition.svg (the first method's graph)."""
+    write_json(out_dir / PARTITION_FILES[0], report.to_json())
+    first = report.methods[0]
+    title = f"{out_dir.name}: method {first.method}, backends {', '.join(report.backends)}"
+    write_bytes(out_dir / PARTITION_FILES[1], partition_svg(first, title).encode())

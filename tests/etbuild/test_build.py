@@ -208,8 +208,8 @@ def test_cli_dump_after_an_unknown_step_lists_the_steps(project, capsys):
     recipe, root = project
     assert main(["build", str(recipe), "--build-dir", str(root), "--dump-after", "all", "--dump-after", "fold"]) == 2
     assert capsys.readouterr().err == (
-        "error: unknown lower step 'fold'; the steps are: decompose, fold-constants, fuse-batch-norm, to-program "
-        "(or 'all')\n"
+        "error: unknown lower step 'fold'; the steps are: decompose, fold-constants, fuse-batch-norm, partition, "
+        "to-program (or 'all')\n"
     )
     assert not (root / "tiny").exists()
 

@@ -37,11 +37,11 @@ def _step(name: str, run=lambda form: form, takes=CORE_ATEN, gives=CORE_ATEN) ->
 
 
 def test_the_lowering_reads_as_named_steps_that_chain():
-    assert LOWERING.names == ("decompose", "fold-constants", "fuse-batch-norm", "to-program")
+    assert LOWERING.names == ("decompose", "fold-constants", "fuse-batch-norm", "partition", "to-program")
     assert all(step.doc and "\n" not in step.doc for step in LOWERING.steps)
     assert (LOWERING.steps[0].takes.name, LOWERING.steps[-1].gives.name) == ("aten", "unplanned-program")
     assert LOWERING.dump_name("fold-constants") == "02-fold-constants.py"
-    assert LOWERING.dump_name("to-program") == "04-to-program.txt"
+    assert LOWERING.dump_name("to-program") == "05-to-program.txt"
 
 
 def test_select_keeps_pipeline_order_and_all_is_every_step():
@@ -55,7 +55,7 @@ def test_an_unknown_step_lists_the_valid_names():
         LOWERING.select(["decompose", "fold-constant"])
     assert str(err.value) == (
         "unknown lower step 'fold-constant' — did you mean 'fold-constants'?; the steps are: decompose, "
-        "fold-constants, fuse-batch-norm, to-program (or 'all')"
+        "fold-constants, fuse-batch-norm, partition, to-program (or 'all')"
     )
 
 
@@ -79,7 +79,7 @@ def test_an_error_inside_a_step_names_the_step_the_steps_before_the_method_and_t
     with pytest.raises(StageError) as err:
         lower({"forward": exported})
     assert str(err.value) == (
-        "lower step 'to-program' (after decompose, fold-constants, fuse-batch-norm): "
+        "lower step 'to-program' (after decompose, fold-constants, fuse-batch-norm, partition): "
         "operator etbuild_test::twice.default has no out-variant to call\n"
         "  in method 'forward', node twice (etbuild_test.twice.default)\n"
         f"  from <root> (Twice) at {__file__}:{_line_of('return twice(x).relu()')}: return twice(x).relu()"

@@ -248,7 +248,6 @@ def test_discover_recipes_skips_bases() -> None:
 
 UNSUPPORTED_SETTINGS = {
     ("quantize",): "quantize: {scheme: int8-static}\n",
-    ("backends", 0): "backends: [{name: cpu}]\n",
     ("memory", "levels", 1): "memory: {levels: [{name: sram, bytes: 1KiB}, {name: dram}]}\n",
 }
 
@@ -747,16 +746,36 @@ def test_quantize_calibration_data_is_relative_to_the_file_that_names_it(in_tmp:
     assert recipe.quantize.calibration.data == (in_tmp / "recipes/base/c.npz").resolve()
 
 
-@pytest.mark.usefixtures("supported")
 def test_backends_load_in_order_with_frozen_options() -> None:
-    text = GOOD + "backends:\n  - {name: xnnpack, options: {exclude: ['head*'], min_nodes: 2}}\n  - {name: cpu}\n"
+    text = GOOD + "backends:\n  - {name: xnnpack, options: {exclude: ['head*'], min_nodes: 2}}\n"
     recipe = load_recipe(write("b.yaml", text))
-    assert recipe.backends == (
-        BackendConfig("xnnpack", {"exclude": ("head*",), "min_nodes": 2}),
-        BackendConfig("cpu", {}),
-    )
+    assert recipe.backends == (BackendConfig("xnnpack", {"exclude": ("head*",), "min_nodes": 2}),)
     with pytest.raises(TypeError):
         recipe.backends[0].options["min_nodes"] = 3  # type: ignore[index]
+
+
+def test_unknown_backend_lists_the_backends() -> None:
+    assert error_of(GOOD + "backends: [{name: xnnpak}]\n") == (
+        "recipes/x.yaml:5:13: backends[0].name: expected one of the backends xnnpack; got 'xnnpak'"
+        " — did you mean 'xnnpack'?"
+    )
+
+
+def test_unknown_backend_option_names_its_near_miss() -> None:
+    assert error_of(GOOD + "backends: [{name: xnnpack, options: {min_node: 2}}]\n") == (
+        "recipes/x.yaml:5:38: backends[0].options.min_node: backend xnnpack has no option 'min_node'"
+        " — did you mean 'min_nodes'? (its options: exclude, min_nodes, decompose)"
+    )
+
+
+@pytest.mark.parametrize(("option", "expected"), [
+    ("min_nodes: 0", "an integer >= 1"), ("exclude: head", "a list of non-empty glob strings"),
+    ("decompose: 1", "true or false"),
+])
+def test_backend_option_values_are_checked(option: str, expected: str) -> None:
+    name = option.split(":")[0]
+    message = error_of(GOOD + f"backends: [{{name: xnnpack, options: {{{option}}}}}]\n")
+    assert message.startswith(f"recipes/x.yaml:5:38: backends[0].options.{name}: expected {expected} for option")
 
 
 def test_operators_allow_a_list_or_a_file_relative_to_the_file_that_names_it(in_tmp: Path) -> None:
