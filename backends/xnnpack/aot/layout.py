@@ -13,19 +13,36 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 Shape = tuple[int, ...]
 Perm = tuple[int, ...]
 
 
 @dataclass(frozen=True)
+class Quant:
+    """How a float value is held in int8: value = (q - zero_point) · scale (static), or, with
+    scale None, quantized per row at run time from the float value itself (dynamic)."""
+
+    scale: float | None
+    zero_point: int = 0
+
+
+@dataclass(frozen=True)
 class Held:
-    """An XNNPACK value holding a torch value: its id, the perm of the torch dims and its dims."""
+    """An XNNPACK value holding a torch value: its id, the perm of the torch dims and its dims;
+    `quant` when the value is an int8 one standing for a float value (static: `id` is the int8
+    value; dynamic: `id` is the float value, quantized where an operator reads it quantized)."""
 
     id: int
     perm: Perm
     dims: Shape
+    quant: Quant | None = None
+
+
+def relabel(held: Held, perm: Sequence[int]) -> Held:
+    """The same bytes (and quantization), held in another layout."""
+    return replace(held, perm=tuple(perm))
 
 
 def identity(rank: int) -> Perm:

@@ -15,6 +15,7 @@ from typing import Any
 import torch
 from torch.fx import Node
 
+from etbuild.backends.xnnpack.aot.known import Known
 from etbuild.backends.xnnpack.aot.ops import RULES, Checker, decomposes
 from etbuild.backends.xnnpack.aot.ops.base import MAX_RANK, used_items
 from etbuild.backends.xnnpack.options import XnnpackOptions
@@ -71,7 +72,7 @@ def reason(node: Node, checker: Checker, options: XnnpackOptions) -> str | None:
 def reasons(graph: torch.fx.Graph, constants: Mapping[Node, torch.Tensor],
             options: XnnpackOptions) -> dict[Node, str | None]:
     """Every call's reason (None: taken), in graph order; a getitem goes with the call it reads."""
-    checker = Checker(constants)
+    checker = Checker(Known(constants))
     out: dict[Node, str | None] = {}
     for node in graph.nodes:
         if node.op != "call_function" or node in constants:

@@ -11,12 +11,14 @@ Every rule's check runs after the common ones in `support.py` (dtypes, static sh
 from __future__ import annotations
 
 import operator
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.fx import Node
+
+from etbuild.backends.xnnpack.aot.known import Known
 
 if TYPE_CHECKING:
     from etbuild.backends.xnnpack.aot.emitter import Emitter
@@ -27,12 +29,12 @@ MAX_RANK = 6  # XNN_MAX_TENSOR_DIMS
 
 @dataclass(frozen=True)
 class Checker:
-    """What a support check may look at: the method's build-time constants."""
+    """What a support check may look at: the values known at build time."""
 
-    constants: Mapping[Node, torch.Tensor]
+    known: Known
 
     def is_constant(self, arg: Any) -> bool:
-        return isinstance(arg, Node) and arg in self.constants
+        return arg in self.known
 
 
 Check = Callable[[Node, Checker], "str | None"]

@@ -16,12 +16,14 @@ from torch.fx import Node
 from etbuild.backends.xnnpack.aot import layout as lay
 from etbuild.backends.xnnpack.aot.emitter import Emitter
 from etbuild.backends.xnnpack.aot.ops.base import Checker, arg, aten, normalize_dim, rule, shape_of
+from etbuild.backends.xnnpack.aot.quant import per_tensor, result_quant, static
 from etbuild.backends.xnnpack.format import graph as g
 
 BINARY = {
     aten.add.Tensor: "Add", aten.sub.Tensor: "Subtract", aten.mul.Tensor: "Multiply", aten.div.Tensor: "Div",
     aten.maximum.default: "Maximum", aten.minimum.default: "Minimum",
 }
+QUANTIZED_BINARY = ("Add", "Subtract", "Multiply")  # XNNPACK runs these on qint8 values
 UNARY = {
     aten.sigmoid.default: "Sigmoid", aten.tanh.default: "Tanh", aten.exp.default: "Exp", aten.log.default: "Log",
     aten.neg.default: "Negate", aten.abs.default: "Abs", aten.sqrt.default: "SquareRoot",
@@ -75,8 +77,10 @@ def _fast(e: Emitter, lead: Node, other: Any) -> int | None:
         value = float(other) if _scalar(other) else float(e.constant(other).reshape(()))
         return e.b.constant(np.array([value], np.float32))
     h = e.held(lead)
-    if isinstance(other, Node) and other in e.env and e.env[other].perm == h.perm and e.env[other].dims == h.dims:
-        return e.env[other].id
+    if isinstance(other, Node) and other in e.env:
+        o = e.held(other)
+        if o.perm == h.perm and o.dims == h.dims:
+            return o.id
     return None
 
 
@@ -84,6 +88,8 @@ def emit_binary(node: Node, e: Emitter) -> None:
     kind = BINARY[node.target]
     a, b = node.args[0], node.args[1]
     alpha = float(arg(node, 2, "alpha", 1))
+    if kind in QUANTIZED_BINARY and alpha == 1 and _quantized(e, node, kind, a, b):
+        return
     lead = _lead(e, node, [a, b])
     if lead is not None and alpha == 1:
         other = b if lead is a else a
@@ -101,6 +107,22 @@ def emit_binary(node: Node, e: Emitter) -> None:
 
 
 rule(*BINARY, check=_check_binary)(emit_binary)
+
+
+def _quantized(e: Emitter, node: Node, kind: str, a: Any, b: Any) -> bool:
+    """Emit the int8 node if both operands are int8 values of the output's shape and the result is
+    quantized; False when they are not."""
+    out_quant = result_quant(node)
+    out_shape = e.shape(node)
+    operands = [x for x in (a, b) if isinstance(x, Node) and x in e.env and e.shape(x) == out_shape]
+    if out_quant is None or len(operands) != 2 or any(static(e.raw(x)) is None for x in operands):
+        return False
+    perm = e.raw(a).perm
+    ids = [e.quantized(x, perm) for x in (a, b)]
+    quant = per_tensor(out_quant)
+    e.put(node, e.b.binary(kind, *ids, e.b.dims(ids[0]), datatype=g.XNNDatatype.QINT8, quant=quant), perm,
+          out_quant)
+    return True
 
 
 def with_constant(e: Emitter, kind: str, xid: int, perm: lay.Perm, shape: tuple[int, ...], t: torch.Tensor) -> int:
@@ -136,9 +158,13 @@ def _check_clamp(node: Node, c: Checker) -> str | None:
 @rule(aten.relu.default, aten.hardtanh.default, aten.clamp.default, check=_check_clamp)
 def emit_clamp(node: Node, e: Emitter) -> None:
     low, high = _bounds(node)
-    if not e.fuse_clamp(node, low, high):
-        h = e.held(node.args[0])
-        e.put(node, e.b.unary("Clamp", h.id, h.dims, min_max=(low, high)), h.perm)
+    if e.fuse_clamp(node, low, high):
+        return
+    quant = e.kept_quant(node)
+    h = e.raw(node.args[0]) if quant is not None else e.held(node.args[0])
+    datatype = g.XNNDatatype.FP32 if quant is None else g.XNNDatatype.QINT8
+    out = e.b.unary("Clamp", h.id, h.dims, (low, high), datatype, None if quant is None else per_tensor(quant))
+    e.put(node, out, h.perm, quant)
 
 
 def _check_gelu(node: Node, c: Checker) -> str | None:

@@ -12,6 +12,7 @@ from torch.fx import Node
 
 from etbuild.backends.xnnpack.aot.emitter import Emitter, as_float32
 from etbuild.backends.xnnpack.aot.ops.base import Checker, arg, aten, rule, shape_of
+from etbuild.backends.xnnpack.aot.quant import bias_value, filter_value, per_tensor, quantized_weight, result_quant
 from etbuild.backends.xnnpack.format import graph as g
 
 TRANSPOSE_WEIGHTS = 1  # XNN_FLAG_TRANSPOSE_WEIGHTS: the filter is [in, out]
@@ -30,7 +31,10 @@ def _check_addmm(node: Node, c: Checker) -> str | None:
 
 
 def fully_connected(e: Emitter, node: Node, x: Node, weight: Node, bias: torch.Tensor | None) -> None:
-    """out = x @ weight (+ bias): weight [in, out] as the program holds it."""
+    """out = x @ weight (+ bias): weight [in, out] as the program holds it; on int8 values when
+    the weight is int8 and x quantized (statically, with an int8 result, or dynamically)."""
+    if _quantized(e, node, x, weight, bias):
+        return
     k, n = shape_of(weight)
     xid = e.rows(x, k)
     flags = 0
@@ -42,6 +46,30 @@ def fully_connected(e: Emitter, node: Node, x: Node, weight: Node, bias: torch.T
     out = e.b.tensor((*e.b.dims(xid)[:-1], n))
     e.node(g.FullyConnected(xid, wid, bid, out, flags), out)
     e.put(node, out)
+
+
+def _quantized(e: Emitter, node: Node, x: Node, weight: Node, bias: torch.Tensor | None) -> bool:
+    """Emit the int8 FullyConnected if the graph quantizes this product; False when it does not."""
+    qw = quantized_weight(weight, e.known)
+    held = e.raw(x) if isinstance(x, Node) and x in e.env else None
+    if qw is None or qw.axis != 1 or held is None or held.quant is None:
+        return False
+    k, n = shape_of(weight)
+    out_quant = result_quant(node) if held.quant.scale is not None else None
+    if held.quant.scale is not None and out_quant is None:
+        return False
+    fid = filter_value(e.b, qw.values.t(), qw.scales, 0)
+    if out_quant is None:  # dynamic: rows quantized at run time, float bias and result
+        xid = e.dynamic_rows(x, k)
+        bid = g.NO_ID if bias is None else e.b.constant(as_float32(bias.reshape(n)))
+        out = e.b.tensor((*e.b.dims(xid)[:-1], n))
+    else:
+        xid = e.rows(x, k, quantized=True)
+        bid = g.NO_ID if bias is None else bias_value(e.b, bias.reshape(n), held.quant.scale, qw.scales)
+        out = e.b.tensor((*e.b.dims(xid)[:-1], n), g.XNNDatatype.QINT8, per_tensor(out_quant))
+    e.node(g.FullyConnected(xid, fid, bid, out, 0), out)
+    e.put(node, out, quant=out_quant)
+    return True
 
 
 @rule(aten.addmm.default, check=_check_addmm)

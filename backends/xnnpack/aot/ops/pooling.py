@@ -24,6 +24,7 @@ from etbuild.backends.xnnpack.aot.ops.base import (
     rule,
     shape_of,
 )
+from etbuild.backends.xnnpack.aot.quant import per_tensor, result_quant, static
 from etbuild.backends.xnnpack.format import graph as g
 
 KEEP_DIMS = 0x40  # XNN_FLAG_KEEP_DIMS
@@ -50,7 +51,8 @@ def _check_max_pool(node: Node, c: Checker) -> str | None:
     return only_first_used(node) if node.target is aten.max_pool2d_with_indices.default else None
 
 
-def _pool(e: Emitter, node: Node, kind: str, ceil_mode: bool, dilation: tuple[int, int]) -> int:
+def _pool(e: Emitter, node: Node, kind: str, ceil_mode: bool, dilation: tuple[int, int],
+          quant: lay.Quant | None = None) -> int:
     x = node.args[0]
     kernel = _pair(node.args[1], [1, 1])
     stride = _pair(arg(node, 2, "stride"), list(kernel))
@@ -59,8 +61,9 @@ def _pool(e: Emitter, node: Node, kind: str, ceil_mode: bool, dilation: tuple[in
     extra = (_ceil_extra(h, kernel[0], stride[0], pad[0], dilation[0]),
              _ceil_extra(w, kernel[1], stride[1], pad[1], dilation[1])) if ceil_mode else (0, 0)
     perm = lay.nhwc(4)
-    xid = e.get(x, perm)
-    out = e.b.tensor(lay.permuted(_first_result(node), perm))
+    xid = e.get(x, perm) if quant is None else e.quantized(x, perm)
+    dims = lay.permuted(_first_result(node), perm)
+    out = e.b.tensor(dims) if quant is None else e.b.tensor(dims, g.XNNDatatype.QINT8, per_tensor(quant))
     e.node(g.MEMBER_TYPES[kind](
         padding_top=pad[0], padding_right=pad[1] + extra[1], padding_bottom=pad[0] + extra[0], padding_left=pad[1],
         pooling_height=kernel[0], pooling_width=kernel[1], stride_height=stride[0], stride_width=stride[1],
@@ -78,8 +81,10 @@ def _first_result(node: Node) -> tuple[int, ...]:
 @rule(aten.max_pool2d_with_indices.default, aten.max_pool2d.default, check=_check_max_pool)
 def emit_max_pool(node: Node, e: Emitter) -> None:
     dilation = _pair(arg(node, 4, "dilation", [1, 1]), [1, 1])
-    out = _pool(e, node, "MaxPooling2d", bool(arg(node, 5, "ceil_mode", False)), dilation)
-    held = lay.Held(out, lay.nhwc(4), e.b.dims(out))
+    values = next((u for u in node.users if u.args[1] == 0), node)  # the result a quantize reads
+    quant = e.kept_quant(node, values)
+    out = _pool(e, node, "MaxPooling2d", bool(arg(node, 5, "ceil_mode", False)), dilation, quant)
+    held = lay.Held(out, lay.nhwc(4), e.b.dims(out), quant)
     e.made_by.setdefault(out, node)
     if node.target is aten.max_pool2d.default:
         e.alias(node, held)
@@ -126,12 +131,7 @@ def emit_reduce(node: Node, e: Emitter) -> None:
     x = node.args[0]
     shape, dims = e.shape(x), _reduced(node)
     if _spatial_mean(node):
-        perm = lay.nhwc(4)
-        out = e.b.tensor((shape[0], 1, 1, shape[1]))
-        e.node(g.MEMBER_TYPES["GlobalAvgPooling2d"](input_id=e.get(x, perm), output_id=out, flags=KEEP_DIMS), out)
-        kept = (shape[0], shape[1], 1, 1)
-        e.alias(node, lay.Held(out, lay.view_layout(perm, kept, e.shape(node)) or perm, e.b.dims(out)))
-        e.made_by.setdefault(out, node)
+        _global_average(e, node, x, shape)
         return
     kept = [d for d in range(len(shape)) if d not in dims]
     count = math.prod(shape[d] for d in dims)
@@ -139,6 +139,21 @@ def emit_reduce(node: Node, e: Emitter) -> None:
     scale = 1.0 / count if node.target is aten.mean.dim else 1.0
     out = reduce_rows(e, xid, count, scale)
     e.put(node, out)
+
+
+def _global_average(e: Emitter, node: Node, x: Node, shape: tuple[int, ...]) -> None:
+    """GlobalAvgPooling2d, on int8 values when the graph quantizes both its input and its result."""
+    perm = lay.nhwc(4)
+    quant = result_quant(node) if static(e.raw(x)) is not None else None
+    dims = (shape[0], 1, 1, shape[1])
+    if quant is None:
+        xid, out = e.get(x, perm), e.b.tensor(dims)
+    else:
+        xid, out = e.quantized(x, perm), e.b.tensor(dims, g.XNNDatatype.QINT8, per_tensor(quant))
+    e.node(g.MEMBER_TYPES["GlobalAvgPooling2d"](input_id=xid, output_id=out, flags=KEEP_DIMS), out)
+    kept = (shape[0], shape[1], 1, 1)
+    e.alias(node, lay.Held(out, lay.view_layout(perm, kept, e.shape(node)) or perm, e.b.dims(out), quant))
+    e.made_by.setdefault(out, node)
 
 
 def reduce_rows(e: Emitter, xid: int, count: int, scale: float) -> int:

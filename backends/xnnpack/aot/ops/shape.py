@@ -31,20 +31,19 @@ MAX_CONCAT = 5  # Concatenate5 is XNNPACK's widest
 @rule(*VIEWS)
 def emit_view(node: Node, e: Emitter) -> None:
     x = node.args[0]
-    held, new = e.held(x), e.shape(node)
+    held, new = e.raw(x), e.shape(node)
     perm = lay.view_layout(held.perm, e.shape(x), new)
     if perm is None:
-        vid = e.get(x)
-        e.alias(node, lay.Held(vid, lay.identity(len(new)), e.b.dims(vid)))
-    else:
-        e.alias(node, lay.Held(held.id, perm, held.dims))
+        held = e.in_torch_order(x)
+        perm = lay.identity(len(new))
+    e.alias(node, lay.relabel(held, perm))
 
 
 @rule(aten.permute.default, aten.permute_copy.default)
 def emit_permute(node: Node, e: Emitter) -> None:
-    held = e.held(node.args[0])
+    held = e.raw(node.args[0])
     dims = [normalize_dim(d, len(held.perm)) for d in node.args[1]]
-    e.alias(node, lay.Held(held.id, lay.permute_layout(held.perm, dims), held.dims))
+    e.alias(node, lay.relabel(held, lay.permute_layout(held.perm, dims)))
 
 
 def _check_same_shape(node: Node, c: Checker) -> str | None:
@@ -53,7 +52,7 @@ def _check_same_shape(node: Node, c: Checker) -> str | None:
 
 @rule(aten.expand.default, aten.expand_copy.default, check=_check_same_shape)
 def emit_expand(node: Node, e: Emitter) -> None:
-    e.alias(node, e.held(node.args[0]))
+    e.alias(node, e.raw(node.args[0]))
 
 
 def _check_copy(node: Node, c: Checker) -> str | None:
@@ -67,7 +66,7 @@ def _check_copy(node: Node, c: Checker) -> str | None:
 @rule(aten.clone.default, aten.alias.default, aten._to_copy.default, aten.alias_copy.default,
       aten.contiguous.default, check=_check_copy)
 def emit_copy(node: Node, e: Emitter) -> None:
-    e.alias(node, e.held(node.args[0]))
+    e.alias(node, e.raw(node.args[0]))
 
 
 @rule(operator.getitem)
@@ -123,8 +122,8 @@ def emit_select(node: Node, e: Emitter) -> None:
     index = int(node.args[2]) % shape[dim]
     held = _slice(e, x, dim, index, 1)
     kept = tuple(s if d != dim else 1 for d, s in enumerate(shape))
-    perm = lay.view_layout(held.perm, kept, e.shape(node))
-    e.alias(node, lay.Held(held.id, perm if perm is not None else lay.identity(len(kept) - 1), held.dims))
+    perm = lay.view_layout(held.perm, kept, e.shape(node))  # dropping a dim of size 1 is always free
+    e.alias(node, lay.relabel(held, perm or lay.identity(len(kept) - 1)))
 
 
 def _split_sizes(node: Node) -> list[int]:

@@ -1,0 +1,116 @@
+"""Reading the quantize/dequantize calls of a pt2e-converted graph as XNNPACK's quantized values.
+
+torchao's pt2e flow leaves `quantized_decomposed` calls around each quantized operator:
+dequantize(int8 weight) and dequantize(quantize(activation)) feed it, quantize(result) follows
+it. XNNPACK runs the operator on the int8 values themselves: weights qcint8 (one scale per
+output channel, zero point 0), activations qint8 (one scale and zero point), biases qcint32
+(scale = input scale × weight scale), or, for dynamic quantization, qdint8 rows quantized at
+run time. Here: finding the int8 weight behind a weight argument, the quantization of an
+operator's result, and the XNNPACK values for them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.fx import Node
+
+from etbuild.backends.xnnpack.aot import layout as lay
+from etbuild.backends.xnnpack.aot.builder import GraphBuilder
+from etbuild.backends.xnnpack.aot.known import Known
+from etbuild.backends.xnnpack.format import graph as g
+
+qd = torch.ops.quantized_decomposed
+aten = torch.ops.aten
+CLAMPS = (aten.relu.default, aten.hardtanh.default, aten.clamp.default)
+STATIC_Q = qd.quantize_per_tensor.default
+INT32_RANGE = (-(2**31), 2**31 - 1)
+
+
+@dataclass(frozen=True)
+class QWeight:
+    """An int8 weight as an operator reads it (after the permutes on its way), one scale per channel of `axis`."""
+
+    values: torch.Tensor
+    scales: torch.Tensor
+    axis: int
+
+
+def _per_channel(dq: Node, known: Known) -> tuple[torch.Tensor, torch.Tensor, int] | None:
+    q = known.value(dq.args[0])
+    if q.dtype != torch.int8:
+        return None
+    if dq.target is qd.dequantize_per_channel.default:
+        zero = dq.args[2]
+        if zero is not None and bool(known.value(zero).any()):
+            return None
+        return q, known.value(dq.args[1]).to(torch.float32), int(dq.args[3]) % q.dim()
+    if dq.target is qd.dequantize_per_tensor.default and dq.args[2] == 0 and q.dim() >= 1:
+        return q, torch.full((q.shape[0],), float(dq.args[1])), 0
+    return None
+
+
+def quantized_weight(arg: Any, known: Known) -> QWeight | None:
+    """The int8 weight (zero points 0) behind a weight argument, through permutes; None when there is none."""
+    perms: list[list[int]] = []
+    node = arg
+    while isinstance(node, Node) and node.target in (aten.permute.default, aten.permute_copy.default):
+        perms.append([int(d) for d in node.args[1]])
+        node = node.args[0]
+    if not isinstance(node, Node) or node not in known or node.op != "call_function" or not node.all_input_nodes:
+        return None
+    if node.target not in (qd.dequantize_per_channel.default, qd.dequantize_per_tensor.default):
+        return None
+    found = _per_channel(node, known)
+    if found is None:
+        return None
+    values, scales, axis = found
+    for perm in reversed(perms):
+        perm = [d % values.dim() for d in perm]
+        values, axis = values.permute(perm), perm.index(axis)
+    return QWeight(values.contiguous(), scales, axis)
+
+
+def result_quant(node: Node) -> lay.Quant | None:
+    """The static int8 quantization of an operator's result: the quantize call that alone reads it
+    (through clamps, which then fuse into the operator), or None."""
+    while len(node.users) == 1:
+        user = next(iter(node.users))
+        if user.target is STATIC_Q and user.args[5] == torch.int8:
+            return lay.Quant(float(user.args[1]), int(user.args[2]))
+        if user.target not in CLAMPS:
+            return None
+        node = user
+    return None
+
+
+def static(held: lay.Held) -> lay.Quant | None:
+    """The quantization of a value held as static int8, or None."""
+    return held.quant if held.quant is not None and held.quant.scale is not None else None
+
+
+def per_tensor(quant: lay.Quant) -> g.PerTensorQuant:
+    return g.PerTensorQuant(scale=float(np.float32(quant.scale)), zero_point=quant.zero_point)
+
+
+def per_channel(b: GraphBuilder, scales: torch.Tensor, channel_dim: int) -> g.PerChannelQuant:
+    """Per-channel quantization whose scales are named data `scale_<sha256>` (as ExecuTorch stores them)."""
+    data = scales.detach().to(torch.float32).contiguous().numpy()
+    index = b.constant_data(data.tobytes(), prefix="scale_")
+    return g.PerChannelQuant(scale=[], channel_dim=channel_dim, scale_buffer_idx=index, num_scales=len(data))
+
+
+def filter_value(b: GraphBuilder, values: torch.Tensor, scales: torch.Tensor, channel_dim: int) -> int:
+    """A qcint8 filter (its int8 values already in XNNPACK's layout)."""
+    quant = per_channel(b, scales, channel_dim)
+    return b.constant(values.contiguous().numpy(), g.XNNDatatype.QCINT8, quant)
+
+
+def bias_value(b: GraphBuilder, bias: torch.Tensor, input_scale: float, scales: torch.Tensor) -> int:
+    """A qcint32 bias: round(bias / (input scale × weight scale)) per channel."""
+    bias_scales = (float(np.float32(input_scale)) * scales.to(torch.float64)).to(torch.float32)
+    q = torch.round(bias.to(torch.float64) / bias_scales.to(torch.float64)).clamp(*INT32_RANGE).to(torch.int32)
+    return b.constant(q.numpy(), g.XNNDatatype.QCINT32, per_channel(b, bias_scales, 0))
