@@ -16,6 +16,11 @@ from torch._ops import OpOverload
 from torch.fx import Node
 
 
+CREATIONS = (torch.ops.aten.full.default, torch.ops.aten.scalar_tensor.default, torch.ops.aten.zeros.default,
+             torch.ops.aten.ones.default)
+"""Calls that make a tensor from their arguments alone (never `empty`: its values are undefined)."""
+
+
 def _pure(target: Any) -> bool:
     """A call that gives the same result for the same inputs and changes nothing."""
     return isinstance(target, OpOverload) and not target._schema.is_mutable and (
@@ -36,8 +41,9 @@ class Known:
         if arg in self.constants:
             return True
         if arg not in self._known:
-            self._known[arg] = arg.op == "call_function" and _pure(arg.target) and bool(arg.all_input_nodes) and all(
-                n in self for n in arg.all_input_nodes)
+            inputs = arg.all_input_nodes
+            self._known[arg] = arg.op == "call_function" and (arg.target in CREATIONS or (
+                _pure(arg.target) and bool(inputs) and all(n in self for n in inputs)))
         return self._known[arg]
 
     def value(self, node: Node) -> torch.Tensor:

@@ -101,3 +101,15 @@ def view_layout(perm: Sequence[int], old: Sequence[int], new: Sequence[int]) -> 
     to_new = dict(zip(old_kept, new_kept))
     ones = [d for d in range(len(new)) if new[d] == 1]
     return (*ones, *(to_new[d] for d in perm if old[d] != 1))
+
+
+def held_axis(held: Held, shape: Sequence[int], dim: int) -> int | None:
+    """The dim of `held.dims` that is torch dim `dim` (of size > 1) of a value of `shape`, when
+    the held dims are its permuted shape up to dims of size 1; None otherwise."""
+    expected = permuted(shape, held.perm)
+    want = [(i, s) for i, s in enumerate(expected) if s != 1]
+    have = [(j, s) for j, s in enumerate(held.dims) if s != 1]
+    if shape[dim] == 1 or [s for _, s in want] != [s for _, s in have]:
+        return None
+    at = held.perm.index(dim)
+    return next(j for (i, _), (j, _) in zip(want, have) if i == at)

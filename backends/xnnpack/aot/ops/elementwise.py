@@ -77,10 +77,12 @@ def _fast(e: Emitter, lead: Node, other: Any) -> int | None:
         value = float(other) if _scalar(other) else float(e.constant(other).reshape(()))
         return e.b.constant(np.array([value], np.float32))
     h = e.held(lead)
-    if isinstance(other, Node) and other in e.env:
+    shape = e.shape(lead)
+    if isinstance(other, Node) and other in e.env and e.shape(other) == shape:
         o = e.held(other)
-        if o.perm == h.perm and o.dims == h.dims:
-            return o.id
+        broadcast = np.broadcast_shapes(h.dims, o.dims)
+        if lay.same_bytes(o.perm, h.perm, shape) and math.prod(broadcast) == math.prod(shape):
+            return o.id  # the held dims line up: no element is broadcast
     return None
 
 
@@ -97,7 +99,8 @@ def emit_binary(node: Node, e: Emitter) -> None:
         if fast is not None:
             h = e.held(lead)
             ids = (h.id, fast) if lead is a else (fast, h.id)
-            e.put(node, e.b.binary(kind, *ids, h.dims), h.perm)
+            dims = np.broadcast_shapes(e.b.dims(ids[0]), e.b.dims(ids[1]))
+            e.put(node, e.b.binary(kind, *ids, dims), h.perm)
             return
     rank = len(e.shape(node))
     perm = e.held(lead).perm if lead is not None else lay.identity(rank)

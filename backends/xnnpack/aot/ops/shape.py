@@ -88,16 +88,24 @@ def _bounds(shape: Sequence[int], dim: int, start: Any, end: Any) -> tuple[int, 
 
 
 def _slice(e: Emitter, x: Node, dim: int, start: int, length: int) -> lay.Held:
-    """x narrowed along dim to [start, start + length), in x's layout."""
-    held = e.held(x)
+    """x narrowed along dim to [start, start + length), in x's layout (a known x: at build time)."""
     shape = e.shape(x)
-    vid = e.get(x, held.perm)
-    offsets, sizes = [0] * len(shape), list(lay.permuted(shape, held.perm))
-    at = held.perm.index(dim)
-    offsets[at], sizes[at] = start, length
-    out = e.b.tensor(sizes)
-    e.node(g.StaticSlice(len(sizes), offsets, sizes, vid, out, 0), out)
-    return lay.Held(out, held.perm, tuple(sizes))
+    if e.is_constant(x) and x not in e.env:
+        t = e.constant(x).narrow(dim, start, length).detach().to(torch.float32).contiguous()
+        return lay.Held(e.b.constant(t.numpy()), lay.identity(len(shape)), tuple(t.shape))
+    held = e.held(x)
+    if start == 0 and length == shape[dim]:
+        return held
+    at = lay.held_axis(held, shape, dim)
+    vid, dims = held.id, list(held.dims)
+    if at is None:
+        vid, dims = e.get(x, held.perm), list(lay.permuted(shape, held.perm))
+        at = held.perm.index(dim)
+    offsets = [0] * len(dims)
+    offsets[at], dims[at] = start, length
+    out = e.b.tensor(dims)
+    e.node(g.StaticSlice(len(dims), offsets, dims, vid, out, 0), out)
+    return lay.Held(out, held.perm, tuple(dims))
 
 
 def _check_slice(node: Node, c: Checker) -> str | None:
