@@ -77,11 +77,21 @@ def backend_ids() -> list[str]:
 
 
 def backend(backend_id: str) -> RuntimeBackend | None:
-    """The runtime backend registered for an id; None when this runtime has none."""
+    """The runtime backend registered for an id; None when this runtime has none (or does not ship it)."""
     for entry in BACKENDS.values():
         if entry.id == backend_id:
-            return importlib.import_module(entry.runtime).BACKEND  # type: ignore[no-any-return]
+            return _runtime_module(entry.runtime)
     return None
+
+
+def _runtime_module(module: str) -> RuntimeBackend | None:
+    """The BACKEND of a runtime module; None when a trimmed runtime lacks its package."""
+    try:
+        return importlib.import_module(module).BACKEND  # type: ignore[no-any-return]
+    except ModuleNotFoundError as exc:
+        if exc.name and module.startswith(exc.name):
+            return None
+        raise
 
 
 def backend_options(name: str) -> type:

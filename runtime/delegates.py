@@ -54,12 +54,15 @@ def init_delegates(
     for k, d in enumerate(plan.delegates):
         where = f"delegate {k} ({d.id})"
         impl = lookup(d.id or "")
+        if impl is None and d.id in backend_ids():
+            raise InvalidProgram(f"{where}: backend {d.id!r} is not shipped with this (trimmed) runtime")
         if impl is None:
             known = ", ".join(backend_ids()) or "none"
             raise InvalidProgram(f"{where}: this runtime has no backend {d.id!r} (it has: {known})")
         specs = {s.key or "": bytes(s.value) for s in d.compile_specs}
+        data = blob(d.processed, where)
         try:
-            handles[k] = impl.init(blob(d.processed, where), specs, named)
+            handles[k] = impl.init(data, specs, named)
         except InvalidProgram as exc:
             raise InvalidProgram(f"{where}: {exc}") from None
     return handles

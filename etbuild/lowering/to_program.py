@@ -27,7 +27,8 @@ from etbuild.errors import StageError
 from etbuild.lowering.builder import ConstantPool, DelegateData, PlanBuilder
 from etbuild.lowering.dtypes import scalar_type, tensor_bytes
 from etbuild.lowering.forms import GraphMethod, GraphProgram, LoweredProgram
-from etbuild.lowering.out_variants import copy_variant, operator_name, out_variant
+from etbuild.lowering.operator_set import returns_scalar
+from etbuild.lowering.out_variants import check_carried, copy_variant, operator_name, out_variant
 from etbuild.lowering.partition import Delegate
 from etbuild.lowering.sources import node_frame
 from etbuild.lowering.steps import at_node, in_method
@@ -150,12 +151,10 @@ class GraphConverter:
             self.env[node] = self.env[_arg_node(node, 0)][_arg_int(node, 1)]
         elif target in PRIM_OPS:
             self.prim_call(node, PRIM_OPS[target])
-        elif target is torch.ops.aten.sym_size.int:
-            args = [self.value_of(_arg_node(node, 0)), self.b.int_value(_arg_int(node, 1))]
-            self.env[node] = self.b.int_value(0)
-            self.b.kernel_call("aten::sym_size", "int", [*args, self.env[node]], node_frame(node))
         elif target is torch.ops.higher_order.cond:
             self.cond(node)
+        elif isinstance(target, OpOverload) and returns_scalar(target):
+            self.scalar_call(node, target)
         elif isinstance(target, OpOverload):
             self.kernel(node, out_variant(copy_variant(target)))
         elif isinstance(target, HigherOrderOperator):
@@ -165,17 +164,28 @@ class GraphConverter:
 
     def prim_call(self, node: Node, name: str) -> None:
         args = [self.value_of(a) if isinstance(a, Node) else self.scalar_value(a) for a in node.args]
+        self.env[node] = self.scalar_result(node)
+        self.b.kernel_call(name, "Scalar", [*args, self.env[node]], node_frame(node))
+
+    def scalar_call(self, node: Node, op: OpOverload) -> None:
+        """An operator whose result is a scalar (`sym_size.int`, `_local_scalar_dense`), called as it is."""
+        bound = _bind_args(node, op)
+        args = [self.arg_value(bound.get(a.name, _default(a)), a.type, node) for a in op._schema.arguments]
+        self.env[node] = self.scalar_result(node)
+        self.b.kernel_call(*operator_name(op), [*args, self.env[node]], node_frame(node))
+
+    def scalar_result(self, node: Node) -> int:
+        """A fresh Bool, Double or Int value for the scalar a call writes (by the node's traced value)."""
         result = node.meta.get("val")
         if isinstance(result, (bool, torch.SymBool)):
-            self.env[node] = self.b.bool_value(False)
-        elif isinstance(result, (float, torch.SymFloat)):
-            self.env[node] = self.b.double_value(0.0)
-        else:
-            self.env[node] = self.b.int_value(0)
-        self.b.kernel_call(name, "Scalar", [*args, self.env[node]], node_frame(node))
+            return self.b.add(fb.Bool(False))
+        if isinstance(result, (float, torch.SymFloat)):
+            return self.b.add(fb.Double(0.0))
+        return self.b.add(fb.Int(0))
 
     def kernel(self, node: Node, op: OpOverload) -> None:
         bound = _bind_args(node, node.target)
+        check_carried(bound, op, node.meta.get("val"))
         args, outs = [], []
         for arg in op._schema.arguments:
             if arg.is_out:
@@ -277,8 +287,15 @@ class GraphConverter:
         return self.b.tensor(scalar_type(t.dtype), [], data=tensor_bytes(t))
 
     def symbolic_scalar_tensor(self, value: Node, node: Node) -> int:
-        """A symbolic Int where the schema wants a tensor: `scalar_tensor.out` at run time."""
-        out = self.b.tensor(scalar_type(torch.int64), [])
+        """A scalar computed at run time where the schema wants a tensor: `scalar_tensor.out`, a 0-d
+        int64, float64 or bool tensor as torch wraps a Python number of that kind."""
+        kind = value.meta.get("val")
+        dtype = torch.int64
+        if isinstance(kind, (float, torch.SymFloat)):
+            dtype = torch.float64
+        elif isinstance(kind, (bool, torch.SymBool)):
+            dtype = torch.bool
+        out = self.b.tensor(scalar_type(dtype), [])
         self.b.kernel_call("aten::scalar_tensor", "out", [self.value_of(value), out, out], node_frame(node))
         return out
 

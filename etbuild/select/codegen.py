@@ -30,10 +30,7 @@ from __future__ import annotations
 
 import importlib.util
 import io
-import os
 import pkgutil
-import shutil
-import tempfile
 import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass
@@ -43,9 +40,10 @@ import jinja2
 
 from etbuild.backends.registry import BACKENDS, Backend, backend_ids
 from etbuild.errors import InternalError, StageError
-from etbuild.fsutil import write_bytes
+from etbuild.fsutil import atomic_dir, write_bytes
 from etbuild.kernels.registry import load_all
 from etbuild.runtime import features as runtime_features
+from etbuild.runtime.checks import KIND_TYPES
 from etbuild.runtime.format.fbs import load_schema
 from etbuild.runtime.format.reader import Layout, layout
 from etbuild.runtime.tensor import SCALAR_TYPE_TO_DTYPE
@@ -65,6 +63,7 @@ PTE_MODULE = "etbuild.runtime.format.pte"
 MIRROR_MODULE = "etbuild.runtime.format.program"
 REGISTRY_MODULE = "etbuild.kernels.registry"
 TENSOR_MODULE = "etbuild.runtime.tensor"
+CHECKS_MODULE = "etbuild.runtime.checks"
 FEATURES_MODULE = "etbuild.runtime.features"
 BACKENDS_MODULE = "etbuild.backends.registry"
 READER_MODULE = "etbuild.runtime.format.reader"
@@ -205,11 +204,21 @@ def _shaken(env: jinja2.Environment, contents: Contents, source: str) -> Shaker:
 
 
 def _overrides(env: jinja2.Environment, contents: Contents) -> dict[str, dict[str, str]]:
-    """Definitions a trimmed runtime replaces: its schema layout, its registry, its dtype table."""
+    """Definitions a trimmed runtime replaces: its schema layout, its registry (whose kernels ship
+    without annotations: their argument kinds come as a table), its argument kinds' value types,
+    its backends table, its dtype table."""
+    registry = load_all()
+    kinds = {name: registry[name].kinds for name in contents.kernels}
+    letters = sorted(set("".join(kinds.values())) - {">"})
+    kind_types = {k: KIND_TYPES[k] for k in letters}
     backends = selected_backends(contents)
     out = {
         PTE_MODULE: {"program_layout": env.get_template("program_layout.py.j2").render()},
-        REGISTRY_MODULE: {"load_all": env.get_template("load_all.py.j2").render()},
+        REGISTRY_MODULE: {
+            "load_all": env.get_template("load_all.py.j2").render(),
+            "argument_kinds": env.get_template("argument_kinds.py.j2").render(kinds=repr(kinds)),
+        },
+        CHECKS_MODULE: {"KIND_TYPES": env.get_template("kind_table.py.j2").render(kinds=repr(kind_types))},
         BACKENDS_MODULE: {"BACKENDS": env.get_template("backends_table.py.j2").render(
             backends={name: asdict(b) for name, b in BACKENDS.items() if b in backends})},
         READER_MODULE: {"schema_layout": env.get_template("schema_layout.py.j2").render()},
@@ -300,19 +309,11 @@ def module_source(module: str) -> tuple[str, bool] | None:
 
 def _replace_tree(out: Path, files: Mapping[str, tuple[str, str]]) -> None:
     """Write the tree beside its final place, then swap it in (no half-written tree)."""
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".runtime-", dir=out))
-    try:
+    with atomic_dir(out / PACKAGE) as staging:
         for path, (text, _) in files.items():
-            target = staging / path
+            target = staging / Path(path).relative_to(PACKAGE)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
-        final = out / PACKAGE
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(staging / PACKAGE, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def zip_bytes(files: Mapping[str, tuple[str, str]]) -> bytes:

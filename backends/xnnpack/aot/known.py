@@ -15,7 +15,6 @@ import torch
 from torch._ops import OpOverload
 from torch.fx import Node
 
-
 CREATIONS = (torch.ops.aten.full.default, torch.ops.aten.scalar_tensor.default, torch.ops.aten.zeros.default,
              torch.ops.aten.ones.default)
 """Calls that make a tensor from their arguments alone (never `empty`: its values are undefined)."""

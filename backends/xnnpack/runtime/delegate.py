@@ -40,8 +40,10 @@ class XnnpackDelegate:
             if math.prod(shapes[v.id]) != math.prod(v.dims):
                 raise InvalidProgram(f"{v.describe()}: the graph computes it as {list(shapes[v.id])}")
         self._plan(shapes)
+        self._quiet = any(op.special for op in compiled.ops)
         self._args: list[Any] | None = None
-        self._steps: list[Step] = []
+        self.steps: list[Step] = []  # the bound steps, and what each does (profilers time them one by one)
+        self.step_names: list[str] = []
         self._results: list[np.ndarray] = []
 
     # ------------------------------------------------------------------ calls
@@ -50,8 +52,12 @@ class XnnpackDelegate:
         """Run the graph on the call's arrays (inputs read, outputs written); returns the output arrays."""
         if self._args is None or len(args) != len(self._args) or any(a is not b for a, b in zip(args, self._args)):
             self._prepare(list(args))
-        with np.errstate(all="ignore"):
-            for step in self._steps:
+        if self._quiet:
+            with np.errstate(all="ignore"):
+                for step in self.steps:
+                    step()
+        else:
+            for step in self.steps:
                 step()
         return self._results
 
@@ -66,7 +72,7 @@ class XnnpackDelegate:
                 shapes = self._infer(in_shapes)
             except InvalidProgram as exc:
                 raise KernelError(f"XNNPACK delegate: inputs {in_shapes}: {exc}") from None
-            if any(self._bytes(r, shapes) > self._capacity.get(r, 0) for r in self._groups):
+            if any(self._bytes(r, shapes) > self._capacity[r] for r in self._lives):
                 self._plan(shapes)
             self._shapes, self._in_shapes = shapes, in_shapes
         outs, self._results = self._outputs(args)
@@ -134,9 +140,9 @@ class XnnpackDelegate:
         return math.prod(shapes[root]) * self.graph.values[root].working.itemsize
 
     def _plan(self, shapes: dict[int, Shape]) -> None:
-        self._groups = self._lives
-        sizes = {r: self._bytes(r, shapes) for r in self._groups}
-        offsets, total = place({r: (life, sizes[r]) for r, life in self._groups.items()})
+        """A new arena with a slot for each storage group at these shapes."""
+        sizes = {r: self._bytes(r, shapes) for r in self._lives}
+        offsets, total = place({r: (life, sizes[r]) for r, life in self._lives.items()})
         self._arena = np.zeros(total, np.uint8)
         self._offsets, self._capacity = offsets, sizes
         self._shapes, self._in_shapes = shapes, [shapes[v.id] for v in self.graph.inputs]
@@ -153,26 +159,29 @@ class XnnpackDelegate:
     def _bind(self, ins: list[np.ndarray], outs: list[np.ndarray]) -> None:
         g = self.graph
         arrays: dict[int, np.ndarray] = {v.id: v.constant for v in g.values.values() if v.constant is not None}
-        prologue, epilogue, self.step_names = [], [], []
+        prologue, epilogue, names, stores = [], [], [], []
         for v, arr in zip(g.inputs, ins):
             if boundary.direct(v, arr) and not any(np.may_share_memory(arr, o) for o in outs):
                 arrays[v.id] = arr
             else:
                 arrays[v.id] = self._slot(v.id)
                 prologue.append(boundary.loader(v, arr, arrays[v.id], v.grid.snapper()))
-                self.step_names.append(f"load {v.describe()}")
+                names.append(f"load {v.describe()}")
         for v, arr in zip(g.outputs, outs):
             if boundary.direct(v, arr):
                 arrays[v.id] = arr
             else:
                 arrays[v.id] = self._slot(v.id)
                 epilogue.append(boundary.storer(v, arrays[v.id], arr))
-        self._steps = prologue + self._node_steps(arrays) + epilogue
-        self.step_names += [f"store {v.describe()}" for v, arr in zip(g.outputs, outs) if not boundary.direct(v, arr)]
+                stores.append(f"store {v.describe()}")
+        steps, node_names = self._node_steps(arrays)
+        self.steps = prologue + steps + epilogue
+        self.step_names = names + node_names + stores
 
-    def _node_steps(self, arrays: dict[int, np.ndarray]) -> list[Step]:
+    def _node_steps(self, arrays: dict[int, np.ndarray]) -> tuple[list[Step], list[str]]:
+        """Each node (but views) bound to its arrays, with its output rounding; and the nodes' names."""
         g = self.graph
-        steps = []
+        steps, names = [], []
         for op, snaps in zip(g.ops, g.snaps):
             for o in op.outputs:
                 if o not in arrays:
@@ -181,9 +190,9 @@ class XnnpackDelegate:
             if any(g.root.get(o, o) != o for o in op.outputs):
                 continue  # a view: its output already is its input
             step = op.bind([arrays[i] for i in op.inputs], [arrays[o] for o in op.outputs])
-            self.step_names.append(op.name)
+            names.append(op.name)
             steps.append(_with_snaps(step, [(s, arrays[o]) for s, o in zip(snaps, op.outputs) if s is not None]))
-        return steps
+        return steps, names
 
 
 def _with_snaps(step: Step, snaps: list[tuple[Callable[[np.ndarray], None], np.ndarray]]) -> Step:

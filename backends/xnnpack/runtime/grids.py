@@ -21,7 +21,6 @@ import numpy as np
 from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
 
 Snap = Callable[[np.ndarray], None]
-F32 = np.dtype(np.float32)
 
 QUANT_RANGES = {DT.QINT8: (-128, 127), DT.QUINT8: (0, 255), DT.QDINT8: (-128, 127), DT.QINT32: (-(2**31), 2**31 - 1)}
 

@@ -111,7 +111,7 @@ def read_values(graph: g.XNNGraph, constants: ConstantSource) -> dict[int, Value
     if graph.num_externs > MAX_EXTERNS:
         raise InvalidProgram(f"num_externs {graph.num_externs} exceeds {MAX_EXTERNS}")
     values: dict[int, Value] = {}
-    externs: dict[int, int] = {}
+    externs: set[int] = set()
     for k, xv in enumerate(graph.xvalues):
         value = _read_value(xv, k, graph.num_externs, constants)
         if value.id in values:
@@ -119,7 +119,7 @@ def read_values(graph: g.XNNGraph, constants: ConstantSource) -> dict[int, Value
         if value.external_id is not None:
             if value.external_id in externs:
                 raise InvalidProgram(f"{value.describe()}: external id {value.external_id} is used twice")
-            externs[value.external_id] = value.id
+            externs.add(value.external_id)
         values[value.id] = value
     return values
 

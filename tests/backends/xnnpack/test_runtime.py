@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -76,7 +77,7 @@ def test_reshape_is_a_view_and_values_share_the_arena():
     y = np.empty((3, 4), np.float32)
     handle.execute([data, y])
     np.testing.assert_allclose(y, -np.tanh(1 / (1 + np.exp(-data))).reshape(3, 4), rtol=1e-6)
-    assert len(handle._steps) == 3  # the reshape runs no step
+    assert len(handle.steps) == 3  # the reshape runs no step
     assert handle._arena.nbytes < 3 * 12 * 4  # sigmoid's buffer is reused once dead
 
 
@@ -184,5 +185,123 @@ assert "torch" not in {m.split(".")[0] for m in sys.modules if sys.modules[m] is
 
 
 def test_runtime_is_torch_free():
-    proc = subprocess.run([sys.executable, "-c", TORCH_FREE], capture_output=True, text=True, timeout=120)
+    root = Path(__file__).resolve().parents[3]  # so that `tests` imports
+    proc = subprocess.run([sys.executable, "-c", TORCH_FREE], capture_output=True, text=True, timeout=120, cwd=root)
     assert proc.returncode == 0, proc.stderr
+
+
+# ---------------------------------------------------------------- window nodes against torch, odd geometries
+
+CONV_GEOMETRIES = [  # (batch, in channels, out channels, groups, h, w, kernel, stride, dilation, padding)
+    (1, 4, 6, 1, 7, 8, (3, 3), (1, 1), (1, 1), (1, 1)),
+    (2, 3, 5, 1, 9, 7, (3, 2), (2, 1), (1, 2), (2, 0)),
+    (1, 4, 6, 2, 10, 9, (3, 3), (2, 2), (2, 1), (1, 2)),
+    (1, 5, 7, 1, 6, 5, (1, 1), (2, 2), (1, 1), (0, 0)),
+    (3, 8, 4, 1, 5, 5, (1, 1), (1, 1), (1, 1), (0, 0)),
+]
+DEPTHWISE_GEOMETRIES = [  # (batch, channels, multiplier, h, w, kernel, stride, dilation, padding)
+    (1, 4, 1, 7, 8, (3, 3), (1, 1), (1, 1), (1, 1)),
+    (2, 3, 2, 9, 7, (3, 3), (2, 2), (1, 1), (1, 1)),
+    (1, 5, 1, 10, 10, (5, 5), (2, 2), (2, 2), (2, 2)),
+    (1, 2, 3, 6, 5, (3, 2), (1, 2), (2, 1), (0, 1)),
+    (1, 6, 1, 11, 9, (3, 3), (3, 3), (1, 1), (1, 1)),
+]
+
+
+def _nhwc(x):
+    return np.ascontiguousarray(x.transpose(0, 2, 3, 1))
+
+
+def _conv_node(gb, x, w, b, out, kernel, stride, dilation, padding, groups, gin, gout, member="Conv2d", adjust=(0, 0)):
+    gb.node(member, padding_top=padding[0], padding_bottom=padding[0], padding_left=padding[1],
+            padding_right=padding[1], kernel_height=kernel[0], kernel_width=kernel[1], subsampling_height=stride[0],
+            subsampling_width=stride[1], dilation_height=dilation[0], dilation_width=dilation[1],
+            group_input_channels=gin, group_output_channels=gout, groups=groups, adjustment_height=adjust[0],
+            adjustment_width=adjust[1], input1_id=x, filter_id=w, bias_id=b, output_id=out)
+
+
+def _run_nhwc(gb, x, shape):
+    out = np.empty(shape, np.float32)
+    gb.handle().execute([_nhwc(x), out])
+    return out.transpose(0, 3, 1, 2)
+
+
+@pytest.mark.parametrize("geometry", CONV_GEOMETRIES)
+def test_conv2d_against_torch(geometry):
+    torch = pytest.importorskip("torch")
+    n, cin, cout, groups, h, w, kernel, stride, dilation, padding = geometry
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((n, cin, h, w)).astype(np.float32)
+    weight = rng.standard_normal((cout, cin // groups, *kernel)).astype(np.float32)
+    bias = rng.standard_normal(cout).astype(np.float32)
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(weight), torch.from_numpy(bias), stride,
+                                     padding, dilation, groups).numpy()
+    gb = GraphBuilder()
+    xi, wi = gb.tensor((n, h, w, cin), flags=IN), gb.tensor((cout, *kernel, cin // groups), data=_nhwc(weight))
+    bi, oi = gb.tensor((cout,), data=bias), gb.tensor(_nhwc(ref).shape, flags=OUT)
+    _conv_node(gb, xi, wi, bi, oi, kernel, stride, dilation, padding, groups, cin // groups, cout // groups)
+    np.testing.assert_allclose(_run_nhwc(gb, x, _nhwc(ref).shape), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("geometry", DEPTHWISE_GEOMETRIES)
+def test_depthwise_conv2d_against_torch(geometry):
+    torch = pytest.importorskip("torch")
+    n, c, mult, h, w, kernel, stride, dilation, padding = geometry
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+    weight = rng.standard_normal((c * mult, 1, *kernel)).astype(np.float32)
+    bias = rng.standard_normal(c * mult).astype(np.float32)
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(weight), torch.from_numpy(bias), stride,
+                                     padding, dilation, c).numpy()
+    gb = GraphBuilder()
+    xi = gb.tensor((n, h, w, c), flags=IN)
+    wi = gb.tensor((1, *kernel, c * mult), data=np.ascontiguousarray(weight.transpose(1, 2, 3, 0)))
+    bi, oi = gb.tensor((c * mult,), data=bias), gb.tensor(_nhwc(ref).shape, flags=OUT)
+    _conv_node(gb, xi, wi, bi, oi, kernel, stride, dilation, padding, c, 1, mult, "DepthwiseConv2d")
+    np.testing.assert_allclose(_run_nhwc(gb, x, _nhwc(ref).shape), ref, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize(("groups", "stride", "dilation", "padding", "adjust"),
+                         [(1, (2, 2), (1, 1), (1, 1), (1, 1)), (2, (2, 3), (1, 1), (0, 1), (1, 0)),
+                          (1, (1, 1), (2, 1), (1, 0), (0, 0)), (3, (3, 2), (1, 2), (2, 1), (2, 1))])
+def test_conv_transpose2d_against_torch(groups, stride, dilation, padding, adjust):
+    torch = pytest.importorskip("torch")
+    n, cin, cout, h, w, kernel = 2, 3 * groups, 2 * groups, 5, 4, (3, 2)
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((n, cin, h, w)).astype(np.float32)
+    weight = rng.standard_normal((cin, cout // groups, *kernel)).astype(np.float32)
+    bias = rng.standard_normal(cout).astype(np.float32)
+    ref = torch.nn.functional.conv_transpose2d(torch.from_numpy(x), torch.from_numpy(weight), torch.from_numpy(bias),
+                                               stride, padding, adjust, groups, dilation).numpy()
+    # OHWI per group: [G·Cout_g, KH, KW, Cin_g] from torch's [G·Cin_g, Cout_g, KH, KW]
+    ohwi = weight.reshape(groups, cin // groups, cout // groups, *kernel).transpose(0, 2, 3, 4, 1)
+    gb = GraphBuilder()
+    xi = gb.tensor((n, h, w, cin), flags=IN)
+    wi = gb.tensor((cout, *kernel, cin // groups), data=np.ascontiguousarray(ohwi.reshape(cout, *kernel, -1)))
+    bi, oi = gb.tensor((cout,), data=bias), gb.tensor(_nhwc(ref).shape, flags=OUT)
+    _conv_node(gb, xi, wi, bi, oi, kernel, stride, dilation, padding, groups, cin // groups, cout // groups,
+               "ConvTranspose2d", adjust)
+    np.testing.assert_allclose(_run_nhwc(gb, x, _nhwc(ref).shape), ref, rtol=1e-5, atol=1e-5)
+
+
+POOLINGS = [
+    ("MaxPooling2d", (3, 3), (2, 2), (1, 1), (1, 1)), ("MaxPooling2d", (2, 3), (1, 2), (2, 1), (0, 1)),
+    ("AvgPooling2d", (3, 3), (2, 2), (1, 1), (1, 1)), ("AvgPooling2d", (2, 3), (2, 1), (1, 1), (1, 0)),
+]
+
+
+@pytest.mark.parametrize(("member", "kernel", "stride", "dilation", "padding"), POOLINGS)
+def test_pooling_against_torch(member, kernel, stride, dilation, padding):
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(3).standard_normal((2, 3, 9, 8)).astype(np.float32)
+    tx = torch.from_numpy(x)
+    if member == "MaxPooling2d":
+        ref = torch.nn.functional.max_pool2d(tx, kernel, stride, padding, dilation).numpy()
+    else:
+        ref = torch.nn.functional.avg_pool2d(tx, kernel, stride, padding, count_include_pad=False).numpy()
+    gb = GraphBuilder()
+    xi, oi = gb.tensor((2, 9, 8, 3), flags=IN), gb.tensor(_nhwc(ref).shape, flags=OUT)
+    gb.node(member, padding_top=padding[0], padding_bottom=padding[0], padding_left=padding[1],
+            padding_right=padding[1], pooling_height=kernel[0], pooling_width=kernel[1], stride_height=stride[0],
+            stride_width=stride[1], dilation_height=dilation[0], dilation_width=dilation[1], input_id=xi, output_id=oi)
+    np.testing.assert_allclose(_run_nhwc(gb, x, _nhwc(ref).shape), ref, rtol=1e-6, atol=1e-6)

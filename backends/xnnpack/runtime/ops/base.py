@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +23,6 @@ from etbuild.errors import InternalError, InvalidProgram
 
 Shape = tuple[int, ...]
 Step = Callable[[], None]
-F32 = np.dtype(np.float32)
 
 # Nodes whose output_min_max ExecuTorch's runtime passes to XNNPACK; the others ignore it.
 CLAMPED = frozenset({
@@ -35,12 +35,15 @@ class Op:
     """One compiled node. Subclasses set `inputs` and `outputs` (value ids) and implement infer/bind.
 
     `same_grid` says the op only moves or copies numbers (its output needs no rounding when
-    input and output share a grid); `view` says its output may share the input's storage.
+    input and output share a grid); `view` says its output may share the input's storage;
+    `special` says ordinary inputs can give IEEE special results (x/0, log 0, exp overflow),
+    which XNNPACK returns silently: the delegate then runs with numpy's warnings off.
     """
 
     name = ""
     same_grid = False
     view = False
+    special = False
 
     def __init__(self, inputs: Sequence[int], outputs: Sequence[int]) -> None:
         self.inputs = tuple(inputs)
@@ -80,7 +83,7 @@ class Context:
             raise self.fail(f"flags {flags:#x} are not supported")
 
 
-Builder = Callable[[object, Context], Op]
+Builder = Callable[[Any, Context], Op]  # a function or an Op class taking (node body, context)
 BUILDERS: dict[str, Builder] = {}
 
 

@@ -17,10 +17,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+from numpy.lib.stride_tricks import as_strided
 
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, builds, fail, flat2d, reshaped, scratch
-from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer, patches, taps
+from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer, patches
 from etbuild.backends.xnnpack.runtime.values import Value
 
 
@@ -71,6 +72,7 @@ class _Conv(Op):
         return [(n, oh, ow, self.cout)]
 
 
+@builds("Conv2d")
 class Conv2d(_Conv):
     def __init__(self, node: g.Convolution, ctx: Context) -> None:
         groups, gin, gout = node.groups, node.group_input_channels, node.group_output_channels
@@ -148,7 +150,19 @@ def _im2col(x: np.ndarray, win: Window, oh: int, ow: int) -> tuple[Step, np.ndar
     return gather, cols
 
 
+@builds("DepthwiseConv2d")
 class DepthwiseConv2d(_Conv):
+    """Σ over taps of a shifted view of the input times that tap's per-channel weights.
+
+    The padded input is split into stride phases (one contiguous [N·Hq, Wq·C] grid per phase;
+    with stride 1 the padded input itself). The taps that read one phase form a regular grid
+    of whole-pixel shifts, so a phase's contribution is one `einsum` over a strided view
+    [taps_y, taps_x, N·Hq, Wq·C] (no copies) with the per-channel weights tiled along a grid
+    row; numpy then runs long contiguous inner loops without temporaries. The accumulator
+    covers the whole grid and the output is its top-left OH×OW corner. With a depth
+    multiplier M, each input channel is repeated M times as it is loaded.
+    """
+
     def __init__(self, node: g.Convolution, ctx: Context) -> None:
         gin, gout = node.group_input_channels, node.group_output_channels
         if gin < 1 or gout % gin:
@@ -156,39 +170,82 @@ class DepthwiseConv2d(_Conv):
         self.mult = gout // gin
         super().__init__(node, ctx, node.groups, node.groups * self.mult)
         w, self.bias = _constants(node, ctx, (1, node.kernel_height, node.kernel_width, self.cout), self.cout)
-        self.weights = np.ascontiguousarray(w.reshape(-1, self.cin, self.mult), dtype=np.float32)  # [taps, C, M]
+        self.weights = np.ascontiguousarray(w.reshape(node.kernel_height, node.kernel_width, self.cout),
+                                            dtype=np.float32)
+
+    def _phase_taps(self, wq: int) -> list[tuple[int, int, tuple[int, int, int, int], np.ndarray]]:
+        """Per stride phase that taps read: (phase, first shift, (taps_y, taps_x, step_y, step_x), tiled weights)."""
+        win, cc = self.win, self.cout
+        found = []
+        for a in range(win.sh):
+            rows = [i for i in range(win.kh) if i * win.dh % win.sh == a]
+            for b in range(win.sw):
+                cols = [j for j in range(win.kw) if j * win.dw % win.sw == b]
+                if not rows or not cols:
+                    continue
+                qi, qj = [i * win.dh // win.sh for i in rows], [j * win.dw // win.sw for j in cols]
+                steps = (qi[1] - qi[0] if len(qi) > 1 else 0, qj[1] - qj[0] if len(qj) > 1 else 0)
+                weights = np.tile(self.weights[np.ix_(rows, cols)], (1, 1, wq))  # [taps_y, taps_x, Wq·C]
+                found.append((a * win.sw + b, (qi[0] * wq + qj[0]) * cc, (len(rows), len(cols), *steps), weights))
+        return found
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
         x, o = ins[0], outs[0]
-        oh, ow = o.shape[1:3]
-        if self.win.padded:
-            buf, interior = pad_buffer(x.shape, self.win, 0.0)
-            load = _loader(interior, x)
-        else:
-            buf, load = x, None
-        views = [v[..., None] for v in taps(buf, self.win, oh, ow)]  # [N, OH, OW, C, 1]
-        acc = reshaped(o, (*o.shape[:3], self.cin, self.mult))
-        tmp = scratch(acc.shape)
-        weights = list(self.weights)
-        bias = None if self.bias is None else self.bias.reshape(self.cin, self.mult)
+        n, h, w, _ = x.shape
+        win, cc = self.win, self.cout
+        hq, wq = -(-(h + win.top + win.bottom) // win.sh), -(-(w + win.left + win.right) // win.sw)
+        row = wq * cc
+        phase_taps = self._phase_taps(wq)
+        size = n * hq * row
+        reach = max(shift + ((ty - 1) * sy * wq + (tx - 1) * sx) * cc for _, shift, (ty, tx, sy, sx), _ in phase_taps)
+        phases = scratch((win.sh * win.sw, size + reach), 0.0)
+        load = self._loader(x, phases, hq, wq, {p for p, *_ in phase_taps})
+        item = phases.itemsize
+        terms = [(as_strided(phases[p, shift:], (ty, tx, n * hq, row), (sy * row * item, sx * cc * item, row * item,
+                                                                        item), writeable=False), weights)
+                 for p, shift, (ty, tx, sy, sx), weights in phase_taps]
+        acc, tmp = scratch((n * hq, row)), scratch((n * hq, row))
+        corner = acc.reshape(n, hq, wq, cc)[:, : o.shape[1], : o.shape[2], :]
+        bias = self.bias
 
         def depthwise() -> None:
-            if load is not None:
-                load()
-            np.multiply(views[0], weights[0], out=acc)
-            for view, wk in zip(views[1:], weights[1:]):
-                np.multiply(view, wk, out=tmp)
+            load()
+            np.einsum("ijre,ije->re", *terms[0], out=acc)
+            for view, weights in terms[1:]:
+                np.einsum("ijre,ije->re", view, weights, out=tmp)
                 np.add(acc, tmp, out=acc)
-            if bias is not None:
-                np.add(acc, bias, out=acc)
+            if bias is None:
+                np.copyto(o, corner)
+            else:
+                np.add(corner, bias, out=o)
 
         return depthwise
 
+    def _loader(self, x: np.ndarray, phases: np.ndarray, hq: int, wq: int, used: set[int]) -> Step:
+        """The step copying x into the zero-padded phase grids that taps read (channels repeated M times)."""
+        n, h, w, c = x.shape
+        win = self.win
+        grid = n * hq * wq * self.cout
+        if win.sh == win.sw == 1:
+            padded = phases[0, :grid].reshape(n, hq, wq, c, self.mult)
+        else:
+            padded = scratch((n, hq * win.sh, wq * win.sw, c, self.mult), 0.0)
+        interior = padded[:, win.top : win.top + h, win.left : win.left + w]
+        src = x[..., None]
+        if win.sh == win.sw == 1:
+            return lambda: np.copyto(interior, src)
+        copies = [(phases[a * win.sw + b, :grid].reshape(n, hq, wq, c, self.mult), padded[:, a :: win.sh, b :: win.sw])
+                  for a in range(win.sh) for b in range(win.sw) if a * win.sw + b in used]
 
-def _loader(dest: np.ndarray, src: np.ndarray) -> Step:
-    return lambda: np.copyto(dest, src)
+        def load() -> None:
+            np.copyto(interior, src)
+            for dest, phase in copies:
+                np.copyto(dest, phase)
+
+        return load
 
 
+@builds("ConvTranspose2d")
 class ConvTranspose2d(_Conv):
     def __init__(self, node: g.Convolution, ctx: Context) -> None:
         groups, gin, gout = node.groups, node.group_input_channels, node.group_output_channels
@@ -247,18 +304,3 @@ class ConvTranspose2d(_Conv):
                 np.add(crop, bias, out=out)
 
         return deconv
-
-
-@builds("Conv2d")
-def build_conv(node: g.Convolution, ctx: Context) -> Op:
-    return Conv2d(node, ctx)
-
-
-@builds("DepthwiseConv2d")
-def build_depthwise(node: g.Convolution, ctx: Context) -> Op:
-    return DepthwiseConv2d(node, ctx)
-
-
-@builds("ConvTranspose2d")
-def build_deconv(node: g.Convolution, ctx: Context) -> Op:
-    return ConvTranspose2d(node, ctx)

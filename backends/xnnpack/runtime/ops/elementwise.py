@@ -8,6 +8,7 @@ grid requantize (fp32 → qint8, → per-row qdint8, qint8 → fp32, ...).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -48,21 +49,20 @@ def _rsqrt(x: np.ndarray, o: np.ndarray) -> None:
     np.divide(F(1), o, out=o)
 
 
-def _ufunc(fn: np.ufunc) -> UnaryFn:
-    return lambda x, o: fn(x, out=o)
-
-
 def _copy(x: np.ndarray, o: np.ndarray) -> None:
     np.copyto(o, x)
 
 
+# Each is called fn(x, o); for a ufunc the second positional argument is its output.
 UNARY: dict[str, UnaryFn] = {
-    "Sigmoid": _sigmoid, "Tanh": _ufunc(np.tanh), "Gelu": _gelu, "Hardswish": _hardswish,
-    "Abs": _ufunc(np.abs), "Negate": _ufunc(np.negative), "Floor": _ufunc(np.floor), "Ceiling": _ufunc(np.ceil),
-    "Square": _ufunc(np.square), "SquareRoot": _ufunc(np.sqrt), "ReciprocalSquareRoot": _rsqrt,
-    "Exp": _ufunc(np.exp), "Log": _ufunc(np.log), "Sin": _ufunc(np.sin), "Cos": _ufunc(np.cos),
+    "Sigmoid": _sigmoid, "Tanh": np.tanh, "Gelu": _gelu, "Hardswish": _hardswish, "Abs": np.abs,
+    "Negate": np.negative, "Floor": np.floor, "Ceiling": np.ceil, "Square": np.square, "SquareRoot": np.sqrt,
+    "ReciprocalSquareRoot": _rsqrt, "Exp": np.exp, "Log": np.log, "Sin": np.sin, "Cos": np.cos,
     "Clamp": _copy, "Convert": _copy, "Copy": _copy,
 }
+
+
+SPECIAL = {"Exp", "Log", "SquareRoot", "ReciprocalSquareRoot", "Square", "Div"}  # see Op.special
 
 
 class Unary(Op):
@@ -70,14 +70,13 @@ class Unary(Op):
 
     def __init__(self, name: str, fn: UnaryFn, x: int, out: int) -> None:
         super().__init__([x], [out])
-        self.name, self.fn = name, fn
+        self.name, self.fn, self.special = name, fn, name in SPECIAL
 
     def infer(self, shapes: Sequence[Shape]) -> list[Shape]:
         return [shapes[0]]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        fn, x, o = self.fn, ins[0], outs[0]
-        return lambda: fn(x, o)
+        return functools.partial(self.fn, ins[0], outs[0])
 
 
 class Move(Unary):
@@ -140,16 +139,15 @@ class Binary(Op):
 
     def __init__(self, name: str, a: int, b: int, out: int) -> None:
         super().__init__([a, b], [out])
-        self.name, self.fn = name, BINARY[name]
+        self.name, self.fn, self.special = name, BINARY[name], name in SPECIAL
 
     def infer(self, shapes: Sequence[Shape]) -> list[Shape]:
         return [broadcast(shapes[0], shapes[1], self)]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        fn, a, b, o = self.fn, ins[0], ins[1], outs[0]
-        if fn is _prelu:
-            return lambda: _prelu(a, b, o)
-        return lambda: fn(a, b, out=o)
+        if self.fn is _prelu:
+            return functools.partial(_prelu, ins[0], ins[1], outs[0])
+        return functools.partial(self.fn, ins[0], ins[1], out=outs[0])
 
 
 @builds(*BINARY)

@@ -10,6 +10,7 @@ the input rows into the output rows plus the bias. A filter or bias computed at 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -21,6 +22,7 @@ TRANSPOSE_WEIGHTS = 1
 RESHAPE_2D = 4
 
 
+@builds("FullyConnected")
 class FullyConnected(Op):
     name = "FullyConnected"
 
@@ -55,7 +57,7 @@ class FullyConnected(Op):
         w = self.packed if not self.live_filter else _filter_view(live.pop(0), self.transposed)
         bias = self.bias if not self.live_bias else live.pop(0)
         if bias is None:
-            return lambda: np.matmul(x, w, out=o)
+            return functools.partial(np.matmul, x, w, out=o)
 
         def fc() -> None:
             np.matmul(x, w, out=o)
@@ -69,11 +71,8 @@ def _filter_view(w: np.ndarray, transposed: bool) -> np.ndarray:
     return w if transposed else w.T
 
 
-@builds("FullyConnected")
-def build_fully_connected(node: g.FullyConnected, ctx: Context) -> Op:
-    return FullyConnected(node, ctx)
 
-
+@builds("BatchMatrixMultiply")
 class BatchMatrixMultiply(Op):
     """out[..., M, N] = a[..., M, K] @ b[..., K, N] (b as [..., N, K] with XNN_FLAG_TRANSPOSE_B), batches broadcast."""
 
@@ -98,9 +97,4 @@ class BatchMatrixMultiply(Op):
         a, b, o = ins[0], ins[1], outs[0]
         if self.transpose_b:
             b = np.swapaxes(b, -1, -2)
-        return lambda: np.matmul(a, b, out=o)
-
-
-@builds("BatchMatrixMultiply")
-def build_bmm(node: g.BinaryNode, ctx: Context) -> Op:
-    return BatchMatrixMultiply(node, ctx)
+        return functools.partial(np.matmul, a, b, out=o)

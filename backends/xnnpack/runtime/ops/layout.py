@@ -8,6 +8,7 @@ quantization parameters), except Concatenate and ResizeBilinear, whose output is
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 
@@ -34,6 +35,7 @@ class _Move(Op):
             raise fail(self, f"input shape {list(x)} does not have the node's {n} dims")
 
 
+@builds("StaticTranspose")
 class StaticTranspose(_Move):
     def __init__(self, node: g.StaticTranspose, ctx: Context) -> None:
         super().__init__("StaticTranspose", node, ctx)
@@ -46,10 +48,10 @@ class StaticTranspose(_Move):
         return [tuple(shapes[0][p] for p in self.perm)]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        src, o = ins[0].transpose(self.perm), outs[0]
-        return lambda: np.copyto(o, src)
+        return functools.partial(np.copyto, outs[0], ins[0].transpose(self.perm))
 
 
+@builds("StaticReshape")
 class StaticReshape(_Move):
     view = True
 
@@ -71,10 +73,10 @@ class StaticReshape(_Move):
         return [self.shape]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        src, o = reshaped(ins[0], outs[0].shape), outs[0]
-        return lambda: np.copyto(o, src)
+        return functools.partial(np.copyto, outs[0], reshaped(ins[0], outs[0].shape))
 
 
+@builds("StaticSlice")
 class StaticSlice(_Move):
     def __init__(self, node: g.StaticSlice, ctx: Context) -> None:
         super().__init__("StaticSlice", node, ctx)
@@ -96,10 +98,10 @@ class StaticSlice(_Move):
         return [tuple(b - a for a, b in self._bounds(shapes[0]))]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        src, o = ins[0][tuple(slice(a, b) for a, b in self._bounds(ins[0].shape))], outs[0]
-        return lambda: np.copyto(o, src)
+        return functools.partial(np.copyto, outs[0], ins[0][tuple(slice(a, b) for a, b in self._bounds(ins[0].shape))])
 
 
+@builds("StaticConstantPad")
 class StaticConstantPad(_Move):
     def __init__(self, node: g.StaticConstantPad, ctx: Context) -> None:
         super().__init__("StaticConstantPad", node, ctx)
@@ -127,6 +129,7 @@ class StaticConstantPad(_Move):
         return pad
 
 
+@builds("Concatenate2", "Concatenate3", "Concatenate4", "Concatenate5")
 class Concatenate(Op):
     same_grid = True
 
@@ -149,10 +152,10 @@ class Concatenate(Op):
         return [(*first[: self.axis], total, *first[self.axis + 1 :])]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        parts, o, axis = tuple(ins), outs[0], self.axis
-        return lambda: np.concatenate(parts, axis=axis, out=o)
+        return functools.partial(np.concatenate, tuple(ins), axis=self.axis, out=outs[0])
 
 
+@builds("StaticResizeBilinear2D")
 class ResizeBilinear(Op):
     """Bilinear resize of [N, H, W, C] to [N, new_h, new_w, C]: two matmuls by interpolation matrices."""
 
@@ -203,33 +206,3 @@ def interpolation(size: int, out: int, flags: int) -> np.ndarray:
     np.add.at(matrix, (np.arange(out), low), f(1) - alpha)
     np.add.at(matrix, (np.arange(out), high), alpha)
     return matrix
-
-
-@builds("StaticTranspose")
-def build_transpose(node: g.StaticTranspose, ctx: Context) -> Op:
-    return StaticTranspose(node, ctx)
-
-
-@builds("StaticReshape")
-def build_reshape(node: g.StaticReshape, ctx: Context) -> Op:
-    return StaticReshape(node, ctx)
-
-
-@builds("StaticSlice")
-def build_slice(node: g.StaticSlice, ctx: Context) -> Op:
-    return StaticSlice(node, ctx)
-
-
-@builds("StaticConstantPad")
-def build_pad(node: g.StaticConstantPad, ctx: Context) -> Op:
-    return StaticConstantPad(node, ctx)
-
-
-@builds("Concatenate2", "Concatenate3", "Concatenate4", "Concatenate5")
-def build_concatenate(node: g.Concatenate, ctx: Context) -> Op:
-    return Concatenate(node, ctx)
-
-
-@builds("StaticResizeBilinear2D")
-def build_resize(node: g.StaticResizeBilinear2D, ctx: Context) -> Op:
-    return ResizeBilinear(node, ctx)

@@ -27,6 +27,7 @@ def _nhwc(op: Op, x: Shape) -> Shape:
     return x
 
 
+@builds("AvgPooling2d", "MaxPooling2d")
 class Pooling(Op):
     """Avg or max pooling with a sliding window."""
 
@@ -86,11 +87,8 @@ class Pooling(Op):
         return (1.0 / np.maximum(count, 1.0)).astype(np.float32)
 
 
-@builds("AvgPooling2d", "MaxPooling2d")
-def build_pooling(node: g.Pooling2d, ctx: Context) -> Op:
-    return Pooling(node, ctx)
 
-
+@builds("GlobalAvgPooling2d")
 class GlobalAvgPooling2d(Op):
     name = "GlobalAvgPooling2d"
 
@@ -116,11 +114,8 @@ class GlobalAvgPooling2d(Op):
         return gap
 
 
-@builds("GlobalAvgPooling2d")
-def build_global_avg(node: g.UnaryNode, ctx: Context) -> Op:
-    return GlobalAvgPooling2d(node, ctx)
 
-
+@builds("ArgMaxPooling2d")
 class ArgMaxPooling2d(Op):
     name = "ArgMaxPooling2d"
 
@@ -155,9 +150,3 @@ class ArgMaxPooling2d(Op):
             np.max(flat, axis=3, out=values)
 
         return argmax
-
-
-@builds("ArgMaxPooling2d")
-def build_argmax(node: g.ArgMaxPooling2d, ctx: Context) -> Op:
-    return ArgMaxPooling2d(node, ctx)
-

@@ -10,8 +10,10 @@ from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, builds, fail, scratch
 
 
+@builds("Softmax")
 class Softmax(Op):
     name = "Softmax"
+    special = True  # infinite inputs give nan
 
     def __init__(self, node: g.UnaryNode, ctx: Context) -> None:
         ctx.check_flags(node.flags)
@@ -35,8 +37,3 @@ class Softmax(Op):
             np.divide(o, total, out=o)
 
         return softmax
-
-
-@builds("Softmax")
-def build_softmax(node: g.UnaryNode, ctx: Context) -> Op:
-    return Softmax(node, ctx)
