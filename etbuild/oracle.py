@@ -6,6 +6,9 @@ when these functions are called, never by etbuild's build or runtime.
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +16,7 @@ from typing import Any
 
 import torch
 
+from etbuild.errors import VerificationError
 from etbuild.model import build_model, dynamic_shapes, example_inputs
 from etbuild.recipe import Recipe
 from etbuild.stages.export import MethodModule
@@ -89,9 +93,25 @@ def write_operator_list(path: Path) -> None:
     write_bytes(path, "\n".join([*head, *executorch_operator_names(), ""]).encode())
 
 
-if __name__ == "__main__":
-    import sys
 
+def executorch_installed() -> bool:
+    """Whether the executorch oracle package can be imported (without importing it)."""
+    return importlib.util.find_spec("executorch") is not None
+
+
+def run_samples_in_executorch(pte: Path, inputs_npz: Path, out_npz: Path, method: str = "forward") -> None:
+    """Run each sample of inputs_npz (`s<j>_in<k>`) through ExecuTorch's runtime into out_npz
+    (`s<j>_out<k>`), one loaded method for all samples, in a subprocess (`etbuild.oracle_samples`):
+    loading ExecuTorch's runtime library into this process would slow torch here for the rest
+    of the build."""
+    argv = [sys.executable, "-m", "etbuild.oracle_samples", str(pte), str(inputs_npz), str(out_npz), method]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
+        raise VerificationError(f"{pte} failed in ExecuTorch's runtime (exit {proc.returncode}):\n{tail}")
+
+
+if __name__ == "__main__":
     if sys.argv[1:2] != ["operators"] or len(sys.argv) != 3:
         sys.exit("usage: python -m etbuild.oracle operators PATH")
     write_operator_list(Path(sys.argv[2]))

@@ -24,7 +24,22 @@ def _value_summary(plan: fb.ExecutionPlan, i: int) -> dict[str, Any]:
     return {"kind": type(v).__name__ if v is not None else "None"}
 
 
-def _method_summary(plan: fb.ExecutionPlan) -> dict[str, Any]:
+def _blob_bytes(program: fb.Program, ref: fb.BackendDelegateDataReference | None) -> int | None:
+    """The size of a delegate's processed blob (inline data or a segment); None when it names none."""
+    inline = ref is not None and ref.location == fb.DataLocation.INLINE
+    table = program.backend_delegate_data if inline else program.segments
+    if ref is None or not 0 <= ref.index < len(table):
+        return None
+    entry = table[ref.index]
+    return len(entry.data) if isinstance(entry, fb.BackendDelegateInlineData) else entry.size
+
+
+def _delegate_summary(program: fb.Program, d: fb.BackendDelegate) -> dict[str, Any]:
+    return {"backend": d.id or "", "blob_bytes": _blob_bytes(program, d.processed),
+            "location": "inline" if d.processed and d.processed.location == fb.DataLocation.INLINE else "segment"}
+
+
+def _method_summary(program: fb.Program, plan: fb.ExecutionPlan) -> dict[str, Any]:
     chain = plan.chains[0] if plan.chains else fb.Chain()
     ops: Counter[str] = Counter()
     for ins in chain.instructions:
@@ -38,7 +53,7 @@ def _method_summary(plan: fb.ExecutionPlan) -> dict[str, Any]:
         "outputs": [_value_summary(plan, i) for i in plan.outputs],
         "operators": dict(sorted(ops.items())),
         "instructions": len(chain.instructions),
-        "delegates": [d.id for d in plan.delegates],
+        "delegates": [_delegate_summary(program, d) for d in plan.delegates],
         "planned_bytes": list(plan.non_const_buffer_sizes[1:]),
     }
 
@@ -53,9 +68,11 @@ def describe(path: str | Path) -> dict[str, Any]:
         constant_bytes = len(segment_bytes(prog.data, p, prog.header, p.constant_segment.segment_index))
     else:
         constant_bytes = 0
+    named = {n.segment_index for n in p.named_data if 0 <= n.segment_index < len(p.segments)}
     return {
         "file": str(path), "file_bytes": Path(path).stat().st_size, "constant_bytes": constant_bytes,
-        "segments": len(p.segments), "methods": [_method_summary(plan) for plan in p.execution_plan],
+        "named_data": len(p.named_data), "named_data_bytes": sum(p.segments[i].size for i in named),
+        "segments": len(p.segments), "methods": [_method_summary(p, plan) for plan in p.execution_plan],
         "selective_build": _select_report(Path(path)),
     }
 
@@ -80,6 +97,10 @@ def _fmt_value(v: dict[str, Any]) -> str:
     return f"{v['dtype']}{v['shape']}{dyn}"
 
 
+def _fmt_bytes(n: int | None) -> str:
+    return "out of range" if n is None else f"{n:,} bytes"
+
+
 def format_description(d: dict[str, Any]) -> str:
     """Human-readable text for `describe`'s result; every string from the file is escaped (see
     etbuild.errors.printable)."""
@@ -98,15 +119,16 @@ def _escaped(value: Any) -> Any:
 
 def _format(d: dict[str, Any]) -> str:
     lines = [f"{d['file']}: {d['file_bytes']:,} bytes, constants {d['constant_bytes']:,} bytes, "
-             f"{d['segments']} segment(s)"]
+             f"{d['segments']} segment(s)"
+             + (f", named data {d['named_data']} entries, {d['named_data_bytes']:,} bytes" if d["named_data"] else "")]
     for m in d["methods"]:
         lines.append(f"method {m['name']}: {m['instructions']} instructions, planned arena bytes "
                      f"{', '.join(f'{b:,}' for b in m['planned_bytes']) or '0'}")
         lines += [f"  input  {k}: {_fmt_value(v)}" for k, v in enumerate(m["inputs"])]
         lines += [f"  output {k}: {_fmt_value(v)}" for k, v in enumerate(m["outputs"])]
         lines += [f"  {n:>4} x {op}" for op, n in m["operators"].items()]
-        if m["delegates"]:
-            lines.append(f"  delegates: {', '.join(m['delegates'])}")
+        lines += [f"  delegate {k}: {d['backend']}, blob {_fmt_bytes(d['blob_bytes'])} ({d['location']})"
+                  for k, d in enumerate(m["delegates"])]
     sel = d.get("selective_build")
     if sel:
         lines.append(f"trimmed runtime: {sel['runtime_bytes']:,} bytes ({sel['runtime_fraction']:.1%} of the full "

@@ -8,6 +8,7 @@ it is a constant or a deterministic call whose inputs are all known.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Mapping
 from typing import Any
 
@@ -22,7 +23,7 @@ CREATIONS = (torch.ops.aten.full.default, torch.ops.aten.scalar_tensor.default, 
 
 def _pure(target: Any) -> bool:
     """A call that gives the same result for the same inputs and changes nothing."""
-    return isinstance(target, OpOverload) and not target._schema.is_mutable and (
+    return target is operator.getitem or isinstance(target, OpOverload) and not target._schema.is_mutable and (
         torch.Tag.nondeterministic_seeded not in target.tags)
 
 

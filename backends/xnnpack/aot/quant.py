@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import torch
+import torch.ao.quantization.fx._decomposed  # noqa: F401  (defines torch's quantized_decomposed ops)
 from torch.fx import Node
 
 from etbuild.backends.xnnpack.aot import layout as lay
