@@ -22,6 +22,7 @@ from etbuild.backends.xnnpack.format import graph as g
 BINARY = {
     aten.add.Tensor: "Add", aten.sub.Tensor: "Subtract", aten.mul.Tensor: "Multiply", aten.div.Tensor: "Div",
     aten.maximum.default: "Maximum", aten.minimum.default: "Minimum",
+    aten.add.Scalar: "Add", aten.sub.Scalar: "Subtract", aten.mul.Scalar: "Multiply", aten.div.Scalar: "Div",
 }
 QUANTIZED_BINARY = ("Add", "Subtract", "Multiply")  # XNNPACK runs these on qint8 values
 UNARY = {
@@ -80,10 +81,18 @@ def _fast(e: Emitter, lead: Node, other: Any) -> int | None:
     shape = e.shape(lead)
     if isinstance(other, Node) and other in e.env and e.shape(other) == shape:
         o = e.held(other)
-        broadcast = np.broadcast_shapes(h.dims, o.dims)
-        if lay.same_bytes(o.perm, h.perm, shape) and math.prod(broadcast) == math.prod(shape):
-            return o.id  # the held dims line up: no element is broadcast
+        if lay.same_bytes(o.perm, h.perm, shape) and _lined_up(h.dims, o.dims, shape):
+            return o.id
     return None
+
+
+def _lined_up(a: tuple[int, ...], b: tuple[int, ...], shape: tuple[int, ...]) -> bool:
+    """Whether values held with dims a and b meet element for element (broadcasting only over dims of size 1)."""
+    try:
+        broadcast = np.broadcast_shapes(a, b)
+    except ValueError:  # held as different splits of the same elements
+        return False
+    return math.prod(broadcast) == math.prod(shape)
 
 
 def emit_binary(node: Node, e: Emitter) -> None:
