@@ -5,6 +5,12 @@ it reads (doit's `file_dep`, by content) and a key made of exactly the recipe fi
 reads plus the etbuild and torch versions (`config_changed`) are unchanged. Editing
 `verify.atol` re-runs verify only; editing `memory` re-runs plan and what follows.
 
+A recipe with a `quantize:` section has a quantize task between export and lower, keyed on
+that section (and `model`, and the `verify.samples`/`verify.seed` its accuracy gate is
+measured on), with the calibration file among its file deps: changing the calibration data
+re-runs quantize and what follows, never export. Lower then reads `quantized/<method>.pt2`
+instead of `export/<method>.pt2`. A recipe without one has no quantize task.
+
 Lowering dumps (`dump_after`) are extra targets of the lower task, not part of its key: a
 missing dump makes lower run once more (its output bytes are the same, so plan and what
 follows stay up to date), and a build without dumps leaves lower up to date. Each lower run
@@ -34,7 +40,7 @@ import etbuild
 from etbuild.errors import EtbuildError
 from etbuild.recipe import Recipe
 
-STAGES = ("export", "lower", "plan", "emit", "select", "verify")
+STAGES = ("export", "quantize", "lower", "plan", "emit", "select", "verify")
 
 
 class StageFailure(TaskFailed):
@@ -62,6 +68,20 @@ class Artifacts:
     @property
     def exports(self) -> dict[str, Path]:
         return {m: self.root / "export" / f"{m}.pt2" for m in self.methods}
+
+    @property
+    def quantized(self) -> dict[str, Path]:
+        return {m: self.root / "quantized" / f"{m}.pt2" for m in self.methods}
+
+    @property
+    def layers(self) -> Path:
+        """The quantize stage's report (per-layer SNR, schemes, weight bytes)."""
+        return self.root / "quantized" / "layers.json"
+
+    @property
+    def quantize_report(self) -> Path:
+        """`quantize.json` beside the `.pte`: the quantize stage's report with the program's checks and sizes."""
+        return self.root / "quantize.json"
 
     @property
     def lowered(self) -> Path:
@@ -110,7 +130,13 @@ def code_version() -> str:
 
 
 def _key(recipe: Recipe, sections: tuple[str, ...], version: str) -> dict[str, Any]:
-    return {"versions": version, **{s: recipe.section(s) for s in sections}}
+    """The versions and the recipe fields a stage reads: whole sections, or `section.field`."""
+    return {"versions": version, **{s: _field(recipe, s) for s in sections}}
+
+
+def _field(recipe: Recipe, name: str) -> Any:
+    section, _, field = name.partition(".")
+    return recipe.section(section)[field] if field else recipe.section(section)
 
 
 def _action(task_name: str, fn: Callable[..., None], *args: Any) -> Callable[[], Any]:
@@ -149,6 +175,12 @@ def model_files(recipe: Recipe) -> list[Path]:
     return files
 
 
+def calibration_files(recipe: Recipe) -> list[Path]:
+    """The calibration data the quantize stage reads, if the recipe names a file."""
+    data = recipe.quantize.calibration.data if recipe.quantize else None
+    return [data] if data is not None else []
+
+
 def allowlist_files(recipe: Recipe) -> list[Path]:
     """Allowlist files the select stage reads (`allow: file.txt` or `@file.txt` entries)."""
     return list(recipe.operators.files)
@@ -158,16 +190,26 @@ def recipe_tasks(
     recipe: Recipe, build_root: Path, version: str, dump_after: Sequence[str] = ()
 ) -> Iterator[dict[str, Any]]:
     """The task dicts of one recipe, in stage order; `dump_after` names lowering steps to dump."""
-    from etbuild.stages import emit, export, lower, plan, select, verify
+    from etbuild.stages import emit, export, lower, plan, quantize, select, verify
 
     a = Artifacts.of(recipe, build_root)
     model_deps = [str(p) for p in model_files(recipe)]
     exports = [str(p) for p in a.exports.values()]
+    quantized = recipe.quantize is not None
+    methods = a.quantized if quantized else a.exports
+    lower_in = [str(p) for p in methods.values()]
+    reports = [a.layers, *methods.values()] if quantized else []
+    quantized_reports = (methods, a.layers, a.quantize_report) if quantized else ()
     dumps = list(lower.dump_files(a.dump_dir, dump_after).values())
     # stage -> (action, its arguments, files it reads, files it writes, recipe sections it reads)
     specs: dict[str, tuple[Callable[..., None], tuple[Any, ...], list[str], list[Any], tuple[str, ...]]] = {
         "export": (export.run_export, (recipe, a.exports), model_deps, exports, ("model",)),
-        "lower": (lower.run_lower, (a.exports, a.lowered, a.dump_dir, dump_after), exports, [a.lowered, *dumps], ()),
+        "quantize": (
+            quantize.run_quantize, (recipe, a.exports, a.quantized, a.layers),
+            [*exports, *map(str, calibration_files(recipe))], [*a.quantized.values(), a.layers],
+            ("model", "quantize", "verify.samples", "verify.seed"),
+        ),
+        "lower": (lower.run_lower, (methods, a.lowered, a.dump_dir, dump_after), lower_in, [a.lowered, *dumps], ()),
         "plan": (plan.run_plan, (a.lowered, recipe.memory, a.root), [str(a.lowered)], a.memory, ("memory",)),
         "emit": (emit.run_emit, (a.lowered, a.plan, a.pte), [str(a.lowered), str(a.plan)], [a.pte], ()),
         "select": (
@@ -175,12 +217,14 @@ def recipe_tasks(
             [str(a.pte), str(a.lowered), *map(str, allowlist_files(recipe))], a.select, ("operators",),
         ),
         "verify": (
-            verify.run_verify, (recipe, a.pte, a.runtime_zip.parent, a.verify),
-            [str(a.pte), str(a.runtime_zip), *model_deps],
-            [a.verify], ("model", "verify"),
+            verify.run_verify, (recipe, a.pte, a.runtime_zip.parent, a.verify, *quantized_reports),
+            [str(a.pte), str(a.runtime_zip), *model_deps, *map(str, reports)],
+            [a.verify, *([a.quantize_report] if quantized else [])], ("model", "quantize", "verify"),
         ),
     }
     for stage in STAGES:
+        if stage == "quantize" and not quantized:
+            continue
         fn, args, deps, targets, sections = specs[stage]
         name = f"{stage}:{recipe.name}"
         yield {

@@ -22,6 +22,7 @@ from etbuild.runtime.binding import Binder, Values
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, read_program, segment_bytes
 from etbuild.runtime.inputs import input_setters
+from etbuild.runtime.preload import preload as preload_constants
 from etbuild.runtime.values import ConstantData, materialize
 
 DEFAULT_INSTRUCTION_BUDGET = 50_000_000
@@ -111,6 +112,7 @@ class Program:
         kernels: Mapping[str, KernelInfo] | None = None,
         instruction_budget: int = DEFAULT_INSTRUCTION_BUDGET,
         max_planned_bytes: int = DEFAULT_MAX_PLANNED_BYTES,
+        preload: bool = True,
     ) -> Method:
         """Prepare a method for calls: arenas, tensor views, bound kernels.
 
@@ -119,6 +121,9 @@ class Program:
             allocated (default: all allocated).
         kernels: the kernel registry to bind against (default: every shipped kernel).
         instruction_budget: instructions one call may execute before it is stopped.
+        preload: run constant instructions (dequantizing int8 weights) once here, keeping their
+            results outside the planned memory (`etbuild.runtime.preload`); False keeps every
+            allocation within the plan and dequantizes on every call.
         """
         plan = self.plan(name)
         if isinstance(buffers, Mapping):
@@ -126,7 +131,7 @@ class Program:
         arenas = _arenas(plan, buffers, max_planned_bytes, self.source, self.level_names.get(name))
         registry = kernels if kernels is not None else load_all()
         try:
-            return Method(plan, arenas, self.constant_data(), registry, instruction_budget)
+            return Method(plan, arenas, self.constant_data(), registry, instruction_budget, preload)
         except InvalidProgram as exc:
             raise type(exc)(f"{self.source}: method {name!r}: {exc}") from None
 
@@ -188,6 +193,7 @@ class Method:
         consts: ConstantData,
         kernels: Mapping[str, KernelInfo],
         instruction_budget: int,
+        preload: bool = True,
     ) -> None:
         self.name = plan.name or ""
         self.plan = plan
@@ -198,7 +204,11 @@ class Method:
         if len(plan.chains) != 1:
             raise InvalidProgram(f"expected one chain, found {len(plan.chains)}")
         instructions = plan.chains[0].instructions
-        self.steps = Binder(self.values, kernels.get, {}).bind(instructions)
+        binder = Binder(self.values, kernels.get, {})
+        preloaded = preload_constants(plan, instructions, self.values.objects, binder.kernel_step) if preload else []
+        self.steps = binder.bind(instructions)
+        for pc in preloaded:
+            self.steps[pc] = _skip
         if features.CONTROL_FLOW:
             self.budget = instruction_budget
             self.is_jump = [isinstance(ins.instr_args, fb.JumpFalseCall) for ins in instructions]
@@ -232,6 +242,10 @@ class Method:
     def failure(self, pc: int, exc: Exception) -> KernelError:
         """The error for instruction pc raising exc."""
         return KernelError(f"method {self.name!r} instruction {pc}: {type(exc).__name__}: {exc}")
+
+
+def _skip() -> None:
+    """The step of an instruction run once at load."""
 
 
 def _checked(indices: list[int], n: int, what: str) -> list[int]:

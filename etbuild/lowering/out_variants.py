@@ -2,7 +2,9 @@
 
 View ops first become their `*_copy` counterparts (the program format has no aliasing
 views); each functional overload then maps to the overload of the same operator whose
-schema takes the same arguments plus `out` tensors, found from torch's own schemas.
+schema takes the same arguments plus `out` tensors, found from torch's own schemas, or, for
+`quantized_decomposed` ops, from the table of the out-variants ExecuTorch registers
+(`quantized_ops`), which torch knows only when executorch is loaded.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import torch
 from torch._ops import OpOverload
 
 from etbuild.errors import StageError
+from etbuild.lowering.quantized_ops import ProgramOp, table_out_schema
 
 aten = torch.ops.aten
 
@@ -69,6 +72,13 @@ def out_variant(op: OpOverload) -> OpOverload:
         if any(a.is_out for a in cand_schema.arguments) and _matches(_functional_args(cand_schema), want):
             return cand
     raise StageError(f"operator {schema.name}.{op._overloadname} has no out-variant to call")
+
+
+def out_schema(op: OpOverload | ProgramOp) -> torch._C.FunctionSchema:
+    """The schema of the out-variant a call to `op` becomes (from the quantized table first)."""
+    if isinstance(op, ProgramOp):
+        return op.schema
+    return table_out_schema(op) or out_variant(op)._schema
 
 
 def operator_name(op: OpOverload) -> tuple[str, str]:

@@ -27,7 +27,8 @@ from etbuild.errors import StageError
 from etbuild.lowering.builder import ConstantPool, PlanBuilder
 from etbuild.lowering.dtypes import scalar_type, tensor_bytes
 from etbuild.lowering.forms import GraphMethod, GraphProgram, LoweredProgram
-from etbuild.lowering.out_variants import copy_variant, operator_name, out_variant
+from etbuild.lowering.out_variants import copy_variant, out_schema
+from etbuild.lowering.quantized_ops import ProgramOp
 from etbuild.lowering.sources import node_frame
 from etbuild.lowering.steps import at_node, in_method
 from etbuild.lowering.symbolic import PRIM_OPS, shape_bounds
@@ -150,7 +151,9 @@ class GraphConverter:
         elif target is torch.ops.higher_order.cond:
             self.cond(node)
         elif isinstance(target, OpOverload):
-            self.kernel(node, out_variant(copy_variant(target)))
+            self.kernel(node, out_schema(copy_variant(target)))
+        elif isinstance(target, ProgramOp):
+            self.kernel(node, target.schema)
         elif isinstance(target, HigherOrderOperator):
             raise StageError(f"{target.name()} is not supported yet")
         else:
@@ -167,17 +170,16 @@ class GraphConverter:
             self.env[node] = self.b.int_value(0)
         self.b.kernel_call(name, "Scalar", [*args, self.env[node]], node_frame(node))
 
-    def kernel(self, node: Node, op: OpOverload) -> None:
+    def kernel(self, node: Node, schema: torch._C.FunctionSchema) -> None:
         bound = _bind_args(node, node.target)
         args, outs = [], []
-        for arg in op._schema.arguments:
+        for arg in schema.arguments:
             if arg.is_out:
                 outs.append(arg)
             else:
                 args.append(self.arg_value(bound.get(arg.name, _default(arg)), arg.type, node))
         out_ids, ret = self.out_values(outs, node)
-        name, overload = operator_name(op)
-        self.b.kernel_call(name, overload, [*args, *out_ids, ret], node_frame(node))
+        self.b.kernel_call(schema.name, schema.overload_name, [*args, *out_ids, ret], node_frame(node))
 
     def cond(self, node: Node) -> None:
         """Inline both branches: JumpFalse, true branch, Move, jump to end, false branch, Move."""
@@ -298,7 +300,8 @@ def _arg_int(node: Node, i: int) -> int:
 
 def _bind_args(node: Node, op: Any) -> dict[str, Any]:
     """The node's arguments by schema name (positional and keyword)."""
-    bound = dict(zip([a.name for a in op._schema.arguments], node.args))
+    schema = op.schema if isinstance(op, ProgramOp) else op._schema
+    bound = dict(zip([a.name for a in schema.arguments], node.args))
     bound.update(node.kwargs)
     return bound
 

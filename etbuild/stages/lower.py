@@ -28,16 +28,22 @@ from etbuild.lowering.fold import fold_constants
 from etbuild.lowering.forms import ATEN, CORE_ATEN, UNPLANNED, GraphProgram, LoweredProgram
 from etbuild.lowering.fuse_batch_norm import fuse_batch_norm
 from etbuild.lowering.listing import listing
+from etbuild.lowering.quantized_embeddings import fuse_quantized_embeddings
+from etbuild.lowering.quantized_weights import move_weight_permutes
 from etbuild.lowering.steps import Pipeline, Step, each_method
 from etbuild.lowering.to_program import to_program
 
 LOWERING = Pipeline("lower", (
     Step("decompose", "ATen → core ATen with torch's default decomposition table",
          ATEN, CORE_ATEN, each_method(decompose)),
+    Step("move-weight-permutes", "permute(dequantize(int8 constant)) → dequantize(permute(int8 constant))",
+         CORE_ATEN, CORE_ATEN, each_method(move_weight_permutes)),
     Step("fold-constants", "compute once, at build time, every node that reads only constants",
          CORE_ATEN, CORE_ATEN, each_method(fold_constants)),
     Step("fuse-batch-norm", "fold each inference BatchNorm into the convolution before it",
          CORE_ATEN, CORE_ATEN, each_method(fuse_batch_norm)),
+    Step("fuse-quantized-embeddings", "dequantize(int8/int4 table) → embedding becomes embedding_byte/4bit",
+         CORE_ATEN, CORE_ATEN, each_method(fuse_quantized_embeddings)),
     Step("to-program", "each call → its out-variant KernelCall; constants into one shared segment",
          CORE_ATEN, UNPLANNED, to_program),
 ))

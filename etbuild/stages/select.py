@@ -68,7 +68,8 @@ def run_union(recipes: list[Recipe], build_root: Path, name: str) -> dict[str, A
     runtime = generate_runtime(union, out / "runtime", source=source, name=name)
     report = size_report(union, runtime.total_bytes, runtime.zip_bytes)
     report["recipes"] = {
-        r.name: verify(r, a.pte, runtime.root)["passed"] for r, a in zip(recipes, built)
+        r.name: verify(r, a.pte, runtime.root, a.quantized if r.quantize else None)["passed"]
+        for r, a in zip(recipes, built)
     }
     write_json(out / "select.json", report)
     return report

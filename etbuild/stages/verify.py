@@ -8,11 +8,19 @@ loaded method, as they do on one eager model, so state carried across calls (mut
 buffers) is compared too. The program runs in the trimmed runtime alone, in a subprocess
 whose import path holds only it and numpy (no etbuild install, no torch): a pass proves the
 runtime that ships is enough.
+
+A quantized program (its recipe has `quantize:`) is checked twice instead
+(`etbuild.quantize.checks`): against the converted torch model, within one quantization
+step per output element plus rtol/atol, and against the float model by the recipe's
+accuracy gate. Verify then also writes `quantize.json` beside the `.pte`: the quantize
+stage's report (`quantized/layers.json`) with the program's bytes and both checks.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +31,7 @@ from torch.utils._pytree import tree_flatten
 from etbuild.errors import EtbuildError, StageError, VerificationError
 from etbuild.fsutil import write_json
 from etbuild.model import build_model, call_method, sample_inputs
+from etbuild.quantize import checks
 from etbuild.recipe import Recipe
 from etbuild.select import run_trimmed
 
@@ -71,8 +80,11 @@ def compare(
     return report
 
 
-def verify_method(recipe: Recipe, pte: Path, runtime: Path, method: str) -> list[dict[str, Any]]:
-    """Per-output comparison of one method with eager torch on fresh state."""
+def verify_method(
+    recipe: Recipe, pte: Path, runtime: Path, method: str, quantized: Path | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Per-output comparison of one method with eager torch on fresh state, and for a quantized
+    method (`quantized` names its converted `.pt2`) the accuracy gate."""
     cfg = recipe.verify
     samples = sample_inputs(recipe, cfg.samples, cfg.seed, method)
     model = build_model(recipe)
@@ -81,21 +93,45 @@ def verify_method(recipe: Recipe, pte: Path, runtime: Path, method: str) -> list
     if len(actual[0]) != len(expected[0]):
         got, want = len(actual[0]), len(expected[0])
         raise StageError(f"{pte} method {method} returns {got} outputs; the model returns {want}")
-    return compare(expected, actual, cfg.rtol, cfg.atol)
+    if quantized is None:
+        return compare(expected, actual, cfg.rtol, cfg.atol), None
+    ep = torch.export.load(str(quantized))
+    module = ep.module()
+    with torch.no_grad():
+        converted = [[_numpy(t) for t in tree_flatten(module(*s))[0]] for s in samples]
+        precise = [[_numpy(t) for t in tree_flatten(checks.Float64(module).run(*s))[0]] for s in samples]
+    outputs = checks.tight(checks.Outputs(converted, precise, actual), checks.output_steps(ep), cfg.rtol, cfg.atol)
+    return outputs, checks.gate(recipe.quantize.accuracy if recipe.quantize else None, expected, actual)
 
 
-def verify(recipe: Recipe, pte: Path, runtime: Path) -> dict[str, Any]:
-    """Compare every method of the program, run in `runtime`, with eager torch."""
+def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """Compare every method of the program, run in `runtime`, with eager torch (a quantized
+    one, whose converted methods `quantized` names, also with its converted model)."""
     cfg = recipe.verify
-    methods = {m.name: verify_method(recipe, pte, runtime, m.name) for m in recipe.model.methods}
+    results = {
+        m.name: verify_method(recipe, pte, runtime, m.name, quantized[m.name] if quantized else None)
+        for m in recipe.model.methods
+    }
+    methods = {name: outputs for name, (outputs, _) in results.items()}
     passed = all(o["passed"] for outputs in methods.values() for o in outputs)
-    return {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "methods": methods, "passed": passed}
+    report = {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "methods": methods, "passed": passed}
+    if quantized:
+        report["accuracy"] = {name: gate for name, (_, gate) in results.items()}
+        report["passed"] = passed and all(g["passed"] for g in report["accuracy"].values())
+    return report
 
 
-def run_verify(recipe: Recipe, pte: Path, runtime: Path, out: Path) -> None:
-    """Write `verify.json`; raise VerificationError (after writing it) when an output fails."""
-    report = verify(recipe, pte, runtime)
+def run_verify(
+    recipe: Recipe, pte: Path, runtime: Path, out: Path, quantized: Mapping[str, Path] | None = None,
+    layers: Path | None = None, quantize_json: Path | None = None,
+) -> None:
+    """Write `verify.json` (and `quantize.json` for a quantized program); raise
+    VerificationError (after writing them) when an output fails."""
+    report = verify(recipe, pte, runtime, quantized)
     write_json(out, report)
+    if quantized and layers is not None and quantize_json is not None:
+        _write_quantize_report(pte, report, layers, quantize_json)
+        _raise_for_quantized(recipe, pte, report, layers, out)
     if not report["passed"]:
         details = "; ".join(
             f"{method} output {o['index']}: max abs error {o['max_abs_error']:.3g}, "
@@ -106,3 +142,40 @@ def run_verify(recipe: Recipe, pte: Path, runtime: Path, out: Path) -> None:
             f"{recipe.name}: {pte.name} differs from eager PyTorch beyond rtol={recipe.verify.rtol}, "
             f"atol={recipe.verify.atol} on {recipe.verify.samples} samples: {details} (see {out})"
         )
+
+
+def _write_quantize_report(pte: Path, report: dict[str, Any], layers: Path, out: Path) -> None:
+    """`quantize.json`: the quantize stage's report with the program's bytes and both checks.
+
+    The float program's bytes are estimated as this program's with each method's constants
+    swapped for the float ones they replace (exact up to the q/dq instructions' few bytes;
+    lowering the float model again only to measure it would double the build)."""
+    merged = json.loads(layers.read_text())
+    size = pte.stat().st_size
+    weights = [m["weight_bytes"] for m in merged["methods"].values()]
+    float_size = size + sum(w["float"] - w["quantized"] for w in weights)
+    merged["pte_bytes"] = {"quantized": size, "float_estimate": float_size, "ratio": round(size / float_size, 4)}
+    merged["verify"] = {"samples": report["samples"], "methods": report["methods"], "accuracy": report["accuracy"]}
+    write_json(out, merged)
+
+
+def _raise_for_quantized(recipe: Recipe, pte: Path, report: dict[str, Any], layers: Path, out: Path) -> None:
+    """A VerificationError for the first failing check of a quantized program, if any."""
+    for method, outputs in report["methods"].items():
+        for o in outputs:
+            if not o["passed"]:
+                raise VerificationError(
+                    f"{recipe.name}: {pte.name} method {method} output {o['index']} differs from the converted "
+                    f"(quantized) torch model by up to {o['max_abs_error']:.3g}, beyond one quantization step "
+                    f"({o['step']:.3g}) plus rtol={recipe.verify.rtol}, atol={recipe.verify.atol}, and by more than "
+                    f"rounding does: {o['snr_vs_converted_db']} dB SNR against it, where the same quantized model in "
+                    f"float64 reaches {o['converted64_snr_vs_converted_db']} dB (see {out})"
+                )
+    for method, gate in report["accuracy"].items():
+        if not gate["passed"]:
+            worst = checks.worst_layer(json.loads(layers.read_text())["methods"][method]["layers"])
+            raise VerificationError(
+                f"{recipe.where('quantize.accuracy')}: {recipe.name}: {pte.name} method {method} fails the accuracy "
+                f"gate against the float model: {gate['snr_db']} dB SNR, top-1 agreement {gate['top1_agreement']} "
+                f"on {recipe.verify.samples} samples{worst} (see {out})"
+            )
