@@ -53,6 +53,7 @@ class PlanBuilder:
         self._op_index: dict[tuple[str, str], int] = {}
         self.instructions: list[fb.Instruction] = []
         self.frames: list[fb.FrameList] = []
+        self._arguments: dict[tuple[str, str], int] = {}
 
     def add(self, val: fb.KernelTypes) -> int:
         self.values.append(fb.EValue(val))
@@ -70,6 +71,15 @@ class PlanBuilder:
             scalar_type=scalar_type, sizes=[int(s) for s in sizes], dim_order=order,
             data_buffer_idx=idx, shape_dynamism=dynamism,
         ))
+
+    def argument(self, val: fb.Null | fb.Int | fb.Double | fb.Bool | fb.String | fb.IntList) -> int:
+        """A read-only argument, one value per distinct scalar or list of such scalars:
+        instructions share it (no kernel writes a scalar argument; results get values of their
+        own, and lists that hold symbolic sizes are not shared)."""
+        key = (type(val).__name__, repr(val))
+        if key not in self._arguments:
+            self._arguments[key] = self.add(val)
+        return self._arguments[key]
 
     def int_value(self, v: int) -> int:
         return self.add(fb.Int(int(v)))

@@ -222,7 +222,7 @@ class GraphConverter:
     def arg_value(self, value: Any, typ: Any, node: Node) -> int:
         """The value index for one argument, converted by its schema type."""
         if value is None:
-            return self.b.null_value()
+            return self.b.argument(fb.Null())
         if isinstance(typ, torch._C.OptionalType):
             typ = typ.getElementType()
         if isinstance(value, Node):
@@ -236,20 +236,21 @@ class GraphConverter:
         return self.scalar_value(value)
 
     def scalar_value(self, value: Any) -> int:
+        """A scalar argument, shared with every other argument of the same value."""
         if isinstance(value, torch.dtype):
-            return self.b.int_value(scalar_type(value))
+            return self.b.argument(fb.Int(scalar_type(value)))
         if isinstance(value, torch.memory_format):
-            return self.b.int_value(_MEMORY_FORMATS.get(value, 0))
+            return self.b.argument(fb.Int(_MEMORY_FORMATS.get(value, 0)))
         if isinstance(value, (torch.layout, torch.device)):
-            return self.b.null_value()
+            return self.b.argument(fb.Null())
         if isinstance(value, bool):
-            return self.b.bool_value(value)
+            return self.b.argument(fb.Bool(value))
         if isinstance(value, int):
-            return self.b.int_value(value)
+            return self.b.argument(fb.Int(value))
         if isinstance(value, float):
-            return self.b.double_value(value)
+            return self.b.argument(fb.Double(value))
         if isinstance(value, str):
-            return self.b.string_value(value)
+            return self.b.argument(fb.String(value))
         raise StageError(f"cannot store argument {value!r} of type {type(value).__name__}")
 
     def scalar_tensor(self, value: Any) -> int:
@@ -272,7 +273,9 @@ class GraphConverter:
             return self.b.double_list(items)
         if isinstance(elem, torch._C.BoolType):
             return self.b.bool_list(items)
-        return self.b.int_list([self.value_of(i) if isinstance(i, Node) else self.b.int_value(i) for i in items])
+        if not any(isinstance(i, Node) for i in items):
+            return self.b.argument(fb.IntList([self.b.argument(fb.Int(i)) for i in items]))
+        return self.b.int_list([self.value_of(i) if isinstance(i, Node) else self.b.argument(fb.Int(i)) for i in items])
 
 
 def _input_for(ep: ExportedProgram, buffer: str | None) -> str:

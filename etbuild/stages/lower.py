@@ -32,6 +32,7 @@ from etbuild.lowering.quantized_embeddings import fuse_quantized_embeddings
 from etbuild.lowering.quantized_weights import move_weight_permutes
 from etbuild.lowering.steps import Pipeline, Step, each_method
 from etbuild.lowering.to_program import to_program
+from etbuild.lowering.zero_points import drop_zero_points
 
 LOWERING = Pipeline("lower", (
     Step("decompose", "ATen → core ATen with torch's default decomposition table",
@@ -42,6 +43,8 @@ LOWERING = Pipeline("lower", (
          CORE_ATEN, CORE_ATEN, each_method(fold_constants)),
     Step("fuse-batch-norm", "fold each inference BatchNorm into the convolution before it",
          CORE_ATEN, CORE_ATEN, each_method(fuse_batch_norm)),
+    Step("drop-zero-points", "all-zero zero points of per-channel dequantize → None (symmetric int8 weights)",
+         CORE_ATEN, CORE_ATEN, each_method(drop_zero_points)),
     Step("fuse-quantized-embeddings", "dequantize(int8/int4 table) → embedding becomes embedding_byte/4bit",
          CORE_ATEN, CORE_ATEN, each_method(fuse_quantized_embeddings)),
     Step("to-program", "each call → its out-variant KernelCall; constants into one shared segment",
