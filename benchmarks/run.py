@@ -19,15 +19,13 @@ from __future__ import annotations
 import argparse
 import io
 import json
-import statistics
 import sys
 import tempfile
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import torch
+from timing import median_us  # benchmarks/timing.py (the script's folder is on sys.path)
 
 from etbuild.build import build
 from etbuild.model import build_model, example_inputs, method_callable
@@ -38,17 +36,6 @@ from etbuild.runtime.format.pte import read_program
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("export", "lower", "plan", "emit", "select", "verify")
-
-
-def median_us(fn: Callable[[], Any], runs: int, warmup: int = 5) -> float:
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e6
 
 
 def planned_bytes(pte: Path) -> int:

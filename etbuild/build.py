@@ -1,15 +1,20 @@
-"""Runs the doit tasks of chosen recipes, reporting each stage with its time.
+"""Runs the doit tasks of chosen recipes, reporting each stage as an event.
 
     result = build([Path("recipes/mlp.yaml")], build_root=Path("build"))
     result.executed   # ["export:mlp", "lower:mlp", ...] — tasks that actually ran
     build(paths, jobs=2)                         # doit's process mode: stages of different recipes at once
     build(paths, dump_after=["fold-constants"])  # also write build/<recipe>/dump/02-fold-constants.py
+    build(paths, cache=open_cache("s3://…"))     # fetch stage outputs another machine built
+
+A build holds its tree's lock (`etbuild.buildstate`): a second build of the same tree waits,
+then reuses what the first one built. doit's records are committed per task, so a killed
+build resumes where it stopped; a torn record file and leftover temporary files are removed
+with a note.
 """
 
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,36 +23,49 @@ from typing import Any, TextIO
 from doit.cmd_base import ModuleTaskLoader
 from doit.doit_cmd import DoitMain
 
-from etbuild.errors import RecipeError, UsageError
+from etbuild.buildstate import BACKEND, DOIT_PLUGINS, STATE_FILE, prepared_tree
+from etbuild.cache import Cache, versions
+from etbuild.errors import InternalError, RecipeError, UsageError
+from etbuild.progress import Event, Sink, TextSink, event
 from etbuild.recipe import Recipe, load_recipe
-from etbuild.tasks import STAGES, StageFailure, code_version, recipe_tasks
+from etbuild.stagerun import Executor, StageRunner
+from etbuild.tasks import STAGES, StageFailure, recipe_tasks
 
 
 @dataclass
 class BuildResult:
-    """What a build did: tasks run, tasks up to date, failures with their messages."""
+    """What a build did: tasks run, up to date and failed (message, exit code), cache outcomes, notes."""
 
     executed: list[str] = field(default_factory=list)
     up_to_date: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    failed_codes: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
+    cache: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
     exit_code: int = 0
+
+    @property
+    def rebuilt(self) -> list[str]:
+        """Tasks whose stage function ran here or on a worker (not restored from the cache)."""
+        return [t for t in self.executed if t not in self.failed and self.cache.get(t) != "hit"]
+
+    def error_code(self, order: Sequence[str]) -> int:
+        """The exit code of the first failure in task order (recipes as given, stages in order)."""
+        for name in order:
+            if name in self.failed_codes:
+                return self.failed_codes[name]
+        return InternalError.exit_code if self.failed or self.exit_code else 0
 
 
 class StageReporter:
-    """A doit reporter: one line per stage with its time; failures as one paragraph.
-
-    In serial a stage's line starts when it starts (`lower:mlp ...`) and ends with its time;
-    with parallel jobs each line is written whole when its stage ends.
-    """
+    """A doit reporter: turns doit's callbacks into events for a Sink, and records a BuildResult."""
 
     result: BuildResult
-    stream: TextIO
-    debug: bool = False
-    parallel: bool = False
+    sink: Sink
 
     def __init__(self, outstream: TextIO, options: dict[str, Any]) -> None:
-        self._start: dict[str, float] = {}
+        pass
 
     def initialize(self, tasks: Any, selected_tasks: Any) -> None:
         pass
@@ -55,46 +73,45 @@ class StageReporter:
     def get_status(self, task: Any) -> None:
         pass
 
-    def execute_task(self, task: Any) -> None:
-        self._start[task.name] = time.perf_counter()
-        if not self.parallel:
-            print(f"  {task.name:<32} ...", end="", file=self.stream, flush=True)
+    def emit(self, ev: Event) -> None:
+        if ev["event"] == "note":
+            self.result.notes.append(ev["message"])
+        self.sink.emit(ev)
 
-    def _end_line(self, task: Any, status: str) -> None:
-        """End the stage's line (serial), or write it whole (parallel)."""
-        print(f"  {task.name:<32} ...{status}" if self.parallel else status, file=self.stream, flush=True)
+    def execute_task(self, task: Any) -> None:
+        self.emit(event("start", task.name))
 
     def add_success(self, task: Any) -> None:
-        seconds = task.values.get("seconds", time.perf_counter() - self._start.get(task.name, time.perf_counter()))
+        values = task.values
         self.result.executed.append(task.name)
-        self.result.seconds[task.name] = seconds
-        self._end_line(task, f" {seconds:7.2f} s")
+        self.result.seconds[task.name] = values.get("seconds", 0.0)
+        self.result.cache[task.name] = values.get("cache", "off")
+        self.emit(event("end", task.name, seconds=values.get("seconds", 0.0), cache=values.get("cache", "off")))
+        if values.get("note"):  # after the stage's line, which a serial text sink left open
+            self.emit(event("note", message=values["note"]))
 
     def add_failure(self, task: Any, fail: Any) -> None:
         self.result.executed.append(task.name)
         known = isinstance(fail, StageFailure)
-        self.result.failed[task.name] = fail.message if known else fail.get_msg()
-        self._end_line(task, " FAILED")
-        if not known:
-            print(f"\nerror: {task.name}: internal error\n{fail.get_msg()}", file=self.stream)
-        elif self.debug:
-            print(f"\nerror: {task.name}: {fail.message}\n{fail.trace}", file=self.stream)
-        else:
-            print(f"\nerror: {task.name}: {fail.message}\n", file=self.stream)
+        message = fail.message if known else fail.get_msg()
+        code = fail.exit_code if known else InternalError.exit_code
+        self.result.failed[task.name], self.result.failed_codes[task.name] = message, code
+        self.emit(event("fail", task.name, message=message, exit_code=code, internal=not known,
+                        trace=fail.trace if known else ""))
 
     def skip_uptodate(self, task: Any) -> None:
         if not task.name.startswith("_"):
             self.result.up_to_date.append(task.name)
-            print(f"  {task.name:<32} up to date", file=self.stream)
+            self.emit(event("up-to-date", task.name))
 
     def skip_ignore(self, task: Any) -> None:
         pass
 
     def cleanup_error(self, exception: Any) -> None:
-        print(f"error: {exception.get_msg()}", file=self.stream)
+        self.emit(event("note", message=f"error: {exception.get_msg()}"))
 
     def runtime_error(self, msg: str) -> None:
-        print(f"error: {msg}", file=self.stream)
+        self.emit(event("note", message=f"error: {msg}"))
 
     def teardown_task(self, task: Any) -> None:
         pass
@@ -104,14 +121,16 @@ class StageReporter:
 
 
 def doit_namespace(
-    recipes: Sequence[Recipe], build_root: Path, reporter: type | None = None, dump_after: Sequence[str] = ()
+    recipes: Sequence[Recipe], build_root: Path, reporter: type | None = None, dump_after: Sequence[str] = (),
+    runner: StageRunner | None = None,
 ) -> dict[str, Any]:
     """A doit module namespace: DOIT_CONFIG plus one `task_<stage>` creator per stage."""
-    version = code_version()
-    tasks = [t for r in recipes for t in recipe_tasks(r, build_root, version, dump_after)]
+    runner = runner or StageRunner(versions())
+    build_root.mkdir(parents=True, exist_ok=True)  # sqlite creates its file, not the folder
+    tasks = [t for r in recipes for t in recipe_tasks(r, build_root, runner, dump_after)]
     namespace: dict[str, Any] = {
         "DOIT_CONFIG": {
-            "dep_file": str(build_root / ".doit.db"), "backend": "json", "verbosity": 0,
+            "dep_file": str(build_root / STATE_FILE), "backend": BACKEND, "verbosity": 0,
             "default_tasks": [f"verify:{r.name}" for r in recipes],
             **({"reporter": reporter} if reporter else {}),
         }
@@ -134,28 +153,44 @@ def _creator(stage: str, tasks: list[dict[str, Any]]) -> Any:
 
 def build(
     recipe_paths: Sequence[Path], build_root: Path = Path("build"), *, debug: bool = False,
-    stream: TextIO | None = None, jobs: int = 1, dump_after: Sequence[str] = (),
+    stream: TextIO | None = None, jobs: int = 1, dump_after: Sequence[str] = (), sink: Sink | None = None,
+    cache: Cache | None = None, executor: Executor | None = None,
 ) -> BuildResult:
     """Build (export … verify) every recipe given, running only tasks that are out of date.
 
-    `jobs` > 1 runs that many stages at once in worker processes. `dump_after` names lowering
-    steps (or `all`) whose form is written to `build/<recipe>/dump/`; an unknown name is a
-    UsageError listing the steps.
+    `jobs` > 1 runs that many stages at once: in worker processes, or in threads that wait
+    for an `executor`'s machines. `dump_after` names lowering steps (or `all`) whose form is
+    written to `build/<recipe>/dump/`; an unknown name is a UsageError listing the steps.
+    `cache` fetches and stores stage outputs by key; `executor` runs stages elsewhere (it
+    needs a cache, through which inputs and outputs travel). Events go to `sink` (default:
+    text lines on `stream`). `exit_code` is the first failure's (recipes as given, stages in order).
     """
     from etbuild.stages.lower import LOWERING
 
     if jobs < 1:
         raise UsageError(f"jobs is {jobs}; expected 1 or more")
+    if executor is not None and cache is None:
+        raise UsageError("running stages on other machines needs a shared cache (--cache)")
     steps = LOWERING.select(dump_after)
     recipes = [load_recipe(p) for p in recipe_paths]
     _check_unique(recipes)
     result = BuildResult()
-    attrs = {"result": result, "stream": stream or sys.stdout, "debug": debug, "parallel": jobs > 1}
-    reporter = type("Reporter", (StageReporter,), attrs)
-    build_root.mkdir(parents=True, exist_ok=True)
-    targets = [f"verify:{r.name}" for r in recipes]
-    loader = ModuleTaskLoader(doit_namespace(recipes, build_root, reporter, steps))
-    result.exit_code = DoitMain(loader).run(["run", *(["-n", str(jobs)] if jobs > 1 else []), *targets])
+    sink = sink or TextSink(stream or sys.stdout, parallel=jobs > 1, debug=debug)
+    reporter = type("Reporter", (StageReporter,), {"result": result, "sink": sink})
+    runner = StageRunner(versions(), cache, executor)
+
+    def say(message: str) -> None:
+        result.notes.append(message)
+        sink.emit(event("note", message=message))
+
+    with prepared_tree(build_root, say):
+        targets = [f"verify:{r.name}" for r in recipes]
+        loader = ModuleTaskLoader(doit_namespace(recipes, build_root, reporter, steps, runner))
+        parallel = ["-n", str(jobs), *(["-P", "thread"] if executor else [])] if jobs > 1 else []
+        result.exit_code = DoitMain(loader, extra_config=DOIT_PLUGINS).run(["run", *parallel, *targets])
+    sink.close()
+    order = [f"{stage}:{r.name}" for r in recipes for stage in STAGES]
+    result.exit_code = result.error_code(order)
     return result
 
 

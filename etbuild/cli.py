@@ -9,10 +9,34 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
-from etbuild.errors import EtbuildError
+from etbuild.errors import EtbuildError, printable
+
+
+@contextmanager
+def _execution(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """The cache, executor, jobs and event sink the options name (for build and release)."""
+    from etbuild.progress import make_sink
+
+    cache = executor = None
+    if args.cache:
+        from etbuild.cache import open_cache
+
+        cache = open_cache(args.cache)
+    if args.executor:
+        from etbuild.remote import executor_for
+
+        executor = executor_for(args.executor, cache)
+    sink = make_sink(sys.stdout, json_lines=args.json, parallel=args.jobs > 1, debug=args.debug)
+    try:
+        yield {"jobs": args.jobs, "cache": cache, "executor": executor, "sink": sink}
+    finally:
+        if executor is not None:
+            executor.close()
 
 
 def _build(args: argparse.Namespace) -> int:
@@ -23,13 +47,16 @@ def _build(args: argparse.Namespace) -> int:
     if not paths:
         print(f"no recipes under {args.recipes_dir}", file=sys.stderr)
         return 2
-    result = build(paths, Path(args.build_dir), debug=args.debug, jobs=args.jobs, dump_after=args.dump_after)
+    with _execution(args) as options:
+        result = build(paths, Path(args.build_dir), debug=args.debug, dump_after=args.dump_after, **options)
+    if args.json:
+        return result.exit_code
     ran, fresh = len(result.executed), len(result.up_to_date)
     status = "failed" if result.exit_code else "ok"
     print(f"{status}: {len(paths)} recipe(s), {ran} task(s) run, {fresh} up to date")
     if args.dump_after:
         print(f"lowering dumps: {args.build_dir}/<recipe>/dump/")
-    return 3 if result.exit_code else 0
+    return result.exit_code
 
 
 def _select(args: argparse.Namespace) -> int:
@@ -38,8 +65,9 @@ def _select(args: argparse.Namespace) -> int:
     from etbuild.stages.select import run_union
 
     paths = [Path(p) for p in args.union]
-    if build(paths, Path(args.build_dir), debug=args.debug).exit_code:
-        return 3
+    built = build(paths, Path(args.build_dir), debug=args.debug)
+    if built.exit_code:
+        return built.exit_code
     report = run_union([load_recipe(p) for p in paths], Path(args.build_dir), args.name)
     failed = [name for name, ok in report["recipes"].items() if not ok]
     print(f"union runtime {args.build_dir}/union/{args.name}/runtime: {len(report['operators'])} operators, "
@@ -49,11 +77,47 @@ def _select(args: argparse.Namespace) -> int:
     return 4 if failed else 0
 
 
+def _release(args: argparse.Namespace) -> int:
+    from etbuild.release import check_reproducible, make_release
+
+    if args.check_reproducible:
+        sums, dist = check_reproducible(Path(args.release), args.jobs, keep=Path(args.dist_dir))
+        print(f"reproducible: two builds in clean directories gave identical bytes for all {len(sums)} files; "
+              f"kept {dist}")
+        return 0
+    with _execution(args) as options:
+        result = make_release(args.release, dist_root=Path(args.dist_dir), build_root=Path(args.build_dir), **options)
+    if not args.json:
+        print(f"ok: release {result.release.dist_name} in {result.dist}: {len(result.release.products)} product(s), "
+              f"{len(result.release.runtimes)} runtime(s), {len(result.sums)} files")
+    return 0
+
+
+def _release_verify(args: argparse.Namespace) -> int:
+    from etbuild.release import verify_dist
+
+    print(f"ok: {args.dir}: {verify_dist(Path(args.dir), Path(args.key) if args.key else None)}")
+    return 0
+
+
+def _release_diff(args: argparse.Namespace) -> int:
+    from etbuild.release import diff_dists
+
+    print(diff_dists(Path(args.a), Path(args.b)))
+    return 0
+
+
 def _run(args: argparse.Namespace) -> int:
     from etbuild.runtime.runner import run_calls
 
-    run_calls(Path(args.pte), Path(args.inputs), Path(args.out), args.method, args.calls)
+    run_calls(Path(args.pte), Path(args.inputs), Path(args.out), args.method, args.calls, args.max_planned_bytes)
     return 0
+
+
+def _size(text: str) -> int:
+    from etbuild.runtime.runner import parse_bytes
+
+    return parse_bytes(text)
 
 
 def _inspect(args: argparse.Namespace) -> int:
@@ -62,7 +126,7 @@ def _inspect(args: argparse.Namespace) -> int:
     if args.memory:
         from etbuild.memory.measure import memory_tables
 
-        print(memory_tables(args.pte))
+        print(printable(memory_tables(args.pte), keep="\n"))
         return 0
     d = describe(args.pte)
     print(json.dumps(d, indent=2) if args.json else format_description(d))
@@ -79,10 +143,27 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("recipes", nargs="*", help="recipe files")
     b.add_argument("--recipes-dir", default="recipes")
     b.add_argument("--build-dir", default="build")
-    b.add_argument("-n", "--jobs", type=int, default=1, metavar="N", help="run N stages at once (worker processes)")
+    _execution_options(b)
     b.add_argument("--dump-after", action="append", default=[], metavar="STEP",
                    help="write the form after lowering step STEP (or 'all') to build/<recipe>/dump/; repeatable")
     b.set_defaults(fn=_build)
+    rel = sub.add_parser("release", parents=[common], help="build, gate and package a release file "
+                         "(also: release verify DIR, release diff A B)")
+    rel.add_argument("release", help="release file (releases/NAME.yaml)")
+    rel.add_argument("--build-dir", default="build")
+    rel.add_argument("--dist-dir", default="dist", help="the release goes to DIST/NAME-VERSION/")
+    rel.add_argument("--check-reproducible", action="store_true",
+                     help="build twice in clean directories (no cache, different hash seeds) and compare the bytes")
+    _execution_options(rel)
+    rel.set_defaults(fn=_release)
+    rv = sub.add_parser("release-verify", parents=[common], help=argparse.SUPPRESS)
+    rv.add_argument("dir")
+    rv.add_argument("--key", help="the signer's Ed25519 public key (PEM), for a signed release")
+    rv.set_defaults(fn=_release_verify)
+    rd = sub.add_parser("release-diff", parents=[common], help=argparse.SUPPRESS)
+    rd.add_argument("a")
+    rd.add_argument("b")
+    rd.set_defaults(fn=_release_diff)
     s = sub.add_parser("select", parents=[common], help="one trimmed runtime for several recipes")
     s.add_argument("--union", nargs="+", required=True, metavar="RECIPE", help="recipe files")
     s.add_argument("--name", default="union", help="name of the union runtime (build/union/NAME)")
@@ -94,6 +175,8 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--out", required=True)
     r.add_argument("--method", default="forward")
     r.add_argument("--calls", type=int, default=1)
+    r.add_argument("--max-planned-bytes", type=_size, metavar="SIZE",
+                   help="most planned memory the program may ask for, e.g. 8GiB (default: a quarter of the RAM)")
     r.set_defaults(fn=_run)
     i = sub.add_parser("inspect", parents=[common], help="summarize a .pte: methods, operators, sizes")
     i.add_argument("pte")
@@ -103,7 +186,19 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
+def _execution_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("-n", "--jobs", type=int, default=1, metavar="N",
+                   help="run N stages at once (worker processes; threads waiting on --executor)")
+    p.add_argument("--cache", metavar="URL", help="shared cache of stage outputs: a directory or s3://BUCKET/PREFIX"
+                   "[?endpoint=URL]")
+    p.add_argument("--executor", metavar="dask://HOST:PORT", help="run stages on a Dask cluster (needs --cache)")
+    p.add_argument("--json", action="store_true", help="one JSON event per line instead of progress text")
+
+
 def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["release"] and argv[1:2] in (["verify"], ["diff"]):
+        argv = [f"release-{argv[1]}", *argv[2:]]  # `etbuild release verify DIR`, `etbuild release diff A B`
     args = parser().parse_args(argv)
     args.debug = args.debug or args.debug_first
     fn: Callable[[argparse.Namespace], int] = args.fn
@@ -112,7 +207,7 @@ def main(argv: list[str] | None = None) -> int:
     except EtbuildError as exc:
         if args.debug:
             raise
-        print(f"error: {exc}", file=sys.stderr)
+        print("error: " + printable(str(exc), keep="\n"), file=sys.stderr)
         return exc.exit_code
     except BrokenPipeError:  # the reader went away (`etbuild inspect x.pte | head`): nothing to report
         sys.stderr.close()

@@ -65,3 +65,30 @@ def did_you_mean(word: str, choices: list[str]) -> str:
     """` — did you mean 'x'?` for the closest choice, or ``."""
     close = difflib.get_close_matches(word, choices, n=1)
     return f" — did you mean '{close[0]}'?" if close else ""
+
+
+class ReleaseError(EtbuildError):
+    """A release gate failed: a budget was exceeded, or two builds of the same inputs differ."""
+
+    exit_code = 8
+
+
+class IntegrityError(EtbuildError):
+    """A release directory does not match its SHA256SUMS, provenance or signature."""
+
+    exit_code = 9
+
+
+def error_class(exit_code: int) -> type[EtbuildError]:
+    """The error class whose exit code is `exit_code` (EtbuildError when none is)."""
+    def subclasses(base: type[EtbuildError]) -> list[type[EtbuildError]]:
+        return [base, *[c for sub in base.__subclasses__() for c in subclasses(sub)]]
+
+    return next((c for c in subclasses(EtbuildError)[1:] if c.exit_code == exit_code), EtbuildError)
+
+
+def printable(text: str, keep: str = "") -> str:
+    """text with every character a terminal would act on (escape sequences, control and
+    format characters, line breaks unless in `keep`) written as a Python escape: names read
+    from a file are shown, not run."""
+    return "".join(c if c.isprintable() or c in keep else c.encode("unicode_escape").decode("ascii") for c in text)

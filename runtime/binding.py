@@ -11,13 +11,14 @@ that holds them is updated in place when they change.
 from __future__ import annotations
 
 import functools
-import inspect
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from etbuild.errors import InvalidProgram
+import numpy as np
+
+from etbuild.errors import InvalidProgram, KernelError
 from etbuild.kernels.registry import KernelInfo, canonical_name
-from etbuild.runtime import control_flow, features
+from etbuild.runtime import checks, control_flow, features
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.values import LIST_TYPES, list_items
 
@@ -62,6 +63,8 @@ def rebound_values(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -
         a = ins.instr_args
         if features.CONTROL_FLOW and isinstance(a, fb.MoveCall):
             rebound.add(a.move_to)
+        elif features.DELEGATES and isinstance(a, fb.DelegateCall):
+            rebound.update(i for i in a.args if not _fixed_tensor(values[i].val))  # dynamic outputs get resized
         elif isinstance(a, fb.KernelCall) and a.args:
             for r in _result_indices(plan, a.args[-1]):
                 if not _fixed_tensor(values[r].val):
@@ -113,11 +116,6 @@ def _result_indices(plan: fb.ExecutionPlan, ret: int) -> list[int]:
     return [ret]
 
 
-@functools.cache
-def _param_count(fn: Callable[..., Any]) -> int:
-    return len(inspect.signature(fn).parameters)
-
-
 class Binder:
     """Builds the steps of one chain."""
 
@@ -127,12 +125,15 @@ class Binder:
         self.kernels = kernels
         self.delegates = delegates
         self.rebound: set[int] = set()
+        self.unknown: set[int] = set()  # values not known at load (see checks.varying)
 
     def bind(self, instructions: list[fb.Instruction]) -> list[Step]:
         """The steps of a chain (a jump step returns the next pc; see control_flow)."""
         check_instruction_indices(self.plan, instructions)
+        checks.storage(self.plan, instructions, self.values.objects)
         if features.LIVE_VALUES:
             self.rebound = rebound_values(self.plan, instructions)
+            self.unknown = checks.varying(self.plan, self.rebound)
         steps = []
         for pc, ins in enumerate(instructions):
             a = ins.instr_args
@@ -142,7 +143,7 @@ class Binder:
             elif features.DELEGATES and isinstance(a, fb.DelegateCall):
                 steps.append(_delegate_step(self, a, where))
             elif features.CONTROL_FLOW and isinstance(a, (fb.MoveCall, fb.JumpFalseCall)):
-                steps.append(control_flow.step(self.values, a, pc, len(instructions), where))
+                steps.append(control_flow.step(self.values, a, pc, instructions, where))
             else:  # FreeCall (check_instruction_indices rejected the rest): planned memory needs no freeing
                 steps.append(_noop)
         return steps
@@ -158,20 +159,23 @@ class Binder:
         info = self.kernels(name)
         if info is None:
             raise InvalidProgram(f"{where}: operator {name} has no kernel in this runtime")
-        nparams = _param_count(info.fn)
+        nparams = len(info.params)
         args = list(call.args)
         if len(args) not in (nparams, nparams + 1):
             raise InvalidProgram(
                 f"{where}: {name} takes {nparams} arguments and a result, the program gives {len(args)} values"
             )
+        checks.kernel_call(self.plan, info, args, self.values.objects, self.unknown, where)
         call_fn = self._caller(info.fn, args[:nparams])
         # Without a result slot (et_copy_index), the returned tensor replaces the first argument.
         ret = args[nparams] if len(args) > nparams else None
-        if ret is None and args and isinstance(self.plan.values[args[0]].val, fb.Tensor):
+        if ret is None and info.kinds.startswith("T") and info.kinds.endswith(">T"):
             ret = args[0]
         store = self._storer(ret, where) if ret is not None else None
         if store is None:
             return call_fn
+        if features.LIVE_VALUES and info.kinds.endswith(">f"):  # a number: of the kind its value holds
+            store = _number_store(store, checks.type_name(self.plan, ret), f"{where}: {name}")
         return lambda: store(call_fn())
 
     def _caller(self, fn: Callable[..., Any], arg_idx: list[int]) -> Callable[[], Any]:
@@ -201,17 +205,43 @@ class Binder:
             return store_all
         return self.values.setter(ret)
 
+
+_NUMBER_TYPES = {"Int": int, "Double": (int, float), "Bool": (bool, np.bool_)}
+
+
+def _number_store(store: Callable[[Any], None], slot: str, where: str) -> Callable[[Any], None]:
+    """A store that refuses a result of another kind than its value (a float for an Int value)."""
+    accepted = _NUMBER_TYPES[slot]
+
+    def store_number(result: Any) -> None:
+        if not isinstance(result, accepted):
+            raise KernelError(f"{where} returned a {type(result).__name__} for a value of type {slot}")
+        store(result)
+
+    return store_number
+
+
 def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str) -> Step:
+    """Call the delegate's handle; outputs whose arrays change (dynamic shapes) are stored back."""
     handle = binder.delegates.get(call.delegate_index)
     if handle is None:
-        delegates = binder.plan.delegates
-        backend = delegates[call.delegate_index].id if 0 <= call.delegate_index < len(delegates) else None
-        if backend is None:
-            raise InvalidProgram(f"{where}: delegate index {call.delegate_index} is out of range")
-        raise InvalidProgram(f"{where}: the program delegates to backend {backend!r}, which this runtime lacks")
+        raise InvalidProgram(f"{where}: delegate index {call.delegate_index} is out of range")
     args = list(call.args)
+    if len(args) != handle.arg_count:
+        raise InvalidProgram(f"{where}: the delegate takes {handle.arg_count} values, the call passes {len(args)}")
+    stores = [(k, binder.values.setter(args[p])) for k, p in enumerate(handle.output_positions)
+              if args[p] in binder.rebound]
     objs = binder.values.objects
-    return lambda: handle.execute([objs[i] for i in args])
+    if not features.LIVE_VALUES or binder.rebound.isdisjoint(args):
+        fixed = [objs[i] for i in args]
+        return lambda: handle.execute(fixed)
+
+    def execute() -> None:
+        results = handle.execute([objs[i] for i in args])
+        for k, store in stores:
+            store(results[k])
+
+    return execute
 
 
 def _noop() -> None:

@@ -7,6 +7,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from etbuild.errors import printable
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import segment_bytes
 from etbuild.runtime.program import Program
@@ -80,7 +81,22 @@ def _fmt_value(v: dict[str, Any]) -> str:
 
 
 def format_description(d: dict[str, Any]) -> str:
-    """Human-readable text for `describe`'s result."""
+    """Human-readable text for `describe`'s result; every string from the file is escaped (see
+    etbuild.errors.printable)."""
+    return _format(_escaped(d))
+
+
+def _escaped(value: Any) -> Any:
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_escaped(v) for v in value]
+    return value
+
+
+def _format(d: dict[str, Any]) -> str:
     lines = [f"{d['file']}: {d['file_bytes']:,} bytes, constants {d['constant_bytes']:,} bytes, "
              f"{d['segments']} segment(s)"]
     for m in d["methods"]:

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import json
 import mmap
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Container, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,14 +20,15 @@ from etbuild.errors import InvalidProgram, KernelError, MethodInputError
 from etbuild.kernels.registry import KernelInfo, load_all
 from etbuild.runtime import control_flow, features
 from etbuild.runtime.binding import Binder, Values
+from etbuild.runtime.delegates import init_delegates, named_data, processed_blob
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, read_program, segment_bytes
 from etbuild.runtime.inputs import input_setters
 from etbuild.runtime.preload import preload as preload_constants
-from etbuild.runtime.values import ConstantData, materialize
+from etbuild.runtime.values import ConstantData, materialize, unplanned_outputs
 
-DEFAULT_INSTRUCTION_BUDGET = 50_000_000
-DEFAULT_MAX_PLANNED_BYTES = 4 << 30
+DEFAULT_BUDGET_FACTOR = 1000  # a call may run this many times its chain's instructions (loops)
+MEMORY_FRACTION = 4  # by default, planned memory may take a quarter of the machine's memory
 
 
 class Program:
@@ -37,6 +39,7 @@ class Program:
         self.source = source
         self.program, self.header = _read(data, source)
         self.level_names = dict(level_names or {})  # method -> memory level names, by memory id
+        self._named: dict[str, memoryview] | None = None  # named data, read when a delegate needs it
 
     @classmethod
     def load(cls, path: str | Path) -> Program:
@@ -110,8 +113,9 @@ class Program:
         *,
         buffers: Sequence[np.ndarray] | Mapping[str, np.ndarray] | None = None,
         kernels: Mapping[str, KernelInfo] | None = None,
-        instruction_budget: int = DEFAULT_INSTRUCTION_BUDGET,
-        max_planned_bytes: int = DEFAULT_MAX_PLANNED_BYTES,
+        budget_factor: int = DEFAULT_BUDGET_FACTOR,
+        time_limit: float | None = None,
+        max_planned_bytes: int | None = None,
         preload: bool = True,
     ) -> Method:
         """Prepare a method for calls: arenas, tensor views, bound kernels.
@@ -120,7 +124,11 @@ class Program:
             level name (as in the recipe's `memory.levels`) to buffer; levels not given are
             allocated (default: all allocated).
         kernels: the kernel registry to bind against (default: every shipped kernel).
-        instruction_budget: instructions one call may execute before it is stopped.
+        budget_factor: a call whose chain jumps stops (InvalidProgram) after executing this many
+            times the chain's instruction count: a loop that never ends fails in milliseconds.
+        time_limit: seconds a call of a chain with jumps may run (default: no limit).
+        max_planned_bytes: the most memory the method's plan may ask for (default: a quarter of
+            the machine's memory, see `default_max_planned_bytes`).
         preload: run constant instructions (dequantizing int8 weights) once here, keeping their
             results outside the planned memory (`etbuild.runtime.preload`); False keeps every
             allocation within the plan and dequantizes on every call.
@@ -128,12 +136,43 @@ class Program:
         plan = self.plan(name)
         if isinstance(buffers, Mapping):
             buffers = self._by_level(name, plan, buffers)
-        arenas = _arenas(plan, buffers, max_planned_bytes, self.source, self.level_names.get(name))
-        registry = kernels if kernels is not None else load_all()
+        limit = default_max_planned_bytes() if max_planned_bytes is None else max_planned_bytes
         try:
-            return Method(plan, arenas, self.constant_data(), registry, instruction_budget, preload)
+            owned = unplanned_outputs(plan) if features.LIVE_VALUES else {}
+            arenas = _arenas(plan, buffers, limit, sum(owned.values()), self.level_names.get(name))
+            registry = kernels if kernels is not None else load_all()
+            delegates = _delegates(self, plan) if features.DELEGATES and plan.delegates else {}
+            return Method(
+                plan, arenas, self.constant_data(), registry, budget_factor=budget_factor,
+                time_limit=time_limit, owned=owned, delegates=delegates, preload=preload,
+            )
         except InvalidProgram as exc:
             raise type(exc)(f"{self.source}: method {name!r}: {exc}") from None
+        except MemoryError:
+            raise InvalidProgram(f"{self.source}: method {name!r}: its planned memory could not be allocated") from None
+
+
+def default_max_planned_bytes() -> int:
+    """A quarter of the machine's physical memory (4 GiB where the platform does not say)."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // MEMORY_FRACTION
+    except (AttributeError, ValueError, OSError):
+        return 4 << 30
+
+
+def _delegates(program: Program, plan: fb.ExecutionPlan) -> dict[int, Any]:
+    """Each delegate of the plan initialised by its backend (see etbuild.runtime.delegates).
+
+    A function of its own, called only under `features.DELEGATES`, so that a trimmed runtime
+    without delegates ships neither it nor the backend registry.
+    """
+    if program._named is None:
+        program._named = named_data(program.data, program.program, program.header)
+
+    def blob(ref: fb.BackendDelegateDataReference, where: str) -> memoryview:
+        return processed_blob(program.data, program.program, program.header, ref, where)
+
+    return init_delegates(plan, blob, program._named)
 
 
 def _level_list(names: list[str] | None, count: int) -> list[str]:
@@ -160,12 +199,17 @@ def _read(data: Any, source: str) -> tuple[fb.Program, ExtendedHeader | None]:
 
 
 def _arenas(
-    plan: fb.ExecutionPlan, buffers: Sequence[Any] | None, limit: int, source: str, names: list[str] | None
+    plan: fb.ExecutionPlan, buffers: Sequence[Any] | None, limit: int, owned: int, names: list[str] | None
 ) -> list[np.ndarray]:
-    """One uint8 arena per memory id: the caller's buffer where given, else a new zeroed one."""
+    """One uint8 arena per memory id: the caller's buffer where given, else a new zeroed one.
+
+    The planned sizes and the `owned` bytes of unplanned outputs must fit within `limit`.
+    """
     sizes = list(plan.non_const_buffer_sizes[1:])
-    if any(s < 0 for s in sizes) or sum(sizes) > limit:
-        raise InvalidProgram(f"{source}: planned buffer sizes {sizes} are negative or exceed {limit} bytes")
+    if any(s < 0 for s in sizes):
+        raise InvalidProgram(f"planned buffer sizes {sizes} include a negative size")
+    if sum(sizes) + owned > limit:
+        raise InvalidProgram(f"its planned memory, {sum(sizes) + owned} bytes, exceeds max_planned_bytes ({limit})")
     if buffers is None:
         buffers = [None] * len(sizes)
     if len(buffers) != len(sizes):
@@ -192,27 +236,35 @@ class Method:
         arenas: list[np.ndarray],
         consts: ConstantData,
         kernels: Mapping[str, KernelInfo],
-        instruction_budget: int,
+        *,
+        budget_factor: int = DEFAULT_BUDGET_FACTOR,
+        time_limit: float | None = None,
+        owned: Container[int] = (),
+        delegates: Mapping[int, Any] | None = None,
         preload: bool = True,
     ) -> None:
+        """budget_factor, time_limit: see Program.load_method; owned: tensor values without memory
+        in the plan that get memory of their own (unplanned outputs); delegates: delegate index →
+        its backend's handle."""
         self.name = plan.name or ""
         self.plan = plan
         self.arenas = arenas
         self.input_indices = _checked(plan.inputs, len(plan.values), "input")
         self.output_indices = _checked(plan.outputs, len(plan.values), "output")
-        self.values = Values(plan, materialize(plan, arenas, consts))
+        self.values = Values(plan, materialize(plan, arenas, consts, owned))
         if len(plan.chains) != 1:
             raise InvalidProgram(f"expected one chain, found {len(plan.chains)}")
         instructions = plan.chains[0].instructions
-        binder = Binder(self.values, kernels.get, {})
+        self.delegates = dict(delegates or {})  # delegate index -> its backend's handle
+        binder = Binder(self.values, kernels.get, self.delegates)
         preloaded = preload_constants(plan, instructions, self.values.objects, binder.kernel_step) if preload else []
         self.steps = binder.bind(instructions)
         for pc in preloaded:
             self.steps[pc] = _skip
         if features.CONTROL_FLOW:
-            self.budget = instruction_budget
+            self.budget, self.time_limit = max(budget_factor, 1) * len(instructions), time_limit
             self.is_jump = [isinstance(ins.instr_args, fb.JumpFalseCall) for ins in instructions]
-            self.straight = not any(self.is_jump) and len(self.steps) <= instruction_budget
+            self.straight = not any(self.is_jump)
         self._set_inputs = input_setters(plan, self.values)
 
     def __call__(self, *inputs: Any) -> list[Any]:

@@ -8,6 +8,8 @@ Used by `etbuild run` and, in a subprocess without torch, by the verify stage:
 `calls`: inputs are `in0`, `in1`, … in method order; one call writes `out0`, `out1`, …;
 N calls on one loaded method (state persists) write `call0_out0`, `call1_out0`, ….
 `samples`: inputs are `s<j>_in<k>`; sample j's outputs are written as `s<j>_out<k>`.
+An inputs file that is not an `.npz` of plain arrays (object arrays included: nothing is
+unpickled) is a MethodInputError naming it.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import re
 import sys
+import zipfile
 from pathlib import Path
 from typing import Any
 
@@ -26,14 +29,46 @@ from etbuild.runtime.program import Method, Program
 _KEY = re.compile(r"^(?:s(\d+)_)?in(\d+)$")
 
 
-def _ordered(npz: Any, prefix: str) -> list[np.ndarray]:
-    keys = [k for k in npz.files if re.fullmatch(rf"{prefix}in\d+", k)]
+_SIZE = re.compile(r"([0-9]+) ?(B|KiB|MiB|GiB|)")
+_UNITS = {"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+
+
+def parse_bytes(text: str) -> int:
+    """`"8GiB"` -> 8589934592 (bytes, or a number with a B/KiB/MiB/GiB unit)."""
+    m = _SIZE.fullmatch(text.strip())
+    if m is None:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a size such as 1048576, 512MiB or 8GiB")
+    return int(m.group(1)) * _UNITS[m.group(2)]
+
+
+_UNREADABLE = (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile)
+
+
+def load_inputs(path: Path) -> dict[str, np.ndarray]:
+    """Every array of an `.npz` file; MethodInputError when it is not one (nothing is unpickled)."""
+    try:
+        loaded = np.load(path, allow_pickle=False)
+    except FileNotFoundError:
+        raise
+    except _UNREADABLE:
+        raise MethodInputError(f"{path}: not an .npz file (a zip archive of .npy arrays)") from None
+    if not isinstance(loaded, np.lib.npyio.NpzFile):
+        raise MethodInputError(f"{path}: expected an .npz file of arrays, found a single array")
+    with loaded as npz:
+        try:
+            return {k: npz[k] for k in npz.files}
+        except _UNREADABLE as exc:
+            raise MethodInputError(f"{path}: not an .npz file of plain arrays ({exc})") from None
+
+
+def _ordered(arrays: dict[str, np.ndarray], prefix: str) -> list[np.ndarray]:
+    keys = [k for k in arrays if re.fullmatch(rf"{prefix}in\d+", k)]
     keys.sort(key=lambda k: int(k.rsplit("in", 1)[1]))
     expected = [f"{prefix}in{i}" for i in range(len(keys))]
     if keys != expected:
         names = ", ".join(expected) or f"{prefix}in0"
-        raise MethodInputError(f"inputs must be named {names}, …; found {', '.join(npz.files)}")
-    return [npz[k] for k in keys]
+        raise MethodInputError(f"inputs must be named {names}, …; found {', '.join(arrays)}")
+    return [arrays[k] for k in keys]
 
 
 def _save(out: Path, arrays: dict[str, Any]) -> None:
@@ -51,11 +86,12 @@ def _call(method: Method, inputs: list[Any]) -> list[Any]:
         raise MethodInputError(f"method {method.name!r}: {exc}") from None
 
 
-def run_calls(pte: Path, inputs: Path, out: Path, method: str = "forward", calls: int = 1) -> None:
+def run_calls(
+    pte: Path, inputs: Path, out: Path, method: str = "forward", calls: int = 1, max_planned_bytes: int | None = None
+) -> None:
     """Load once, call `calls` times on the same inputs, write the outputs."""
-    m = Program.load(pte).load_method(method)
-    with np.load(inputs) as npz:
-        args = _ordered(npz, "")
+    m = Program.load(pte).load_method(method, max_planned_bytes=max_planned_bytes)
+    args = _ordered(load_inputs(inputs), "")
     results: dict[str, Any] = {}
     for c in range(calls):
         outs = _call(m, args)
@@ -68,11 +104,11 @@ def run_samples(pte: Path, inputs: Path, out: Path, method: str = "forward") -> 
     """Run each sample `s<j>_in*` through one loaded method, in order."""
     m = Program.load(pte).load_method(method)
     results: dict[str, Any] = {}
-    with np.load(inputs) as npz:
-        count = len({int(m_.group(1)) for k in npz.files if (m_ := _KEY.match(k)) and m_.group(1)})
-        for j in range(count):
-            outs = _call(m, _ordered(npz, f"s{j}_"))
-            results.update({f"s{j}_out{k}": v for k, v in enumerate(outs)})
+    arrays = load_inputs(inputs)
+    count = len({int(m_.group(1)) for k in arrays if (m_ := _KEY.match(k)) and m_.group(1)})
+    for j in range(count):
+        outs = _call(m, _ordered(arrays, f"s{j}_"))
+        results.update({f"s{j}_out{k}": v for k, v in enumerate(outs)})
     _save(out, results)
 
 

@@ -2,11 +2,14 @@
 
 A constant tensor is a read-only view of the mapped constant segment; a planned tensor is a
 view of its arena; a tensor with neither is supplied by the caller at run time (None until
-then). Every offset and size is checked against the memory it points into.
+then) when it is a method input, and gets memory of its own at load when it is a method
+output (as ExecuTorch's runtime gives unplanned outputs a buffer). Every offset and size is
+checked against the memory it points into.
 """
 
 from __future__ import annotations
 
+from collections.abc import Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +41,7 @@ def tensor_nbytes(t: fb.Tensor, where: str) -> tuple[np.dtype, int]:
     if any(s < 0 for s in t.sizes):
         raise InvalidProgram(f"{where}: negative size in {list(t.sizes)}")
     order = list(t.dim_order)
-    if order and sorted(order) != list(range(len(t.sizes))):
+    if sorted(order) != list(range(len(t.sizes))):
         raise InvalidProgram(f"{where}: dim_order {order} is not a permutation of {len(t.sizes)} dims")
     if t.storage_offset != 0:
         raise InvalidProgram(f"{where}: storage_offset {t.storage_offset} is not 0")
@@ -56,6 +59,8 @@ def _shaped(flat: np.ndarray, dtype: np.dtype, t: fb.Tensor, where: str) -> np.n
         if t.shape_dynamism != fb.TensorShapeDynamism.STATIC:
             if not features.DYNAMIC_SHAPES:
                 raise features.missing("DYNAMIC_SHAPES", where)
+            if t.shape_dynamism != fb.TensorShapeDynamism.DYNAMIC_BOUND:  # as ExecuTorch: unbounded is unsupported
+                raise InvalidProgram(f"{where}: shape_dynamism {t.shape_dynamism} is neither static nor bounded")
             return bounded(flat, dtype, sizes)
         return flat.view(dtype).reshape(sizes)
     if not features.DIM_ORDER:
@@ -74,13 +79,24 @@ def _const_bytes(buf: memoryview, nbytes: int, where: str, what: str) -> np.ndar
     return np.frombuffer(buf, dtype=np.uint8, count=nbytes)
 
 
-def make_tensor(t: fb.Tensor, arenas: list[np.ndarray], consts: ConstantData, where: str) -> Any:
-    """The numpy array for one tensor value (None for a run-time supplied input)."""
+def unplanned_outputs(plan: fb.ExecutionPlan) -> dict[int, int]:
+    """The outputs that are tensors with no memory of their own, and their bytes (allocated at load).
+    Output indices out of range are left to the caller's check."""
+    out = {}
+    for i in set(plan.outputs) - set(plan.inputs):
+        t = plan.values[i].val if 0 <= i < len(plan.values) else None
+        if isinstance(t, fb.Tensor) and t.allocation_info is None and t.data_buffer_idx == 0:
+            out[i] = tensor_nbytes(t, f"output value {i}")[1]
+    return out
+
+
+def make_tensor(t: fb.Tensor, arenas: list[np.ndarray], consts: ConstantData, where: str, own: bool = False) -> Any:
+    """The numpy array for one tensor value (None for a run-time supplied input; new memory when `own`)."""
     dtype, nbytes = tensor_nbytes(t, where)
     alloc = t.allocation_info
     if alloc is None:
         if t.data_buffer_idx == 0:
-            return None
+            return _shaped(np.zeros(nbytes, np.uint8), dtype, t, where) if own else None
         buf = _pick(consts.constant_buffers, t.data_buffer_idx, where, "constant buffer")
         return _shaped(_const_bytes(buf, nbytes, where, "constant buffer"), dtype, t, where)
     if not 1 <= alloc.memory_id <= len(arenas):
@@ -103,14 +119,19 @@ def _pick(buffers: list[memoryview], idx: int, where: str, what: str) -> memoryv
     return buffers[idx]
 
 
-def materialize(plan: fb.ExecutionPlan, arenas: list[np.ndarray], consts: ConstantData) -> list[Any]:
-    """Python objects for every value of a plan; lists refer to the objects they hold."""
+def materialize(
+    plan: fb.ExecutionPlan, arenas: list[np.ndarray], consts: ConstantData, owned: Container[int] = ()
+) -> list[Any]:
+    """Python objects for every value of a plan; lists refer to the objects they hold.
+
+    owned: tensor values with no memory in the plan that get memory of their own here.
+    """
     vals: list[Any] = [None] * len(plan.values)
     lists: list[int] = []
     for i, ev in enumerate(plan.values):
         v, where = ev.val, f"value {i}"
         if isinstance(v, fb.Tensor):
-            vals[i] = make_tensor(v, arenas, consts, where)
+            vals[i] = make_tensor(v, arenas, consts, where, i in owned)
         elif isinstance(v, (fb.Int, fb.Bool, fb.Double, fb.String)):
             vals[i] = _scalar(v)
         elif features.VALUE_LISTS and isinstance(v, LIST_TYPES):
@@ -136,14 +157,23 @@ def _scalar(v: Any) -> Any:
 
 
 def list_items(plan: fb.ExecutionPlan, i: int) -> list[int]:
-    """The value indices a list value refers to, checked (-1 allowed for optional lists)."""
-    v = plan.values[i].val
-    n = len(plan.values)
-    allow_none = isinstance(v, fb.OptionalTensorList)
+    """The value indices a list value refers to, checked: in range and of the list's item type
+    (an IntList holds Int values, a TensorList tensors, an OptionalTensorList tensors, Nulls or -1)."""
+    values = plan.values
+    v = values[i].val
+    n = len(values)
+    optional = isinstance(v, fb.OptionalTensorList)
+    item_type = fb.Int if isinstance(v, fb.IntList) else fb.Tensor
     items = [int(j) for j in v.items]
     for j in items:
-        if not (0 <= j < n or (allow_none and j == -1)):
+        if optional and j == -1:
+            continue
+        if not 0 <= j < n:
             raise InvalidProgram(f"value {i}: list item {j} is not a value index (0..{n - 1})")
-        if j >= 0 and isinstance(plan.values[j].val, LIST_TYPES):
-            raise InvalidProgram(f"value {i}: list item {j} is itself a list")
+        item = values[j].val
+        if not isinstance(item, item_type) and not (optional and isinstance(item, (fb.Null, type(None)))):
+            raise InvalidProgram(
+                f"value {i}: item {j} of this {type(v).__name__} is a {type(item).__name__}, "
+                f"expected {item_type.__name__}"
+            )
     return items

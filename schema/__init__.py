@@ -1,7 +1,9 @@
-"""The format and recipe schemas, shipped as package data (`etbuild.schema`)."""
+"""The format, recipe and release schemas, shipped as package data (`etbuild.schema`)."""
 
 from pathlib import Path
 
 SCHEMA_DIR = Path(__file__).resolve().parent
 PROGRAM_FBS = SCHEMA_DIR / "program.fbs"
+XNNPACK_FBS = SCHEMA_DIR / "xnnpack.fbs"
 RECIPE_SCHEMA = SCHEMA_DIR / "recipe.schema.json"
+RELEASE_SCHEMA = SCHEMA_DIR / "release.schema.json"

@@ -53,7 +53,7 @@ class PlanBuilder:
         self._op_index: dict[tuple[str, str], int] = {}
         self.instructions: list[fb.Instruction] = []
         self.frames: list[fb.FrameList] = []
-        self._arguments: dict[tuple[str, str], int] = {}
+        self._literals: dict[tuple[str, str], int] = {}
 
     def add(self, val: fb.KernelTypes) -> int:
         self.values.append(fb.EValue(val))
@@ -72,39 +72,41 @@ class PlanBuilder:
             data_buffer_idx=idx, shape_dynamism=dynamism,
         ))
 
-    def argument(self, val: fb.Null | fb.Int | fb.Double | fb.Bool | fb.String | fb.IntList) -> int:
-        """A read-only argument, one value per distinct scalar or list of such scalars:
-        instructions share it (no kernel writes a scalar argument; results get values of their
-        own, and lists that hold symbolic sizes are not shared)."""
+    def literal(self, val: fb.KernelTypes) -> int:
+        """A value the program only reads, stored once per method however many calls read it.
+
+        Only for arguments known at build time: a value a call writes (a prim op's result)
+        comes from `add`, one per call.
+        """
         key = (type(val).__name__, repr(val))
-        if key not in self._arguments:
-            self._arguments[key] = self.add(val)
-        return self._arguments[key]
+        if key not in self._literals:
+            self._literals[key] = self.add(val)
+        return self._literals[key]
 
     def int_value(self, v: int) -> int:
-        return self.add(fb.Int(int(v)))
+        return self.literal(fb.Int(int(v)))
 
     def double_value(self, v: float) -> int:
-        return self.add(fb.Double(float(v)))
+        return self.literal(fb.Double(float(v)))
 
     def bool_value(self, v: bool) -> int:
-        return self.add(fb.Bool(bool(v)))
+        return self.literal(fb.Bool(bool(v)))
 
     def null_value(self) -> int:
-        return self.add(fb.Null())
+        return self.literal(fb.Null())
 
     def string_value(self, v: str) -> int:
-        return self.add(fb.String(v))
+        return self.literal(fb.String(v))
 
     def int_list(self, item_values: Sequence[int]) -> int:
         """An IntList whose items are the given Int value indices."""
-        return self.add(fb.IntList(list(item_values)))
+        return self.literal(fb.IntList(list(item_values)))
 
     def double_list(self, items: Sequence[float]) -> int:
-        return self.add(fb.DoubleList([float(x) for x in items]))
+        return self.literal(fb.DoubleList([float(x) for x in items]))
 
     def bool_list(self, items: Sequence[bool]) -> int:
-        return self.add(fb.BoolList([bool(x) for x in items]))
+        return self.literal(fb.BoolList([bool(x) for x in items]))
 
     def tensor_list(self, items: Sequence[int]) -> int:
         return self.add(fb.TensorList(list(items)))

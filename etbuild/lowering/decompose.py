@@ -1,7 +1,7 @@
 """Decomposes an ATen graph into core ATen with torch's default table (`run_decompositions`).
 
-Operators outside core ATen that have no decomposition stay as they are; the to-program step
-names them, and emit refuses any that has no kernel.
+Operators outside core ATen that have no decomposition stay as they are; the fit-operator-set
+step decomposes further what ExecuTorch's runtime lacks, or names it.
 """
 
 from __future__ import annotations

@@ -5,6 +5,11 @@ never mutated, a lifted constant, or an earlier folded node), its op is determin
 its result is no larger than what it reads (folding must not grow the file: an `expand`
 of a bias stays a runtime op). The transpose of a Linear weight is the case that matters:
 the stored constant becomes the transposed weight, and the call does no transposing.
+
+Nor may folding store a value twice: when every constant a folded node reads is stored anyway
+(a runtime op reads it too), the node is computed at run time instead. An output projection
+tied to the input embedding keeps one table: the embedding reads it, the projection
+transposes it at run time, as ExecuTorch's program does.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from torch._ops import OpOverload
 from torch.export import ExportedProgram
 from torch.fx import Node
 
+from etbuild.lowering.assertions import is_assertion
 from etbuild.lowering.forms import GraphMethod
 from etbuild.lowering.steps import at_node
 
@@ -48,11 +54,29 @@ def fold_constants(method: GraphMethod) -> GraphMethod:
                 result = _evaluate(node, op, consts)
             if result is not None:
                 consts[node] = result
+    _store_once(consts)
     return replace(method, constants=consts)
 
 
+def _store_once(consts: dict[Node, torch.Tensor]) -> None:
+    """Unfold each stored folded node whose inputs are all stored anyway (until none is left)."""
+    changed = True
+    while changed:
+        changed = False
+        for node in [n for n in consts if n.op == "call_function"]:
+            inputs = node.all_input_nodes
+            if _stored(node, consts) and all(_stored(i, consts, besides=node) for i in inputs):
+                del consts[node]
+                changed = True
+
+
+def _stored(node: Node, consts: dict[Node, torch.Tensor], besides: Node | None = None) -> bool:
+    """Whether a constant node ends up in the program: a node computed at run time reads it."""
+    return node in consts and any(u not in consts and u is not besides for u in node.users)
+
+
 def _foldable(node: Node, op: OpOverload, consts: dict[Node, torch.Tensor]) -> bool:
-    if torch.Tag.nondeterministic_seeded in op.tags or op._schema.is_mutable:
+    if torch.Tag.nondeterministic_seeded in op.tags or op._schema.is_mutable or is_assertion(op):
         return False
     inputs = node.all_input_nodes
     return bool(inputs) and all(n in consts for n in inputs)

@@ -9,7 +9,9 @@ schema takes the same arguments plus `out` tensors, found from torch's own schem
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import cache
+from typing import Any
 
 import torch
 from torch._ops import OpOverload
@@ -41,7 +43,7 @@ def copy_variant(op: OpOverload) -> OpOverload:
 
 
 # Arguments an out-variant may drop: the out tensor already carries what they say.
-_CARRIED_BY_OUT = {"dtype", "layout", "device", "pin_memory", "memory_format"}
+_CARRIED_BY_OUT = frozenset({"dtype", "layout", "device", "pin_memory", "memory_format"})
 
 
 def _functional_args(schema: torch._C.FunctionSchema) -> list[tuple[str, str]]:
@@ -49,15 +51,18 @@ def _functional_args(schema: torch._C.FunctionSchema) -> list[tuple[str, str]]:
 
 
 def _matches(candidate: list[tuple[str, str]], want: list[tuple[str, str]]) -> bool:
-    return candidate == want or candidate == [a for a in want if a[0] not in _CARRIED_BY_OUT]
+    """Whether `candidate` is `want` with none, some or all of the out-carried arguments left out."""
+    kept = [a for a in want if a in candidate]
+    return kept == candidate and all(a[0] in _CARRIED_BY_OUT for a in want if a not in candidate)
 
 
 @cache
 def out_variant(op: OpOverload) -> OpOverload:
     """The overload of op's operator that writes into `out` tensors; StageError if none.
 
-    The out-variant takes the same arguments plus `out`, or the same without those the
-    out tensor carries (`full.out` has no dtype/layout/device/pin_memory).
+    The out-variant takes the same arguments plus `out`, or the same without some of those
+    the out tensor carries (`full_like.out` has no dtype/layout/device/pin_memory but keeps
+    memory_format); to-program checks that each value left out is the one `out` carries.
     """
     schema = op._schema
     if any(a.is_out for a in schema.arguments):
@@ -84,3 +89,36 @@ def out_schema(op: OpOverload | ProgramOp) -> torch._C.FunctionSchema:
 def operator_name(op: OpOverload) -> tuple[str, str]:
     """The (name, overload) pair the program's operator table stores, e.g. ('aten::addmm', 'out')."""
     return op._schema.name, op._schema.overload_name
+
+
+def check_carried(args: Mapping[str, Any], schema: torch._C.FunctionSchema, result: Any) -> None:
+    """Check that the arguments the out-variant `schema` leaves out say what its out tensor carries.
+
+    `args` are the functional call's arguments by name and `result` its value (fake tensor):
+    a dtype must be the result's, a layout strided, a device the CPU, memory pinning off and a
+    memory format contiguous or preserved; otherwise the out-variant would compute something else.
+    """
+    kept = {a.name for a in schema.arguments}
+    for name, value in args.items():
+        if name in kept or value is None:
+            continue
+        if not _carried(name, value, result):
+            where = f"{schema.name}.{schema.overload_name}"
+            raise StageError(f"argument {name}={value} cannot be left to the out tensor of {where}: "
+                             f"the program's tensors are {_CARRIED_DEFAULTS} "
+                             f"(the result is {getattr(result, 'dtype', type(result).__name__)})")
+
+
+_CARRIED_DEFAULTS = "strided, on the CPU, contiguous and unpinned"
+
+
+def _carried(name: str, value: Any, result: Any) -> bool:
+    if name == "dtype":
+        return isinstance(result, torch.Tensor) and value == result.dtype
+    if name == "layout":
+        return value == torch.strided
+    if name == "device":
+        return torch.device(value).type == "cpu"
+    if name == "pin_memory":
+        return value is False
+    return value in (torch.contiguous_format, torch.preserve_format)

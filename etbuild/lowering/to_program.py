@@ -27,7 +27,8 @@ from etbuild.errors import StageError
 from etbuild.lowering.builder import ConstantPool, PlanBuilder
 from etbuild.lowering.dtypes import scalar_type, tensor_bytes
 from etbuild.lowering.forms import GraphMethod, GraphProgram, LoweredProgram
-from etbuild.lowering.out_variants import copy_variant, out_schema
+from etbuild.lowering.operator_set import returns_scalar
+from etbuild.lowering.out_variants import check_carried, copy_variant, operator_name, out_schema
 from etbuild.lowering.quantized_ops import ProgramOp
 from etbuild.lowering.sources import node_frame
 from etbuild.lowering.steps import at_node, in_method
@@ -144,12 +145,10 @@ class GraphConverter:
             self.env[node] = self.env[_arg_node(node, 0)][_arg_int(node, 1)]
         elif target in PRIM_OPS:
             self.prim_call(node, PRIM_OPS[target])
-        elif target is torch.ops.aten.sym_size.int:
-            args = [self.value_of(_arg_node(node, 0)), self.b.int_value(_arg_int(node, 1))]
-            self.env[node] = self.b.int_value(0)
-            self.b.kernel_call("aten::sym_size", "int", [*args, self.env[node]], node_frame(node))
         elif target is torch.ops.higher_order.cond:
             self.cond(node)
+        elif isinstance(target, OpOverload) and returns_scalar(target):
+            self.scalar_call(node, target)
         elif isinstance(target, OpOverload):
             self.kernel(node, out_schema(copy_variant(target)))
         elif isinstance(target, ProgramOp):
@@ -161,17 +160,29 @@ class GraphConverter:
 
     def prim_call(self, node: Node, name: str) -> None:
         args = [self.value_of(a) if isinstance(a, Node) else self.scalar_value(a) for a in node.args]
-        result = node.meta.get("val")
-        if isinstance(result, (bool, torch.SymBool)):
-            self.env[node] = self.b.bool_value(False)
-        elif isinstance(result, (float, torch.SymFloat)):
-            self.env[node] = self.b.double_value(0.0)
-        else:
-            self.env[node] = self.b.int_value(0)
+        self.env[node] = self.scalar_result(node)
         self.b.kernel_call(name, "Scalar", [*args, self.env[node]], node_frame(node))
 
+    def scalar_call(self, node: Node, op: OpOverload) -> None:
+        """An operator whose result is a scalar (`sym_size.int`, `_local_scalar_dense`), called as it is."""
+        bound = _bind_args(node, op)
+        args = [self.arg_value(bound.get(a.name, _default(a)), a.type, node) for a in op._schema.arguments]
+        self.env[node] = self.scalar_result(node)
+        self.b.kernel_call(*operator_name(op), [*args, self.env[node]], node_frame(node))
+
+    def scalar_result(self, node: Node) -> int:
+        """A fresh Bool, Double or Int value for the scalar a call writes (by the node's traced value)."""
+        result = node.meta.get("val")
+        if isinstance(result, (bool, torch.SymBool)):
+            return self.b.add(fb.Bool(False))
+        if isinstance(result, (float, torch.SymFloat)):
+            return self.b.add(fb.Double(0.0))
+        return self.b.add(fb.Int(0))
+
     def kernel(self, node: Node, schema: torch._C.FunctionSchema) -> None:
+        """A call of the out-variant `schema` with the node's arguments and fresh out tensors."""
         bound = _bind_args(node, node.target)
+        check_carried(bound, schema, node.meta.get("val"))
         args, outs = [], []
         for arg in schema.arguments:
             if arg.is_out:
@@ -222,7 +233,7 @@ class GraphConverter:
     def arg_value(self, value: Any, typ: Any, node: Node) -> int:
         """The value index for one argument, converted by its schema type."""
         if value is None:
-            return self.b.argument(fb.Null())
+            return self.b.null_value()
         if isinstance(typ, torch._C.OptionalType):
             typ = typ.getElementType()
         if isinstance(value, Node):
@@ -236,21 +247,20 @@ class GraphConverter:
         return self.scalar_value(value)
 
     def scalar_value(self, value: Any) -> int:
-        """A scalar argument, shared with every other argument of the same value."""
         if isinstance(value, torch.dtype):
-            return self.b.argument(fb.Int(scalar_type(value)))
+            return self.b.int_value(scalar_type(value))
         if isinstance(value, torch.memory_format):
-            return self.b.argument(fb.Int(_MEMORY_FORMATS.get(value, 0)))
+            return self.b.int_value(_MEMORY_FORMATS.get(value, 0))
         if isinstance(value, (torch.layout, torch.device)):
-            return self.b.argument(fb.Null())
+            return self.b.null_value()
         if isinstance(value, bool):
-            return self.b.argument(fb.Bool(value))
+            return self.b.bool_value(value)
         if isinstance(value, int):
-            return self.b.argument(fb.Int(value))
+            return self.b.int_value(value)
         if isinstance(value, float):
-            return self.b.argument(fb.Double(value))
+            return self.b.double_value(value)
         if isinstance(value, str):
-            return self.b.argument(fb.String(value))
+            return self.b.string_value(value)
         raise StageError(f"cannot store argument {value!r} of type {type(value).__name__}")
 
     def scalar_tensor(self, value: Any) -> int:
@@ -259,8 +269,15 @@ class GraphConverter:
         return self.b.tensor(scalar_type(t.dtype), [], data=tensor_bytes(t))
 
     def symbolic_scalar_tensor(self, value: Node, node: Node) -> int:
-        """A symbolic Int where the schema wants a tensor: `scalar_tensor.out` at run time."""
-        out = self.b.tensor(scalar_type(torch.int64), [])
+        """A scalar computed at run time where the schema wants a tensor: `scalar_tensor.out`, a 0-d
+        int64, float64 or bool tensor as torch wraps a Python number of that kind."""
+        kind = value.meta.get("val")
+        dtype = torch.int64
+        if isinstance(kind, (float, torch.SymFloat)):
+            dtype = torch.float64
+        elif isinstance(kind, (bool, torch.SymBool)):
+            dtype = torch.bool
+        out = self.b.tensor(scalar_type(dtype), [])
         self.b.kernel_call("aten::scalar_tensor", "out", [self.value_of(value), out, out], node_frame(node))
         return out
 
@@ -273,9 +290,7 @@ class GraphConverter:
             return self.b.double_list(items)
         if isinstance(elem, torch._C.BoolType):
             return self.b.bool_list(items)
-        if not any(isinstance(i, Node) for i in items):
-            return self.b.argument(fb.IntList([self.b.argument(fb.Int(i)) for i in items]))
-        return self.b.int_list([self.value_of(i) if isinstance(i, Node) else self.b.argument(fb.Int(i)) for i in items])
+        return self.b.int_list([self.value_of(i) if isinstance(i, Node) else self.b.int_value(i) for i in items])
 
 
 def _input_for(ep: ExportedProgram, buffer: str | None) -> str:

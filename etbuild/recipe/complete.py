@@ -81,15 +81,15 @@ def _normalize_memory(memory: dict[str, Any]) -> None:
         if level["bytes"] == "unbounded":
             level["bytes"] = None
         elif isinstance(level["bytes"], str):
-            level["bytes"] = _parse_size(level["bytes"])
+            level["bytes"] = parse_size(level["bytes"])
         if level["alignment"] is None:
             level["alignment"] = memory["alignment"]
     for rule in memory["rules"]:
         if isinstance(rule["max_bytes"], str):
-            rule["max_bytes"] = _parse_size(rule["max_bytes"])
+            rule["max_bytes"] = parse_size(rule["max_bytes"])
 
 
-def _parse_size(text: str) -> int:
+def parse_size(text: str) -> int:
     """`"256KiB"` -> 262144 (the schema admits only strings that `_SIZE` matches)."""
     match = _SIZE.fullmatch(text)
     if match is None:

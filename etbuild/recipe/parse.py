@@ -40,8 +40,9 @@ class Doc:
         return self.keys.get(path) or self.values[path]
 
 
-def parse(shown: str) -> Doc:
-    """Read one YAML file into a Doc; every YAML problem becomes a located RecipeError."""
+def parse(shown: str, holds: str = "recipe sections") -> Doc:
+    """Read one YAML file into a Doc; every YAML problem becomes a located RecipeError.
+    `holds` says what its top-level mapping holds, for the error when it is not a mapping."""
     text = _read(shown)
     doc = Doc({}, {}, {}, {shown: Path(shown).resolve()})
     loader = _RecipeLoader(text, shown)
@@ -55,7 +56,7 @@ def parse(shown: str) -> Doc:
     if not isinstance(data, dict):
         got = "an empty file" if data is None else show(data)
         where = doc.values.get((), Location(shown, 1, 1))
-        raise located_error(where, (), f"expected a mapping of recipe sections; got {got}")
+        raise located_error(where, (), f"expected a mapping of {holds}; got {got}")
     doc.data = data
     return doc
 

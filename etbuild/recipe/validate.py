@@ -34,6 +34,12 @@ def _is_power_of_two(number: int) -> bool:
 _Validator = jsonschema.validators.extend(jsonschema.Draft202012Validator, {"powerOfTwo": _power_of_two})
 _VALIDATOR = _Validator(SCHEMA)
 
+
+def validator(schema: dict[str, Any]) -> Any:
+    """A validator for another document kind's schema (a release file), with our keywords.
+    Such a schema keeps its choices inline (`enum`, `const`): `$ref`s resolve against the recipe's."""
+    return _Validator(schema)
+
 _TYPE_PHRASES = {
     "object": "a mapping",
     "array": "a list",
@@ -69,10 +75,10 @@ _EXPECTED = {
 }
 
 
-def validate(doc: Doc) -> None:
+def validate(doc: Doc, against: Any = _VALIDATOR) -> None:
     """Raise the first schema violation in file order (product first) as a RecipeError."""
     order = list(doc.files)
-    found = [_describe(error, doc) for error in _VALIDATOR.iter_errors(doc.data)]
+    found = [_describe(error, doc) for error in against.iter_errors(doc.data)]
     if found:
         where, path, message = min(found, key=lambda f: (order.index(f[0].file), f[0].line, f[0].column))
         raise located_error(where, path, message)

@@ -67,7 +67,8 @@ def check_allowed(
     outside = [op for op in selection.operators if not allowed(op.name, patterns)]
     if outside:
         lines = "\n".join(f"  {describe_use(op, base_dir)}" for op in outside)
-        raise StageError(f"{where}: {KEY}: the program calls operators outside the allowlist:\n{lines}")
+        raise StageError(f"{where}: {KEY}: the program calls operators outside the allowlist:\n{lines}\n"
+                         f"  add them to {KEY}, change the model so it does not call them, or leave them to a backend")
 
 
 def describe_use(op: OperatorUse, base_dir: str | Path | None = None) -> str:

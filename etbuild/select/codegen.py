@@ -27,9 +27,6 @@ from __future__ import annotations
 
 import importlib.util
 import io
-import os
-import shutil
-import tempfile
 import zipfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -38,9 +35,10 @@ from pathlib import Path
 import jinja2
 
 from etbuild.errors import InternalError, StageError
-from etbuild.fsutil import write_bytes
+from etbuild.fsutil import atomic_dir, write_bytes
 from etbuild.kernels.registry import load_all
 from etbuild.runtime import features as runtime_features
+from etbuild.runtime.checks import KIND_TYPES
 from etbuild.runtime.tensor import SCALAR_TYPE_TO_DTYPE
 from etbuild.select.schema_cut import identifiers, mirror_module, schema_module
 from etbuild.select.selection import Selection
@@ -58,6 +56,7 @@ PTE_MODULE = "etbuild.runtime.format.pte"
 MIRROR_MODULE = "etbuild.runtime.format.program"
 REGISTRY_MODULE = "etbuild.kernels.registry"
 TENSOR_MODULE = "etbuild.runtime.tensor"
+CHECKS_MODULE = "etbuild.runtime.checks"
 FEATURES_MODULE = "etbuild.runtime.features"
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
@@ -192,10 +191,20 @@ def _shaken(env: jinja2.Environment, contents: Contents, source: str) -> Shaker:
 
 
 def _overrides(env: jinja2.Environment, contents: Contents) -> dict[str, dict[str, str]]:
-    """Definitions a trimmed runtime replaces: its schema layout, its registry, its dtype table."""
+    """Definitions a trimmed runtime replaces: its schema layout, its registry (whose kernels ship
+    without annotations: their argument kinds come as a table), its argument kinds' value types,
+    its dtype table."""
+    registry = load_all()
+    kinds = {name: registry[name].kinds for name in contents.kernels}
+    letters = sorted(set("".join(kinds.values())) - {">"})
+    kind_types = {k: KIND_TYPES[k] for k in letters}
     out = {
         PTE_MODULE: {"program_layout": env.get_template("program_layout.py.j2").render()},
-        REGISTRY_MODULE: {"load_all": env.get_template("load_all.py.j2").render()},
+        REGISTRY_MODULE: {
+            "load_all": env.get_template("load_all.py.j2").render(),
+            "argument_kinds": env.get_template("argument_kinds.py.j2").render(kinds=repr(kinds)),
+        },
+        CHECKS_MODULE: {"KIND_TYPES": env.get_template("kind_table.py.j2").render(kinds=repr(kind_types))},
     }
     if contents.scalar_types is not None:
         dtypes = [(code, SCALAR_TYPE_TO_DTYPE[code].name) for code in contents.scalar_types]
@@ -260,19 +269,11 @@ def module_source(module: str) -> tuple[str, bool] | None:
 
 def _replace_tree(out: Path, files: Mapping[str, tuple[str, str]]) -> None:
     """Write the tree beside its final place, then swap it in (no half-written tree)."""
-    out.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=".runtime-", dir=out))
-    try:
+    with atomic_dir(out / PACKAGE) as staging:
         for path, (text, _) in files.items():
-            target = staging / path
+            target = staging / Path(path).relative_to(PACKAGE)
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(text)
-        final = out / PACKAGE
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(staging / PACKAGE, final)
-    finally:
-        shutil.rmtree(staging, ignore_errors=True)
 
 
 def zip_bytes(files: Mapping[str, tuple[str, str]]) -> bytes:

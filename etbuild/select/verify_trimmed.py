@@ -24,7 +24,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from etbuild.errors import EtbuildError, InternalError
+from etbuild.errors import EtbuildError, InternalError, error_class
 
 DEPENDENCIES = ("numpy", "flatbuffers")
 TIMEOUT_S = 300
@@ -122,14 +122,10 @@ def trimmed_kernels(runtime_dir: str | Path) -> set[str]:
 
 def _error(proc: subprocess.CompletedProcess[str], what: str) -> EtbuildError:
     """The EtbuildError the runner's exit code stands for, or InternalError for a crash."""
-    classes = {cls.exit_code: cls for cls in _error_classes(EtbuildError)}
     message = proc.stderr.strip().removeprefix("error: ")
-    cls = classes.get(proc.returncode)
-    if cls is None or cls is EtbuildError or "Traceback (most recent call last)" in proc.stderr:
+    cls = error_class(proc.returncode)
+    if cls is EtbuildError or "Traceback (most recent call last)" in proc.stderr:
         tail = "\n".join(proc.stderr.strip().splitlines()[-8:])
         return InternalError(f"{what} failed (exit {proc.returncode}):\n{tail}")
     return cls(f"{what}: {message}")
 
-
-def _error_classes(base: type[EtbuildError]) -> list[type[EtbuildError]]:
-    return [base, *[c for sub in base.__subclasses__() for c in _error_classes(sub)]]

@@ -23,7 +23,9 @@ import torch
 from torch.export import ExportedProgram
 
 from etbuild.fsutil import write_bytes
+from etbuild.lowering.assertions import drop_assertions
 from etbuild.lowering.decompose import decompose
+from etbuild.lowering.fit import fit_operator_set
 from etbuild.lowering.fold import fold_constants
 from etbuild.lowering.forms import ATEN, CORE_ATEN, UNPLANNED, GraphProgram, LoweredProgram
 from etbuild.lowering.fuse_batch_norm import fuse_batch_norm
@@ -39,8 +41,12 @@ LOWERING = Pipeline("lower", (
          ATEN, CORE_ATEN, each_method(decompose)),
     Step("move-weight-permutes", "permute(dequantize(int8 constant)) → dequantize(permute(int8 constant))",
          CORE_ATEN, CORE_ATEN, each_method(move_weight_permutes)),
+    Step("fit-operator-set", "decompose each call whose out-variant ExecuTorch's runtime lacks into calls it has",
+         CORE_ATEN, CORE_ATEN, each_method(fit_operator_set)),
     Step("fold-constants", "compute once, at build time, every node that reads only constants",
          CORE_ATEN, CORE_ATEN, each_method(fold_constants)),
+    Step("drop-assertions", "check at build time what can be, then drop, the calls that compute nothing",
+         CORE_ATEN, CORE_ATEN, each_method(drop_assertions)),
     Step("fuse-batch-norm", "fold each inference BatchNorm into the convolution before it",
          CORE_ATEN, CORE_ATEN, each_method(fuse_batch_norm)),
     Step("drop-zero-points", "all-zero zero points of per-channel dequantize → None (symmetric int8 weights)",

@@ -1,6 +1,6 @@
 """Verify stage: the `.pte` in its trimmed runtime, without torch, against eager PyTorch.
 
-Takes: the final `.pte`, its trimmed runtime (`runtime/`, from the select stage), the
+Takes: the final `.pte`, its trimmed runtime (`runtime/<recipe>-runtime.zip`, from select), the
 recipe's model and `verify` section. Gives: `verify.json` with, per method and output, the
 largest absolute and relative error over `verify.samples` random inputs (dynamic dims drawn
 within their ranges) and whether it is within `rtol`/`atol`. Samples run in order on one

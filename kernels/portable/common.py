@@ -201,11 +201,25 @@ def reduce_axes(dim: int | Sequence[int] | None, ndim: int) -> tuple[int, ...]:
     return tuple(axes) if ndim else ()
 
 
-def named(fn: Callable[..., Any], name: str, module: str) -> Callable[..., Any]:
-    """Give a factory-made kernel the Python name of its operator and its family's module."""
+# The operands of a binary operator's overloads (the annotations of its kernel's `a` and `b`).
+TENSORS = ("np.ndarray", "np.ndarray")  # Tensor self, Tensor other
+TENSOR_SCALAR = ("np.ndarray", "Scalar")  # Tensor self, Scalar other
+SCALAR_TENSOR = ("Scalar", "np.ndarray")  # Scalar self, Tensor other (pow.Scalar_out)
+
+
+def named(
+    fn: Callable[..., Any], name: str, module: str, operands: tuple[str, str] | None = None
+) -> Callable[..., Any]:
+    """Give a factory-made kernel the Python name of its operator and its family's module.
+
+    operands: for a binary kernel shared by an operator's Tensor and Scalar overloads, the
+    annotations of its `a` and `b` in this overload (the runtime checks arguments by them).
+    """
     base, _, overload = name.split("::")[1].partition(".")
     fn.__name__ = fn.__qualname__ = f"{base}_{overload}".replace(".", "_") if overload else base
     fn.__module__ = module
+    if operands is not None:
+        fn.__annotations__ = {**fn.__annotations__, "a": operands[0], "b": operands[1]}
     return fn
 
 

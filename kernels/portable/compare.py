@@ -14,6 +14,8 @@ from etbuild.kernels.portable.common import (
     FLOAT32,
     FLOAT64,
     INT64,
+    TENSOR_SCALAR,
+    TENSORS,
     Operand,
     broadcast_shape,
     cast,
@@ -128,12 +130,17 @@ def _logical(fn: Ufunc) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.nda
     return binary
 
 
+def _operands(name: str) -> tuple[str, str]:
+    """A comparison, bitwise or shift overload's operands: its `Scalar` overloads take a Scalar `other`."""
+    return TENSOR_SCALAR if "Scalar" in name.partition(".")[2] else TENSORS
+
+
 for _name, _fn in COMPARE.items():
-    kernel(_name, dtypes=ALL_DTYPES)(named(_promoted(_fn), _name, __name__))
+    kernel(_name, dtypes=ALL_DTYPES)(named(_promoted(_fn), _name, __name__, _operands(_name)))
 for _name, _fn in BITWISE.items():
-    kernel(_name, dtypes=BITWISE_DTYPES)(named(_promoted(_fn), _name, __name__))
+    kernel(_name, dtypes=BITWISE_DTYPES)(named(_promoted(_fn), _name, __name__, _operands(_name)))
 for _name, _fn in SHIFT.items():
-    kernel(_name, dtypes=INT_DTYPES)(named(_promoted(_fn), _name, __name__))
+    kernel(_name, dtypes=INT_DTYPES)(named(_promoted(_fn), _name, __name__, _operands(_name)))
 for _name, _fn in LOGICAL.items():
     kernel(_name, dtypes=ALL_DTYPES)(named(_logical(_fn), _name, __name__))
 

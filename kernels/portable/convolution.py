@@ -23,8 +23,8 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import cast, opmath, pad_spatial, per_dim, result_dtype, windows
-from etbuild.kernels.registry import FLOAT_DTYPES, kernel
-from etbuild.runtime.tensor import resize
+from etbuild.kernels.registry import FLOAT_DTYPES, NonNegativeInts, PositiveInt, PositiveInts, kernel
+from etbuild.runtime.tensor import BoundedArray, resize
 
 
 def _out_spatial(padded: list[int], kernel: tuple[int, ...], stride: list[int], dilation: list[int]) -> list[int]:
@@ -199,23 +199,45 @@ def _transposed_as_forward(
     return pad_spatial(dilated, pads), wf
 
 
-@kernel("aten::convolution.out", dtypes=FLOAT_DTYPES)
+def _check_convolution(
+    x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: list[int], padding: list[int],
+    dilation: list[int], transposed: bool, output_padding: list[int], groups: int, out: np.ndarray,
+) -> None:
+    """The load-time check of convolution's arguments (see etbuild.kernels.registry.kernel): ranks,
+    per-dim lists, and the weight's channels against the groups (and the input's, when static)."""
+    nsp = _spatial_dims(x, weight)
+    lists = {"stride": stride, "padding": padding, "dilation": dilation, "output_padding": output_padding}
+    for what, v in lists.items():
+        per_dim(v, nsp, what)
+    channels = weight.shape[0] if transposed else weight.shape[1] * groups  # of the input
+    static = not isinstance(x, BoundedArray)  # a dynamic input is planned at its bound: only its rank is known
+    if weight.shape[0] % groups or (static and x.shape[1] != channels):
+        raise KernelError(
+            f"convolution: weight {list(weight.shape)} does not fit {x.shape[1]} channels in {groups} groups"
+        )
+
+
+def _spatial_dims(x: np.ndarray, weight: np.ndarray) -> int:
+    if x.ndim < 3 or weight.ndim != x.ndim:
+        raise KernelError(f"convolution: input {list(x.shape)} and weight {list(weight.shape)} do not match")
+    return x.ndim - 2
+
+
+@kernel("aten::convolution.out", dtypes=FLOAT_DTYPES, check=_check_convolution)
 def convolution_out(
     x: np.ndarray,
     weight: np.ndarray,
     bias: np.ndarray | None,
-    stride: list[int],
-    padding: list[int],
-    dilation: list[int],
+    stride: PositiveInts,
+    padding: NonNegativeInts,
+    dilation: PositiveInts,
     transposed: bool,
-    output_padding: list[int],
-    groups: int,
+    output_padding: NonNegativeInts,
+    groups: PositiveInt,
     out: np.ndarray,
 ) -> np.ndarray:
     """Input (N, C, *S), weight (O, C/groups, *K) — or (C, O/groups, *K) when transposed."""
-    nsp = x.ndim - 2
-    if nsp < 1 or weight.ndim != x.ndim:
-        raise KernelError(f"convolution: input {list(x.shape)} and weight {list(weight.shape)} do not match")
+    nsp = _spatial_dims(x, weight)
     stride, padding, dilation = (
         per_dim(v, nsp, s) for v, s in ((stride, "stride"), (padding, "padding"), (dilation, "dilation"))
     )

@@ -12,7 +12,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import cast, store
-from etbuild.kernels.registry import ALL_DTYPES, REAL_DTYPES, kernel
+from etbuild.kernels.registry import ALL_DTYPES, REAL_DTYPES, NonNegativeInts, kernel
 from etbuild.runtime.tensor import resize
 
 
@@ -43,17 +43,17 @@ def arange_out(end: float, out: np.ndarray) -> np.ndarray:
 
 
 @kernel("aten::full.out", dtypes=ALL_DTYPES)
-def full_out(size: list[int], value: float, out: np.ndarray) -> np.ndarray:
+def full_out(size: NonNegativeInts, value: float, out: np.ndarray) -> np.ndarray:
     return _fill(out, size, value)
 
 
 @kernel("aten::zeros.out", dtypes=ALL_DTYPES)
-def zeros_out(size: list[int], out: np.ndarray) -> np.ndarray:
+def zeros_out(size: NonNegativeInts, out: np.ndarray) -> np.ndarray:
     return _fill(out, size, 0)
 
 
 @kernel("aten::ones.out", dtypes=ALL_DTYPES)
-def ones_out(size: list[int], out: np.ndarray) -> np.ndarray:
+def ones_out(size: NonNegativeInts, out: np.ndarray) -> np.ndarray:
     return _fill(out, size, 1)
 
 
@@ -93,12 +93,12 @@ def fill_tensor_out(x: np.ndarray, value: np.ndarray, out: np.ndarray) -> np.nda
 
 
 @kernel("aten::empty.out", dtypes=ALL_DTYPES)
-def empty_out(size: list[int], memory_format: int | None, out: np.ndarray) -> np.ndarray:
+def empty_out(size: NonNegativeInts, memory_format: int | None, out: np.ndarray) -> np.ndarray:
     return resize(out, size)
 
 
 @kernel("dim_order_ops::_empty_dim_order.out", dtypes=ALL_DTYPES)
-def empty_dim_order_out(size: list[int], dim_order: list[int] | None, out: np.ndarray) -> np.ndarray:
+def empty_dim_order_out(size: NonNegativeInts, dim_order: list[int] | None, out: np.ndarray) -> np.ndarray:
     if dim_order is not None and sorted(dim_order) != list(range(len(size))):
         raise KernelError(f"dim_order {dim_order} is not a permutation of {len(size)} dims")
     return resize(out, size)

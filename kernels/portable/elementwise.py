@@ -18,6 +18,9 @@ from etbuild.kernels.portable.common import (
     BOOL,
     EXACT,
     NATIVE,
+    SCALAR_TENSOR,
+    TENSOR_SCALAR,
+    TENSORS,
     Operand,
     broadcast_shape,
     cast,
@@ -143,25 +146,26 @@ def round_decimals_out(x: np.ndarray, decimals: int, out: np.ndarray) -> np.ndar
     return _write(out, np.multiply, ct, np.rint(y / scale), scale)
 
 
-# Binary ops on the promoted dtype of both operands, Tensor and Scalar overloads alike.
-BINARY: dict[str, tuple[Ufunc, tuple[str, ...]]] = {
-    "aten::mul.out": (np.multiply, ALL_DTYPES),
-    "aten::mul.Scalar_out": (np.multiply, ALL_DTYPES),
-    "aten::remainder.Tensor_out": (np.remainder, REAL_DTYPES),
-    "aten::remainder.Scalar_out": (np.remainder, REAL_DTYPES),
-    "aten::fmod.Tensor_out": (np.fmod, REAL_DTYPES),
-    "aten::fmod.Scalar_out": (np.fmod, REAL_DTYPES),
-    "aten::floor_divide.out": (np.floor_divide, REAL_DTYPES),
-    "aten::maximum.out": (np.maximum, ALL_DTYPES),
-    "aten::minimum.out": (np.minimum, ALL_DTYPES),
-    "aten::pow.Tensor_Tensor_out": (np.power, REAL_DTYPES),
-    "aten::pow.Tensor_Scalar_out": (np.power, REAL_DTYPES),
-    "aten::pow.Scalar_out": (np.power, REAL_DTYPES),
+# Binary ops on the promoted dtype of both operands, Tensor and Scalar overloads alike:
+# name -> (ufunc, dtypes, the overload's operands).
+BINARY: dict[str, tuple[Ufunc, tuple[str, ...], tuple[str, str]]] = {
+    "aten::mul.out": (np.multiply, ALL_DTYPES, TENSORS),
+    "aten::mul.Scalar_out": (np.multiply, ALL_DTYPES, TENSOR_SCALAR),
+    "aten::remainder.Tensor_out": (np.remainder, REAL_DTYPES, TENSORS),
+    "aten::remainder.Scalar_out": (np.remainder, REAL_DTYPES, TENSOR_SCALAR),
+    "aten::fmod.Tensor_out": (np.fmod, REAL_DTYPES, TENSORS),
+    "aten::fmod.Scalar_out": (np.fmod, REAL_DTYPES, TENSOR_SCALAR),
+    "aten::floor_divide.out": (np.floor_divide, REAL_DTYPES, TENSORS),
+    "aten::maximum.out": (np.maximum, ALL_DTYPES, TENSORS),
+    "aten::minimum.out": (np.minimum, ALL_DTYPES, TENSORS),
+    "aten::pow.Tensor_Tensor_out": (np.power, REAL_DTYPES, TENSORS),
+    "aten::pow.Tensor_Scalar_out": (np.power, REAL_DTYPES, TENSOR_SCALAR),
+    "aten::pow.Scalar_out": (np.power, REAL_DTYPES, SCALAR_TENSOR),
 }
-FLOAT_BINARY: dict[str, Ufunc] = {
-    "aten::atan2.out": np.arctan2,
-    "aten::div.out": np.true_divide,
-    "aten::div.Scalar_out": np.true_divide,
+FLOAT_BINARY: dict[str, tuple[Ufunc, tuple[str, str]]] = {
+    "aten::atan2.out": (np.arctan2, TENSORS),
+    "aten::div.out": (np.true_divide, TENSORS),
+    "aten::div.Scalar_out": (np.true_divide, TENSOR_SCALAR),
 }
 
 
@@ -184,10 +188,10 @@ def _binary(fn: Ufunc, to_float: bool) -> Callable[[Operand, Operand, np.ndarray
     return binary
 
 
-for _name, (_fn, _dtypes) in BINARY.items():
-    kernel(_name, dtypes=_dtypes)(named(_binary(_fn, False), _name, __name__))
-for _name, _fn in FLOAT_BINARY.items():
-    kernel(_name, dtypes=ALL_DTYPES)(named(_binary(_fn, True), _name, __name__))
+for _name, (_fn, _dtypes, _operands) in BINARY.items():
+    kernel(_name, dtypes=_dtypes)(named(_binary(_fn, False), _name, __name__, _operands))
+for _name, (_fn, _operands) in FLOAT_BINARY.items():
+    kernel(_name, dtypes=ALL_DTYPES)(named(_binary(_fn, True), _name, __name__, _operands))
 
 
 def _add(a: Operand, b: Operand, alpha: float, sign: int, out: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import BOOL, broadcast_shape, cast, result_dtype, store, wrap_dim
-from etbuild.kernels.registry import ALL_DTYPES, REAL_DTYPES, kernel
+from etbuild.kernels.registry import ALL_DTYPES, REAL_DTYPES, PositiveInt, kernel
 from etbuild.runtime.tensor import resize
 
 
@@ -177,7 +177,7 @@ def select_scatter_out(x: np.ndarray, src: np.ndarray, dim: int, index: int, out
 
 @kernel("aten::slice_scatter.out", dtypes=ALL_DTYPES)
 def slice_scatter_out(
-    x: np.ndarray, src: np.ndarray, dim: int, start: int | None, end: int | None, step: int, out: np.ndarray
+    x: np.ndarray, src: np.ndarray, dim: int, start: int | None, end: int | None, step: PositiveInt, out: np.ndarray
 ) -> np.ndarray:
     """out = x with x[start:end:step] along dim replaced by src."""
     out = store(out, x)

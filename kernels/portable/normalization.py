@@ -11,7 +11,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import cast, opmath, quiet, store
-from etbuild.kernels.registry import FLOAT_DTYPES, kernel
+from etbuild.kernels.registry import FLOAT_DTYPES, PositiveInt, kernel
 from etbuild.runtime.tensor import resize
 
 Outs = tuple[np.ndarray, np.ndarray, np.ndarray]
@@ -56,7 +56,7 @@ def native_layer_norm_out(
     out: np.ndarray,
     mean_out: np.ndarray,
     rstd_out: np.ndarray,
-) -> Outs:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Normalize over the trailing `normalized_shape` dims; mean/rstd keep them as size 1.
 
     Computed in place in the result: x − mean, then its mean square, then the scaling.
@@ -92,7 +92,7 @@ def native_batch_norm_legit_no_training_out(
     out: np.ndarray,
     save_mean: np.ndarray,
     save_invstd: np.ndarray,
-) -> Outs:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """x·scale + shift over dim 1, scale = weight/sqrt(running_var + eps) and shift = bias −
     running_mean·scale (torch's CPU inference kernel folds it the same way)."""
     out = resize(out, x.shape)
@@ -119,12 +119,12 @@ def native_group_norm_out(
     n: int,
     c: int,
     hxw: int,
-    group: int,
+    group: PositiveInt,
     eps: float,
     out: np.ndarray,
     mean_out: np.ndarray,
     rstd_out: np.ndarray,
-) -> Outs:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Normalize each of `group` channel groups per sample; mean/rstd are (N, group)."""
     if c % group:
         raise KernelError(f"group_norm: {c} channels do not split into {group} groups")
@@ -172,7 +172,7 @@ def native_batch_norm_legit_out(
     out: np.ndarray,
     save_mean: np.ndarray,
     save_invstd: np.ndarray,
-) -> Outs:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Batch statistics when training (and running-stat updates), else the running ones."""
     if not training:
         return native_batch_norm_legit_no_training_out(
@@ -197,6 +197,6 @@ def native_batch_norm_legit_no_stats_out(
     out: np.ndarray,
     save_mean: np.ndarray,
     save_invstd: np.ndarray,
-) -> Outs:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Normalize with the batch's own statistics (there are no running ones)."""
     return _train_norm(x, weight, bias, eps, (out, save_mean, save_invstd))[0]

@@ -14,7 +14,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import cast, opmath, pad_spatial, per_dim, store, windows
-from etbuild.kernels.registry import FLOAT_DTYPES, kernel
+from etbuild.kernels.registry import FLOAT_DTYPES, NonNegativeInts, PositiveInts, kernel
 from etbuild.runtime.tensor import resize
 
 
@@ -89,12 +89,32 @@ def _avg_pool(
     return sums / np.asarray(divisor, dtype=v.dtype)
 
 
-@kernel("aten::avg_pool2d.out", dtypes=FLOAT_DTYPES)
+def _check_avg_pool2d(
+    x: np.ndarray, kernel_size: list[int], stride: list[int], padding: list[int], ceil_mode: bool, *_: object
+) -> None:
+    """The load-time check of avg_pool2d's arguments (see etbuild.kernels.registry.kernel)."""
+    Geometry(x, 2, kernel_size, stride, padding, [1, 1], ceil_mode)
+
+
+def _check_avg_pool1d(
+    x: np.ndarray, kernel_size: list[int], stride: list[int], padding: list[int], ceil_mode: bool, *_: object
+) -> None:
+    Geometry(x, 1, kernel_size, stride, padding, [1], ceil_mode)
+
+
+def _check_max_pool2d(
+    x: np.ndarray, kernel_size: list[int], stride: list[int], padding: list[int], dilation: list[int],
+    ceil_mode: bool, *_: object,
+) -> None:
+    Geometry(x, 2, kernel_size, stride, padding, dilation, ceil_mode)
+
+
+@kernel("aten::avg_pool2d.out", dtypes=FLOAT_DTYPES, check=_check_avg_pool2d)
 def avg_pool2d_out(
     x: np.ndarray,
-    kernel_size: list[int],
-    stride: list[int],
-    padding: list[int],
+    kernel_size: PositiveInts,
+    stride: PositiveInts,
+    padding: NonNegativeInts,
     ceil_mode: bool,
     count_include_pad: bool,
     divisor_override: int | None,
@@ -103,12 +123,12 @@ def avg_pool2d_out(
     return store(out, _avg_pool(x, 2, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override))
 
 
-@kernel("aten::avg_pool1d.out", dtypes=FLOAT_DTYPES)
+@kernel("aten::avg_pool1d.out", dtypes=FLOAT_DTYPES, check=_check_avg_pool1d)
 def avg_pool1d_out(
     x: np.ndarray,
-    kernel_size: list[int],
-    stride: list[int],
-    padding: list[int],
+    kernel_size: PositiveInts,
+    stride: PositiveInts,
+    padding: NonNegativeInts,
     ceil_mode: bool,
     count_include_pad: bool,
     out: np.ndarray,
@@ -116,13 +136,13 @@ def avg_pool1d_out(
     return store(out, _avg_pool(x, 1, kernel_size, stride, padding, ceil_mode, count_include_pad, None))
 
 
-@kernel("aten::max_pool2d_with_indices.out", dtypes=FLOAT_DTYPES)
+@kernel("aten::max_pool2d_with_indices.out", dtypes=FLOAT_DTYPES, check=_check_max_pool2d)
 def max_pool2d_with_indices_out(
     x: np.ndarray,
-    kernel_size: list[int],
-    stride: list[int],
-    padding: list[int],
-    dilation: list[int],
+    kernel_size: PositiveInts,
+    stride: PositiveInts,
+    padding: NonNegativeInts,
+    dilation: PositiveInts,
     ceil_mode: bool,
     out: np.ndarray,
     indices: np.ndarray,
@@ -168,10 +188,10 @@ def _adaptive_avg_pool2d(x: np.ndarray, output_size: list[int], out: np.ndarray)
 
 
 @kernel("aten::adaptive_avg_pool2d.out", dtypes=FLOAT_DTYPES)
-def adaptive_avg_pool2d_out(x: np.ndarray, output_size: list[int], out: np.ndarray) -> np.ndarray:
+def adaptive_avg_pool2d_out(x: np.ndarray, output_size: NonNegativeInts, out: np.ndarray) -> np.ndarray:
     return _adaptive_avg_pool2d(x, output_size, out)
 
 
 @kernel("aten::_adaptive_avg_pool2d.out", dtypes=FLOAT_DTYPES)
-def _adaptive_avg_pool2d_out(x: np.ndarray, output_size: list[int], out: np.ndarray) -> np.ndarray:
+def _adaptive_avg_pool2d_out(x: np.ndarray, output_size: NonNegativeInts, out: np.ndarray) -> np.ndarray:
     return _adaptive_avg_pool2d(x, output_size, out)

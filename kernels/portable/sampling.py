@@ -10,19 +10,19 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import cast, opmath, store
-from etbuild.kernels.registry import FLOAT_DTYPES, kernel
+from etbuild.kernels.registry import FLOAT_DTYPES, NonNegativeInts, kernel
 
 _RNG = np.random.default_rng()
 
 
 @kernel("aten::rand.out", dtypes=FLOAT_DTYPES)
-def rand_out(size: list[int], out: np.ndarray) -> np.ndarray:
+def rand_out(size: NonNegativeInts, out: np.ndarray) -> np.ndarray:
     """Uniform on [0, 1)."""
     return store(out, _RNG.random(size))
 
 
 @kernel("aten::randn.out", dtypes=FLOAT_DTYPES)
-def randn_out(size: list[int], out: np.ndarray) -> np.ndarray:
+def randn_out(size: NonNegativeInts, out: np.ndarray) -> np.ndarray:
     """Standard normal."""
     return store(out, _RNG.standard_normal(size))
 

@@ -13,7 +13,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import result_dtype, store, wrap_dim
-from etbuild.kernels.registry import ALL_DTYPES, kernel
+from etbuild.kernels.registry import ALL_DTYPES, NonNegativeInts, PositiveInt, kernel
 from etbuild.runtime.tensor import resize
 
 
@@ -184,7 +184,7 @@ def stack_out(tensors: list[np.ndarray], dim: int, out: np.ndarray) -> np.ndarra
 
 
 @kernel("aten::repeat.out", dtypes=ALL_DTYPES)
-def repeat_out(x: np.ndarray, repeats: list[int], out: np.ndarray) -> np.ndarray:
+def repeat_out(x: np.ndarray, repeats: NonNegativeInts, out: np.ndarray) -> np.ndarray:
     if len(repeats) < x.ndim:
         raise KernelError(f"repeat: {len(repeats)} repeats for a {x.ndim}-d tensor")
     lead = (1,) * (len(repeats) - x.ndim)
@@ -221,7 +221,7 @@ def diagonal_copy_out(x: np.ndarray, offset: int, dim1: int, dim2: int, out: np.
 
 
 @kernel("aten::unfold_copy.out", dtypes=ALL_DTYPES)
-def unfold_copy_out(x: np.ndarray, dimension: int, size: int, step: int, out: np.ndarray) -> np.ndarray:
+def unfold_copy_out(x: np.ndarray, dimension: int, size: int, step: PositiveInt, out: np.ndarray) -> np.ndarray:
     """Windows of `size` every `step` along dimension, as a new last dim."""
     if x.ndim == 0:
         return store(out, x.reshape(1))
@@ -231,7 +231,7 @@ def unfold_copy_out(x: np.ndarray, dimension: int, size: int, step: int, out: np
 
 
 @kernel("aten::pixel_shuffle.out", dtypes=ALL_DTYPES)
-def pixel_shuffle_out(x: np.ndarray, factor: int, out: np.ndarray) -> np.ndarray:
+def pixel_shuffle_out(x: np.ndarray, factor: PositiveInt, out: np.ndarray) -> np.ndarray:
     """(*, C·r², H, W) -> (*, C, H·r, W·r)."""
     *lead, c, h, w = x.shape
     r = factor
@@ -242,7 +242,7 @@ def pixel_shuffle_out(x: np.ndarray, factor: int, out: np.ndarray) -> np.ndarray
 
 
 @kernel("aten::pixel_unshuffle.out", dtypes=ALL_DTYPES)
-def pixel_unshuffle_out(x: np.ndarray, factor: int, out: np.ndarray) -> np.ndarray:
+def pixel_unshuffle_out(x: np.ndarray, factor: PositiveInt, out: np.ndarray) -> np.ndarray:
     """(*, C, H·r, W·r) -> (*, C·r², H, W)."""
     *lead, c, h, w = x.shape
     r = factor

@@ -35,21 +35,23 @@ def _sorted(x: np.ndarray, dim: int, descending: bool, k: int | None, values: np
 
 
 @kernel("aten::sort.values", dtypes=REAL_DTYPES)
-def sort_values(x: np.ndarray, dim: int, descending: bool, values: np.ndarray, indices: np.ndarray) -> Pair:
+def sort_values(
+    x: np.ndarray, dim: int, descending: bool, values: np.ndarray, indices: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     return _sorted(x, dim, descending, None, values, indices)
 
 
 @kernel("aten::sort.values_stable", dtypes=REAL_DTYPES)
 def sort_values_stable(
     x: np.ndarray, stable: bool | None, dim: int, descending: bool, values: np.ndarray, indices: np.ndarray
-) -> Pair:
+) -> tuple[np.ndarray, np.ndarray]:
     return _sorted(x, dim, descending, None, values, indices)
 
 
 @kernel("aten::topk.values", dtypes=REAL_DTYPES)
 def topk_values(
     x: np.ndarray, k: int, dim: int, largest: bool, sorted: bool, values: np.ndarray, indices: np.ndarray
-) -> Pair:
+) -> tuple[np.ndarray, np.ndarray]:
     """The k largest (or smallest) along dim, always in sorted order."""
     extent = x.shape[wrap_dim(dim, x.ndim)] if x.ndim else 1
     if not 0 <= k <= extent:

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import named
 from etbuild.kernels.registry import ALL_DTYPES, kernel
 
@@ -82,3 +83,12 @@ def sym_size_int(x: np.ndarray, dim: int) -> int:
 @kernel("aten::sym_numel", dtypes=ALL_DTYPES)
 def sym_numel(x: np.ndarray) -> int:
     return int(x.size)
+
+
+@kernel("aten::_local_scalar_dense", dtypes=ALL_DTYPES)
+def local_scalar_dense(x: np.ndarray) -> Scalar:
+    """The value of a one-element tensor (`tensor.item()`), as a Python bool, int or float."""
+    if x.size != 1:
+        raise KernelError(f"_local_scalar_dense: expected a tensor of one element; got shape {list(x.shape)}")
+    value: Scalar = x.reshape(()).item()
+    return value

@@ -1,8 +1,10 @@
-"""A parser for the subset of the FlatBuffers schema language that `program.fbs` uses.
+"""A parser for the subset of the FlatBuffers schema language that etbuild's schemas use.
 
-Supports `namespace`, `attribute`, `enum`, `union`, `table` (with field attributes and
-defaults), `root_type`, `file_identifier` and `file_extension`. Structs are not supported:
-the program format has none.
+Supports `namespace`, `attribute`, `enum`, `union` (with aliased members, `Name: Table`),
+`table` (with defaults, enum defaults by name, and the `force_align` and `deprecated` field
+attributes), `root_type`, `file_identifier` and `file_extension`. Structs are not supported:
+neither `program.fbs` nor `xnnpack.fbs` has one. A deprecated field keeps its vtable slot
+but is left out of the table's fields, so it is neither read nor written.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ SCALAR_FORMATS = {
     "bool": "?", "byte": "b", "ubyte": "B", "short": "h", "ushort": "H", "int": "i",
     "uint": "I", "long": "q", "ulong": "Q", "float": "f", "double": "d",
 }
+_NUMBER = re.compile(r"-?\d+(?:\.\d+)?")
 _TOKEN = re.compile(r'\s*(?:(//[^\n]*)|("[^"]*")|([A-Za-z_][\w.]*)|(-?\d+(?:\.\d+)?)|(\S))')
 
 
@@ -50,13 +53,18 @@ class Field:
 
 @dataclass
 class Schema:
-    """A parsed schema: tables by name, enums (with underlying type), unions (member names)."""
+    """A parsed schema: tables by name, enums (with underlying type), unions (member names).
+
+    aliases: the table of each aliased union member (`Add: BinaryNode`); a member that is
+    not aliased is its own table.
+    """
 
     tables: dict[str, list[Field]] = field(default_factory=dict)
     enums: dict[str, tuple[str, dict[str, int]]] = field(default_factory=dict)
     unions: dict[str, list[str]] = field(default_factory=dict)
     root_type: str = ""
     file_identifier: str = ""
+    aliases: dict[str, str] = field(default_factory=dict)
 
 
 def _tokens(text: str) -> list[str]:
@@ -77,7 +85,7 @@ class _Parser:
         self.toks = _tokens(text)
         self.i = 0
         self.schema = Schema()
-        self._pending: dict[str, list[tuple[str, str, bool, str | None, int]]] = {}
+        self._pending: dict[str, list[tuple[str, str, bool, str | None, int, bool]]] = {}
 
     def next(self) -> str:
         if self.i >= len(self.toks):
@@ -143,9 +151,19 @@ class _Parser:
         self.expect("{")
         members = []
         while (tok := self.next()) != "}":
-            if tok != ",":
-                members.append(tok)
+            if tok == ",":
+                continue
+            members.append(tok)
+            if self.peek() == ":":
+                self.next()
+                self._alias(tok, self.next())
         self.schema.unions[name] = members
+
+    def _alias(self, member: str, table: str) -> None:
+        known = self.schema.aliases.get(member, table)
+        if known != table:
+            raise SchemaSyntaxError(f"union member {member!r} names both {known!r} and {table!r}")
+        self.schema.aliases[member] = table
 
     def _table(self) -> None:
         name = self.next()
@@ -163,33 +181,46 @@ class _Parser:
             if self.peek() == "=":
                 self.next()
                 default = self.next()
-            align = 0
-            if self.peek() == "(":
-                align = self._field_attributes()
+            align, deprecated = self._field_attributes() if self.peek() == "(" else (0, False)
             self.expect(";")
-            fields.append((tok, type_name, vector, default, align))
+            fields.append((tok, type_name, vector, default, align, deprecated))
         self._pending[name] = fields
 
-    def _field_attributes(self) -> int:
+    def _field_attributes(self) -> tuple[int, bool]:
+        """`(force_align: N, deprecated)` → (N, True); other attributes are ignored."""
         self.expect("(")
-        align = 0
+        align, deprecated = 0, False
         while (tok := self.next()) != ")":
             if tok == "force_align":
                 self.expect(":")
                 align = int(self.next())
-        return align
+            deprecated = deprecated or tok == "deprecated"
+        return align, deprecated
 
     def _resolve(self) -> None:
+        for member, table in self.schema.aliases.items():
+            if table not in self._pending or member in self._pending:
+                raise SchemaSyntaxError(f"union member {member!r}: {table!r} must be a table and {member!r} not one")
         for table, raw_fields in self._pending.items():
             slot = 0
             fields = []
-            for name, type_name, vector, default, align in raw_fields:
+            for name, type_name, vector, default, align, deprecated in raw_fields:
                 ftype = self._field_type(type_name, vector)
                 if ftype.kind == "union":
                     slot += 1  # the hidden `<name>_type` ubyte field comes first
-                fields.append(Field(name, ftype, slot, _default(ftype, default), align))
+                if not deprecated:
+                    fields.append(Field(name, ftype, slot, self._default(ftype, type_name, default), align))
                 slot += 1
             self.schema.tables[table] = fields
+
+    def _default(self, ftype: FieldType, type_name: str, raw: str | None) -> float | int | bool:
+        """A field's default; an enum's may be given by member name."""
+        if ftype.kind == "enum" and raw is not None and not _NUMBER.fullmatch(raw):
+            members = self.schema.enums[type_name][1]
+            if raw not in members:
+                raise SchemaSyntaxError(f"default {raw!r} is not a member of enum {type_name}")
+            return members[raw]
+        return _default(ftype, raw)
 
     def _field_type(self, name: str, vector: bool) -> FieldType:
         if name in SCALAR_SIZES:
@@ -222,7 +253,7 @@ def parse_schema(text: str) -> Schema:
 
 @cache
 def load_schema(path: str | Path | None = None) -> Schema:
-    """Parse a schema file; by default etbuild's own `schema/program.fbs`."""
+    """Parse a schema file (parsed once per path); by default etbuild's own `schema/program.fbs`."""
     if path is None:
         from etbuild.schema import PROGRAM_FBS
 

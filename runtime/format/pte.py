@@ -106,6 +106,13 @@ def write_program(program: Program, segments: list[bytes]) -> bytes:
     program.segments = [DataSegment(offset=o, size=len(s)) for o, s in zip(offsets, segments)]
     if not data:
         program.segments = program.segments or [DataSegment(0, 0)]
+    return assemble(program, data)
+
+
+def assemble(program: Program, data: bytes) -> bytes:
+    """`.pte` bytes of a Program whose `segments` already describe `data`, the segment bytes
+    (no extended header when there are none)."""
+    if not data:
         return encode(program, load_schema())
     flat = encode(program, load_schema())
     program_size = len(flat) + HEADER_LENGTH

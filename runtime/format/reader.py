@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from etbuild.errors import InvalidProgram
@@ -25,21 +25,25 @@ FieldSpec = tuple[str, str, str, bool, int, Any]
 class Layout:
     """What decoding needs of a schema: each table's fields, each union's members, the root table.
 
+    aliases: the table of each aliased union member; types: the mirror class of each table
+    and aliased member (default: the program types of etbuild.runtime.format.program).
     A trimmed runtime's layout holds only the tables and fields it reads (see etbuild.select).
     """
 
     tables: Mapping[str, Sequence[FieldSpec]]
     unions: Mapping[str, Sequence[str]]
     root: str
+    aliases: Mapping[str, str] = field(default_factory=dict)
+    types: Mapping[str, type] = field(default_factory=lambda: TABLE_TYPES)
 
 
-def layout(schema: Schema) -> Layout:
-    """The layout of a parsed schema."""
+def layout(schema: Schema, types: Mapping[str, type] | None = None) -> Layout:
+    """The layout of a parsed schema, decoding into `types` (default: the program mirror types)."""
     tables = {
         name: tuple((f.name, f.type.kind, f.type.name, f.type.vector, f.slot, f.default) for f in fields)
         for name, fields in schema.tables.items()
     }
-    return Layout(tables, schema.unions, schema.root_type)
+    return Layout(tables, schema.unions, schema.root_type, schema.aliases, TABLE_TYPES if types is None else types)
 
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
@@ -52,7 +56,7 @@ class FlatBufferReader:
     def __init__(self, buf: Any, schema: Layout) -> None:
         self.buf = memoryview(buf).cast("B") if not isinstance(buf, memoryview) else buf
         self.size = len(self.buf)
-        self.tables, self.unions = schema.tables, schema.unions
+        self.tables, self.unions, self.aliases, self.types = schema.tables, schema.unions, schema.aliases, schema.types
         self.budget = 64 + 4 * self.size  # elements we are willing to decode
 
     def _check(self, pos: int, nbytes: int, what: str) -> None:
@@ -78,8 +82,8 @@ class FlatBufferReader:
         """Decode the root table (offset at byte 0)."""
         return self.table(self.deref(0, "root offset"), table)
 
-    def table(self, pos: int, name: str) -> Any:
-        """Decode the table `name` that starts at pos."""
+    def table(self, pos: int, name: str, member: str = "") -> Any:
+        """Decode the table `name` that starts at pos (as the mirror type of union member `member`, if given)."""
         self._spend(1, name)
         self._check(pos, 4, f"{name} table")
         vtable = pos - _I32.unpack_from(self.buf, pos)[0]
@@ -93,7 +97,7 @@ class FlatBufferReader:
         values = {}
         for fld in self.tables[name]:
             values[fld[0]] = self._field(pos, vtable, slots, tbl_size, fld, name)
-        return TABLE_TYPES[name](**values)
+        return self.types[member or name](**values)
 
     def _slot_pos(self, pos: int, vtable: int, slots: int, tbl_size: int, slot: int) -> int:
         if slot >= slots:
@@ -116,12 +120,13 @@ class FlatBufferReader:
             if code > len(members):
                 raise InvalidProgram(f"{where}: union type {code} is not one of {len(members)} members")
             member = members[code - 1]
-            if member not in self.tables:  # a trimmed runtime reads only the members it handles
+            table = self.aliases.get(member, member)
+            if table not in self.tables:  # a trimmed runtime reads only the members it handles
                 raise InvalidProgram(
                     f"{where}: {member} needs a runtime feature this trimmed runtime lacks "
                     "(etbuild select builds the runtime a program needs)"
                 )
-            return self.table(self.deref(val_pos, where), member)
+            return self.table(self.deref(val_pos, where), table, member)
         fpos = self._slot_pos(pos, vtable, slots, tbl_size, slot)
         if not fpos:
             return _absent(kind, type_name, vector, default)

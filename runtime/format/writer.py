@@ -59,7 +59,8 @@ class FlatBufferWriter:
         if kind == "table":
             return self.table(value, fld.type.name)
         if kind == "union":
-            return self.table(value, type(value).__name__)
+            member = self._member(value, fld)
+            return self.table(value, self.schema.aliases.get(member, member))
         return None
 
     def _add_field(self, obj: Any, fld: Field, offset: int | None) -> None:
@@ -68,15 +69,19 @@ class FlatBufferWriter:
             if value is None:
                 return
             members = self.schema.unions[fld.type.name]
-            member = type(value).__name__
-            if member not in members:
-                raise InternalError(f"{member} is not a member of union {fld.type.name}")
-            self.b.PrependUint8Slot(fld.slot - 1, members.index(member) + 1, 0)
+            self.b.PrependUint8Slot(fld.slot - 1, members.index(self._member(value, fld)) + 1, 0)
             self.b.PrependUOffsetTRelativeSlot(fld.slot, offset, 0)
         elif offset is not None:
             self.b.PrependUOffsetTRelativeSlot(fld.slot, offset, 0)
         elif fld.type.kind in ("scalar", "enum") and not fld.type.vector:
             getattr(self.b, _SLOT_WRITERS[fld.type.name])(fld.slot, value, fld.default)
+
+    def _member(self, value: Any, fld: Field) -> str:
+        """The union member a value's mirror type names."""
+        member = type(value).__name__
+        if member not in self.schema.unions[fld.type.name]:
+            raise InternalError(f"{member} is not a member of union {fld.type.name}")
+        return member
 
     def vector(self, items: Any, fld: Field) -> int:
         kind, name = fld.type.kind, fld.type.name

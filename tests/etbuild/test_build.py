@@ -81,7 +81,7 @@ def test_no_temporary_files_are_left(project):
     assert list(root.rglob("*.pte")) == [root / "tiny" / "tiny.pte"]  # the intermediate is not named as a product
 
 
-def test_operator_without_kernel_fails_the_build_naming_it(tmp_path):
+def test_operator_executorch_lacks_fails_the_build_naming_it(tmp_path):
     model = tmp_path / "bessel.py"
     model.write_text(
         "import torch\n"
@@ -96,9 +96,16 @@ def test_operator_without_kernel_fails_the_build_naming_it(tmp_path):
     out = io.StringIO()
     result = build([recipe], tmp_path / "build", stream=out)
     assert result.exit_code != 0
-    assert result.executed == ["export:bessel", "lower:bessel", "plan:bessel", "emit:bessel"]
-    assert result.failed["emit:bessel"] == (
-        "the program calls operators with no kernel in the etbuild runtime: aten::special_bessel_j0.out (1 call)"
+    assert result.executed == ["export:bessel", "lower:bessel"]
+    assert result.failed["lower:bessel"] == (
+        "lower step 'fit-operator-set' (after decompose): operator prims.bessel_j0.default has no out-variant to "
+        "call (ExecuTorch's runtime calls only out-variants), and neither etbuild nor torch has a decomposition of "
+        "it; torch's decomposition of aten.special_bessel_j0.default, which the model calls, calls it; to build "
+        "this model, express aten.special_bessel_j0.default with operators "
+        "ExecuTorch has (in the model, or as a decomposition in etbuild/lowering/decompositions.py), or leave it "
+        "to a backend that runs it\n"
+        "  in method 'forward', node bessel_j0 (prims.bessel_j0.default)\n"
+        f"  from <root> (Bessel) at {model}:4: return torch.special.bessel_j0(x) + 1"
     )
     assert "Traceback" not in out.getvalue()
     assert not (tmp_path / "build" / "bessel" / "bessel.pte").exists()
@@ -153,6 +160,7 @@ def test_operator_outside_the_allowlist_fails_select_naming_it_and_its_source(pr
         f"{recipe}:9:3: operators.allow: the program calls operators outside the allowlist:\n"
         "  aten::relu.out (1 call) from 1 (ReLU) at torch/nn/modules/activation.py:143: "
         "return F.relu(input, inplace=self.inplace)"
+        "\n  add them to operators.allow, change the model so it does not call them, or leave them to a backend"
     )
 
 
@@ -189,7 +197,7 @@ def test_dump_after_a_step_writes_its_graph_without_staling_the_build(project):
     _build(recipe, root)
     dumped = build([recipe], root, stream=io.StringIO(), dump_after=["fold-constants"])
     assert (dumped.executed, dumped.up_to_date) == (["lower:tiny"], [s for s in STAGES if s != "lower:tiny"])
-    dump = root / "tiny" / "dump" / "02-fold-constants.py"
+    dump = root / "tiny" / "dump" / "03-fold-constants.py"
     assert [p.name for p in dump.parent.iterdir()] == [dump.name]
     text = dump.read_text()
     assert text.startswith(
@@ -208,8 +216,8 @@ def test_cli_dump_after_an_unknown_step_lists_the_steps(project, capsys):
     recipe, root = project
     assert main(["build", str(recipe), "--build-dir", str(root), "--dump-after", "all", "--dump-after", "fold"]) == 2
     assert capsys.readouterr().err == (
-        "error: unknown lower step 'fold'; the steps are: decompose, fold-constants, fuse-batch-norm, to-program "
-        "(or 'all')\n"
+        "error: unknown lower step 'fold'; the steps are: decompose, fit-operator-set, fold-constants, "
+        "drop-assertions, fuse-batch-norm, to-program (or 'all')\n"
     )
     assert not (root / "tiny").exists()
 
@@ -225,6 +233,7 @@ def test_parallel_jobs_report_a_failure_as_a_serial_build_does(project, capsys):
         f"{recipe}:9:3: operators.allow: the program calls operators outside the allowlist:\n"
         "  aten::relu.out (1 call) from 1 (ReLU) at torch/nn/modules/activation.py:143: "
         "return F.relu(input, inplace=self.inplace)"
+        "\n  add them to operators.allow, change the model so it does not call them, or leave them to a backend"
     )
     assert f"  select:tiny                      ... FAILED\n\nerror: select:tiny: {message}\n\n" in out
     assert "internal error" not in out and "Traceback" not in out

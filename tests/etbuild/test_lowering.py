@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from etbuild.errors import StageError
-from etbuild.lowering.out_variants import copy_variant, operator_name, out_variant
+from etbuild.lowering.out_variants import check_carried, copy_variant, operator_name, out_variant
 from etbuild.runtime.format import program as fb
 from etbuild.stages.lower import lower
 
@@ -109,6 +109,62 @@ def test_out_variant_and_copy_variant_lookup():
     assert copy_variant(aten.view.default) is aten.view_copy.default
     assert copy_variant(aten.relu.default) is aten.relu.default
     assert operator_name(aten.addmm.out) == ("aten::addmm", "out")
+
+
+def test_out_variants_that_leave_dtype_and_layout_to_the_out_tensor():
+    assert out_variant(aten.full_like.default) is aten.full_like.out  # keeps memory_format, drops the rest
+    assert out_variant(aten._to_copy.default) is aten._to_copy.out
+    assert out_variant(aten.empty.memory_format) is aten.empty.out
+
+
+def test_a_value_the_out_tensor_cannot_carry_is_an_error():
+    result = torch.empty(2, dtype=torch.float16)
+    check_carried({"self": None, "dtype": torch.float16, "layout": torch.strided}, aten._to_copy.out._schema, result)
+    with pytest.raises(StageError) as err:
+        check_carried({"dtype": torch.float32}, aten._to_copy.out._schema, result)
+    assert str(err.value) == (
+        "argument dtype=torch.float32 cannot be left to the out tensor of aten::_to_copy.out: the program's tensors "
+        "are strided, on the CPU, contiguous and unpinned (the result is torch.float16)"
+    )
+    with pytest.raises(StageError, match="argument layout=torch.sparse_coo cannot be left"):
+        check_carried({"layout": torch.sparse_coo}, aten._to_copy.out._schema, result)
+
+
+class Like(torch.nn.Module):
+    def forward(self, x):
+        return torch.full_like(x, 2, dtype=torch.int32) + torch.zeros_like(x).long() + x.to(torch.float16).sum()
+
+
+def test_creation_ops_honour_the_result_dtype():
+    from etbuild.pipeline import compile_module
+    from etbuild.runtime import Program
+
+    x = torch.randn(2, 3)
+    (out,) = Program.from_bytes(compile_module(Like(), (x,)).pte).load_method()(x.numpy())
+    expected = Like()(x)
+    assert str(out.dtype) == "float16" == str(expected.dtype).removeprefix("torch.")
+    torch.testing.assert_close(torch.from_numpy(out), expected, rtol=1e-3, atol=1e-3)
+
+
+class Tied(torch.nn.Module):
+    """An embedding and an output projection sharing one table, as GPT-2-style models do."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(64, 8)
+        self.head = torch.nn.Linear(8, 64, bias=False)
+        self.head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.head(self.embed(ids))
+
+
+def test_a_tied_table_is_stored_once():
+    lowered = lower({"forward": torch.export.export(Tied(), (torch.tensor([[1, 5, 7]]),))})
+    plan = lowered.program.execution_plan[0]
+    assert len(lowered.program.constant_segment.offsets) == 2  # the placeholder and the one table
+    assert len(lowered.segments[0]) == 64 * 8 * 4
+    assert "aten::permute_copy.out" in [name for name, _ in _calls(plan)]
 
 
 def test_op_without_out_variant_is_a_stage_error():

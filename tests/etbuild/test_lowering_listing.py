@@ -30,19 +30,18 @@ def test_the_program_form_lists_values_and_instructions_with_their_source():
     torch.manual_seed(0)
     text = _forms(torch.nn.Sequential(torch.nn.Linear(6, 4), torch.nn.ReLU()), torch.randn(2, 6))["to-program"]
     assert text == "\n".join([
-        "method forward: 2 instructions, inputs v0, outputs v6",
+        "method forward: 2 instructions, inputs v0, outputs v5",
         "  values:",
         "    v0    tensor float32[2, 6]",
         "    v1    tensor float32[4] constant 1",
         "    v2    tensor float32[6, 4] constant 2",
         "    v3    Int 1",
-        "    v4    Int 1",
+        "    v4    tensor float32[2, 4]",
         "    v5    tensor float32[2, 4]",
-        "    v6    tensor float32[2, 4]",
         "  instructions:",
-        "    0     aten::addmm.out(v1, v0, v2, v3, v4, v5) -> v5    from 0 (Linear) at "
+        "    0     aten::addmm.out(v1, v0, v2, v3, v3, v4) -> v4    from 0 (Linear) at "
         "torch/nn/modules/linear.py:134: return F.linear(input, self.weight, self.bias)",
-        "    1     aten::relu.out(v5, v6) -> v6    from 1 (ReLU) at "
+        "    1     aten::relu.out(v4, v5) -> v5    from 1 (ReLU) at "
         "torch/nn/modules/activation.py:143: return F.relu(input, inplace=self.inplace)",
     ])
 

@@ -74,8 +74,8 @@ def test_overflow_names_the_level_bytes_and_largest_live_tensors(tmp_path):
     result = build([RECIPES / "errors" / "cnn-sram-overflow.yaml"], tmp_path, stream=io.StringIO())
     assert result.failed == {"plan:cnn-sram-overflow": (
         "memory level 'dram' needs at least 884,736 bytes but holds 524,288, and no slower level follows to "
-        "take tensors: the largest tensors live at its peak (instruction 6, 884,736 bytes live) are value 74 "
-        "(442,368 bytes, instructions 5..6, 2.body.0.0), value 77 (442,368 bytes, instructions 6..7, 2.body.0.2)"
+        "take tensors: the largest tensors live at its peak (instruction 6, 884,736 bytes live) are value 24 "
+        "(442,368 bytes, instructions 5..6, 2.body.0.0), value 25 (442,368 bytes, instructions 6..7, 2.body.0.2)"
     )}
 
 

@@ -33,6 +33,7 @@ def test_every_offender_is_listed_with_its_source(tiny):
         "recipes/tiny.yaml:14:3: operators.allow: the program calls operators outside the allowlist:\n"
         f"  aten::cat.out (1 call) from <root> (TinyNet) at select_support.py:{line}: {code}\n"
         f"  aten::sigmoid.out (1 call) from <root> (TinyNet) at select_support.py:{line}: {code}"
+        "\n  add them to operators.allow, change the model so it does not call them, or leave them to a backend"
     )
 
 
@@ -43,6 +44,7 @@ def test_without_sources_the_counts_remain(tmp_path):
     assert str(err.value) == (
         "recipes/tiny.yaml:14:3: operators.allow: the program calls operators outside the allowlist:\n"
         "  aten::addmm.out (2 calls)"
+        "\n  add them to operators.allow, change the model so it does not call them, or leave them to a backend"
     )
 
 
@@ -98,3 +100,18 @@ def test_allowlist_is_case_sensitive(tiny):
 
 def test_unused_path_is_fine(tmp_path: Path, tiny):
     check_allowed(tiny, ["aten::*", "aten::convolution.out"], WHERE, tmp_path)
+
+
+def test_an_operator_executorch_lacks_is_named_with_its_source(tmp_path):
+    from etbuild.stages.select import check_executorch
+
+    where = (SourceLocation("model.py", 7, "blocks.0 (Norm)", "return x.norm()"),)
+    use = CallSite("p.pte", "forward", 3, ("float32",), "v1/6", where)
+    selection = build({"aten::linalg_vector_norm.out": [use], "aten::add.out": [use]}, [], ["p.pte"], (), ())
+    with pytest.raises(StageError) as err:
+        check_executorch(selection, tmp_path)
+    assert str(err.value) == (
+        "the program calls operators ExecuTorch 1.5.1's runtime does not have:\n"
+        "  aten::linalg_vector_norm.out (1 call) from blocks.0 (Norm) at model.py:7: return x.norm()\n"
+        "  decompose them (etbuild/lowering/decompositions.py) or leave them to a backend"
+    )

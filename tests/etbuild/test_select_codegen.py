@@ -33,6 +33,7 @@ MLP_TREE = {
     "etbuild/kernels/selected.py",
     "etbuild/runtime/__init__.py",
     "etbuild/runtime/binding.py",
+    "etbuild/runtime/checks.py",
     "etbuild/runtime/features.py",
     "etbuild/runtime/format/__init__.py",
     "etbuild/runtime/format/fbs.py",
@@ -201,3 +202,14 @@ def test_unknown_kernel_and_backends_are_refused(work):
         "recipes/mlp.yaml: the programs use backends XnnpackBackend; "
         "trimmed runtimes cannot ship backends yet (etbuild's runtime registers none)"
     )
+
+
+def test_trimmed_kernels_carry_their_argument_kinds(work):
+    """Kernels ship without annotations: the trimmed registry has their kinds as a table, also
+    for a family that registers its kernels in a loop (mul.out ships with the loop of its family)."""
+    selected = ["aten::mul.out", "aten::relu.out"]
+    runtime = write_runtime(selected, work / "kinds", source=SOURCE)
+    code = "from etbuild.kernels.registry import load_all\nprint({n: i.kinds for n, i in load_all().items()})"
+    proc = run_isolated(runtime.root, code=code)
+    assert proc.returncode == 0, proc.stderr
+    assert ast.literal_eval(proc.stdout) == {name: load_all()[name].kinds for name in selected}

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import inspect
 
+import numpy as np
 import pytest
 
-from etbuild.kernels.registry import load_all
+from etbuild.kernels.registry import Scalar, argument_kinds, load_all
+from etbuild.runtime.checks import KIND_TYPES
 from tests.kernels import conformance
 
 REGISTRY = load_all()
@@ -44,3 +46,55 @@ def test_kernels_are_named_after_their_operator_and_family() -> None:
         assert not info.module.endswith(".common"), name
         base = name.split("::")[1].split(".")[0]
         assert info.fn.__name__.startswith(base.lstrip("_")) or info.fn.__name__.startswith(base), name
+
+
+# The value types ExecuTorch passes for each ATen argument type (etbuild.runtime.checks.KIND_TYPES
+# names the same types for our kernels' annotations).
+ATEN_VALUE_TYPES = {
+    "Tensor": {"Tensor"},
+    "int": {"Int"},
+    "float": {"Double"},
+    "number": {"Double", "Int", "Bool"},  # Scalar
+    "bool": {"Bool"},
+    "str": {"String"},
+    "ScalarType": {"Int"},
+    "MemoryFormat": {"Int"},
+    "List[int]": {"IntList"},
+    "List[float]": {"DoubleList"},
+    "List[Tensor]": {"TensorList"},
+    "List[Optional[Tensor]]": {"OptionalTensorList"},
+}
+NUMBERS = {"Double", "Int", "Bool"}  # a float annotation admits any number, as Python's does
+
+
+def aten_value_types(type_str: str) -> set[str]:
+    if type_str.startswith("Optional["):
+        return ATEN_VALUE_TYPES[type_str[len("Optional[") : -1]] | {"Null"}
+    return ATEN_VALUE_TYPES[type_str]
+
+
+@pytest.mark.parametrize("name", sorted(n for n in REGISTRY if conformance.torch_op(n) is not None))
+def test_annotations_admit_what_the_schema_passes(name: str) -> None:
+    """The argument kinds the runtime checks (from annotations) admit exactly the ATen schema's types."""
+    schema = conformance.torch_op(name)._schema
+    params, _, result = REGISTRY[name].kinds.partition(">")
+    for arg, kind in zip(schema.arguments, params):
+        aten = aten_value_types(str(arg.real_type))
+        ours = set(KIND_TYPES[kind].split())
+        widened = NUMBERS if "float" in str(arg.real_type) else set()
+        assert aten <= ours <= aten | widened, f"{name} argument {arg.name}: {arg.real_type} vs {ours}"
+    returns = [str(r.type) for r in schema.returns]
+    expected = {("Tensor",): "T", ("int",): "i", ("number",): "f", ("Scalar",): "f"}.get(tuple(returns), "X")
+    assert result == expected, f"{name} returns {returns}"
+
+
+def test_kinds_come_from_annotations_and_unknown_ones_are_refused() -> None:
+    def good(x: np.ndarray, dims: list[int] | None, alpha: Scalar, out: np.ndarray) -> np.ndarray:
+        return out
+
+    def bad(x: np.ndarray, weird: dict) -> np.ndarray:
+        return x
+
+    assert argument_kinds("test::good.out", good) == "TMfT>T"
+    with pytest.raises(ValueError, match=r"kernel test::bad.out: annotation 'dict' is not one of the kernel ABI's"):
+        argument_kinds("test::bad.out", bad)

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-import random
 import struct
+import time
 
 import numpy as np
 import pytest
 
-from etbuild.errors import EtbuildError, InvalidProgram
+from etbuild.errors import InvalidProgram
 from etbuild.runtime import Program
 from etbuild.runtime.format import program as fb
-from etbuild.runtime.format.pte import read_program, segment_bytes, write_program
+from etbuild.runtime.format.pte import read_program
+from tests.fuzz.harness import campaign
+from tests.fuzz.mutators import ByteMutator, StructureMutator, edited
 
 
 def _load_and_call(data: bytes, **kw) -> None:
@@ -20,15 +22,8 @@ def _load_and_call(data: bytes, **kw) -> None:
 
 
 def _edited(pte_bytes: bytes, edit) -> bytes:
-    """Decode, let `edit` change the Program, encode again (segments kept)."""
-    program, header = read_program(pte_bytes)
-    segments = [bytes(segment_bytes(pte_bytes, program, header, i)) for i in range(len(program.segments))]
-    for plan in program.execution_plan:
-        for ev in plan.values:
-            if isinstance(ev.val, fb.Tensor):
-                ev.val.dim_order = bytes(ev.val.dim_order)
-    edit(program, program.execution_plan[0])
-    return write_program(program, segments)
+    """Decode, let `edit(program, first plan)` change it, encode again (segments kept)."""
+    return edited(pte_bytes, lambda program: edit(program, program.execution_plan[0]))
 
 
 @pytest.fixture(scope="module")
@@ -89,13 +84,60 @@ def test_structural_errors(good, case):
         _load_and_call(_edited(good, edit))
 
 
-def test_endless_jump_loop_is_stopped_by_the_budget(good):
+def test_a_loop_whose_condition_nothing_changes_fails_at_once(good):
     def loop(program, plan):
         plan.values.append(fb.EValue(fb.Bool(False)))
         plan.chains[0].instructions.insert(0, fb.Instruction(fb.JumpFalseCall(len(plan.values) - 1, 0)))
 
-    with pytest.raises(InvalidProgram, match="ran 1000 instructions without finishing"):
-        _load_and_call(_edited(good, loop), instruction_budget=1000)
+    with pytest.raises(InvalidProgram) as err:
+        _load_and_call(_edited(good, loop))
+    assert str(err.value) == (
+        f"instruction 0: the loop at instructions 0..0 never ends: it jumps back while its condition, "
+        f"value {_value_count(good)}, is false, and nothing in the loop changes that value"
+    )
+
+
+def _value_count(pte: bytes) -> int:
+    return len(read_program(pte)[0].execution_plan[0].values)
+
+
+def _counting_loop(program: fb.Program, plan: fb.ExecutionPlan) -> None:
+    """Prepend `c += 1; flag = c == -1; jump back unless flag`: a loop that never ends, though
+    its condition is recomputed every time round."""
+    base = len(plan.values)
+    plan.values += [fb.EValue(fb.Int(0)), fb.EValue(fb.Int(1)), fb.EValue(fb.Int(-1)), fb.EValue(fb.Bool(False))]
+    c, one, never, flag = range(base, base + 4)
+    plan.operators += [fb.Operator("executorch_prim::add", "Scalar"), fb.Operator("executorch_prim::eq", "Scalar")]
+    add, eq = len(plan.operators) - 2, len(plan.operators) - 1
+    plan.chains[0].instructions[:0] = [
+        fb.Instruction(fb.KernelCall(add, [c, one, c])),
+        fb.Instruction(fb.KernelCall(eq, [c, never, flag])),
+        fb.Instruction(fb.JumpFalseCall(flag, 0)),
+    ]
+
+
+def test_an_endless_loop_is_stopped_by_the_budget_naming_the_loop(good):
+    program = Program.from_bytes(_edited(good, _counting_loop))
+    method = program.load_method()
+    n = len(method.steps)
+    x = np.zeros(method.plan.values[method.plan.inputs[0]].val.sizes, np.float32)
+    start = time.perf_counter()
+    with pytest.raises(InvalidProgram) as err:
+        method(x)
+    assert time.perf_counter() - start < 1.0
+    assert str(err.value) == (
+        f"method 'forward' ran {1000 * n} instructions (its budget) without finishing, in the loop at instructions "
+        "0..2 (the jump at 2 back to 0): a loop that never ends? (load_method's budget_factor and time_limit allow "
+        "longer calls)"
+    )
+
+
+def test_an_endless_loop_is_stopped_by_the_time_limit(good):
+    method = Program.from_bytes(_edited(good, _counting_loop)).load_method(budget_factor=10**9, time_limit=0.05)
+    x = np.zeros(method.plan.values[method.plan.inputs[0]].val.sizes, np.float32)
+    with pytest.raises(InvalidProgram, match=r"ran past its 0.05 s time limit without finishing, in the loop at "
+                                             r"instructions 0..2 \(the jump at 2 back to 0\)"):
+        method(x)
 
 
 def test_huge_vector_length_is_rejected_without_allocating(good):
@@ -111,29 +153,18 @@ def test_huge_vector_length_is_rejected_without_allocating(good):
         _load_and_call(bytes(data))
 
 
-def test_seeded_mutation_fuzzer(good):
-    """Random byte mutations of a real program: every outcome is success or a typed error."""
-    rng = random.Random(1234)
-    program, header = read_program(good)
-    flat_end = header.program_size if header else len(good)
-    outcomes = {"ok": 0, "typed error": 0}
-    for _ in range(400):
-        data = bytearray(good)
-        for _ in range(rng.randint(1, 6)):
-            pos = rng.randrange(0, flat_end)
-            data[pos] = rng.choice([0, 1, 0x7F, 0x80, 0xFF, rng.randrange(256)])
-        try:
-            _load_and_call(bytes(data), instruction_budget=10_000, max_planned_bytes=1 << 24)
-            outcomes["ok"] += 1
-        except EtbuildError:
-            outcomes["typed error"] += 1
-    assert outcomes["typed error"] > 50, outcomes
+@pytest.mark.parametrize(("mutator", "count"), [(ByteMutator(), 300), (StructureMutator(), 150)])
+def test_seeded_mutants_raise_only_etbuild_errors(good, mutator, count):
+    """A small sample of the fuzz tier (tests/fuzz): no untyped error, slow call or MemoryError."""
+    tally = campaign([good], mutator, count, seed=1234)
+    assert tally.breaches == []
+    assert tally.outcomes["InvalidProgram"] > count // 4, tally.outcomes
 
 
 def test_delegated_program_names_the_missing_backend(good):
     def delegate(program, plan):
-        plan.delegates = [fb.BackendDelegate(id="XnnpackBackend", processed=fb.BackendDelegateDataReference(0, 0))]
+        plan.delegates = [fb.BackendDelegate(id="CoreMLBackend", processed=fb.BackendDelegateDataReference(0, 0))]
         plan.chains[0].instructions.insert(0, fb.Instruction(fb.DelegateCall(0, [plan.inputs[0]])))
 
-    with pytest.raises(InvalidProgram, match="delegates to backend 'XnnpackBackend', which this runtime lacks"):
+    with pytest.raises(InvalidProgram, match=r"delegate 0 \(CoreMLBackend\): this runtime has no backend 'CoreMLB"):
         _load_and_call(_edited(good, delegate))

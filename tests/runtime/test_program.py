@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from etbuild.errors import MethodInputError
+from etbuild.errors import InvalidProgram, MethodInputError
 from etbuild.runtime import Program
+from etbuild.runtime.program import default_max_planned_bytes
+from tests.fuzz.mutators import edited
 
 
 def test_runs_like_eager(small_mlp, small_mlp_pte):
@@ -91,3 +94,35 @@ def test_runtime_imports_and_runs_without_torch(small_mlp, small_mlp_pte, tmp_pa
     with np.load(tmp_path / "out.npz") as out:
         assert sorted(out.files) == ["call0_out0", "call1_out0"]
         np.testing.assert_array_equal(out["call0_out0"], out["call1_out0"])
+
+
+def _sized(pte: bytes, size: int) -> bytes:
+    def edit(program):
+        program.execution_plan[0].non_const_buffer_sizes = [0, size]
+
+    return edited(pte, edit)
+
+
+def test_default_memory_limit_is_a_quarter_of_the_machine(small_mlp_pte):
+    quarter = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // 4
+    assert default_max_planned_bytes() == quarter
+    with pytest.raises(InvalidProgram) as err:
+        Program.from_bytes(_sized(small_mlp_pte.read_bytes(), 1 << 50)).load_method()
+    assert str(err.value) == (
+        f"<bytes>: method 'forward': its planned memory, {1 << 50} bytes, exceeds max_planned_bytes ({quarter})"
+    )
+
+
+def test_the_caller_sets_the_memory_limit(small_mlp_pte):
+    program = Program.load(small_mlp_pte)
+    needed = sum(program.plan("forward").non_const_buffer_sizes)
+    with pytest.raises(InvalidProgram, match=rf"its planned memory, {needed} bytes, exceeds max_planned_bytes \(64\)"):
+        program.load_method(max_planned_bytes=64)
+    program.load_method(max_planned_bytes=needed)
+
+
+def test_memory_that_cannot_be_allocated_is_an_invalid_program(small_mlp_pte):
+    program = Program.from_bytes(_sized(small_mlp_pte.read_bytes(), 1 << 62))
+    with pytest.raises(InvalidProgram) as err:
+        program.load_method(max_planned_bytes=1 << 63)
+    assert str(err.value) == "<bytes>: method 'forward': its planned memory could not be allocated"

@@ -75,3 +75,4 @@ for _arity, _refs in PRIM_REFS.items():
 
 SPECS.add("aten::sym_size.int", sym_size_cases)
 SPECS.add("aten::sym_numel", lambda g: [Case((g.t(s, layout=lay),)) for s, lay in UNARY_SHAPES])
+SPECS.add("aten::_local_scalar_dense", lambda g: [Case((g.t(s),)) for s in [(), (1,), (1, 1, 1)]])

@@ -1,0 +1,127 @@
+"""Compile a decoded delegate graph once: checked values, one Op per node, order, externals, views.
+
+The result (`Compiled`) is what a delegate handle binds to arrays: the ops in execution order
+with each output's rounding (grid and fused clamp), the external inputs and outputs by
+argument position, and for every computed value the value whose storage it shares (a
+reshape or a copy without rounding is a view of its input).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.runtime.grids import Snap
+from etbuild.backends.xnnpack.runtime.ops import BUILDERS, CLAMPED, Context, Op
+from etbuild.backends.xnnpack.runtime.values import Value
+from etbuild.errors import InvalidProgram
+
+
+@dataclass
+class Compiled:
+    """A checked graph ready to bind."""
+
+    values: dict[int, Value]
+    ops: list[Op]
+    snaps: list[list[Snap | None]]  # per op, per output: the in-place rounding (None: nothing to do)
+    inputs: list[Value]  # by argument position
+    outputs: list[Value]
+    positions: dict[int, int] = field(default_factory=dict)  # external value id -> argument position
+    root: dict[int, int] = field(default_factory=dict)  # value id -> id of the value whose storage it uses
+
+    @property
+    def arg_count(self) -> int:
+        return len(self.inputs) + len(self.outputs)
+
+
+def compile_graph(graph: g.XNNGraph, values: dict[int, Value]) -> Compiled:
+    """Build every node's Op, check the graph's order and externals, and find the views."""
+    ops, snaps = [], []
+    for k, xnode in enumerate(graph.xnodes):
+        op, snap = _build(xnode, k, values)
+        ops.append(op)
+        snaps.append(snap)
+    _check_order(ops, values)
+    inputs, outputs, positions = _externals(graph, values)
+    compiled = Compiled(values, ops, snaps, inputs, outputs, positions)
+    compiled.root = _roots(compiled)
+    return compiled
+
+
+def _build(xnode: g.XNode, k: int, values: dict[int, Value]) -> tuple[Op, list[Snap | None]]:
+    body = xnode.node
+    member = type(body).__name__ if body is not None else "none"
+    where = f"node {k} ({member})"
+    builder = BUILDERS.get(member)
+    if builder is None:
+        raise InvalidProgram(f"{where}: this runtime has no {member} node (ExecuTorch's XNNPACK runtime neither)"
+                             if body is not None else f"{where}: the node has no body")
+    op = builder(body, Context(values, where))
+    op.name = where
+    lo, hi = _bounds(xnode, member, where)
+    return op, [_snap(op, values[o], values, lo, hi) for o in op.outputs]
+
+
+def _bounds(xnode: g.XNode, member: str, where: str) -> tuple[float, float]:
+    """The fused clamp of a node that honours output_min_max; (-inf, inf) otherwise."""
+    mm = xnode.output_min_max
+    if mm is None or member not in CLAMPED:
+        return -math.inf, math.inf
+    if math.isnan(mm.output_min) or math.isnan(mm.output_max) or mm.output_min > mm.output_max:
+        raise InvalidProgram(f"{where}: output_min {mm.output_min} exceeds output_max {mm.output_max}")
+    return mm.output_min, mm.output_max
+
+
+def _snap(op: Op, out: Value, values: dict[int, Value], lo: float, hi: float) -> Snap | None:
+    unclamped = lo == -math.inf and hi == math.inf
+    if op.same_grid and unclamped and all(values[i].grid == out.grid for i in op.inputs):
+        return None
+    if out.working.kind != "f":
+        return None
+    return out.grid.snapper(lo, hi)
+
+
+def _check_order(ops: list[Op], values: dict[int, Value]) -> None:
+    """Each node reads values that exist before it and writes values nothing else writes."""
+    ready = {v.id for v in values.values() if v.constant is not None or v.is_input}
+    for op in ops:
+        for i in op.inputs:
+            if i not in ready:
+                raise InvalidProgram(f"{op.name}: input value {i} is not computed before it")
+        for o in op.outputs:
+            v = values[o]
+            if o in ready or v.constant is not None:
+                raise InvalidProgram(f"{op.name}: output {v.describe()} is an input, a constant or computed twice")
+            ready.add(o)
+    for v in values.values():
+        if v.is_output and v.id not in ready:
+            raise InvalidProgram(f"{v.describe()} is an external output that no node computes")
+
+
+def _externals(graph: g.XNNGraph, values: dict[int, Value]) -> tuple[list[Value], list[Value], dict[int, int]]:
+    """External values by argument position (their external id): positions must be 0..n-1."""
+    externals = sorted((v for v in values.values() if v.external_id is not None), key=lambda v: v.external_id)
+    if [v.external_id for v in externals] != list(range(len(externals))):
+        ids = [v.external_id for v in externals]
+        raise InvalidProgram(f"external ids {ids} are not 0..{len(externals) - 1}")
+    inputs = [v for v in externals if v.is_input]
+    outputs = [v for v in externals if v.is_output]
+    for listed, found, what in ((graph.input_ids, inputs, "input_ids"), (graph.output_ids, outputs, "output_ids")):
+        if sorted(listed) != sorted(v.id for v in found):
+            raise InvalidProgram(f"{what} {list(listed)} do not match the values flagged external")
+    return inputs, outputs, {v.id: v.external_id for v in externals}
+
+
+def _roots(compiled: Compiled) -> dict[int, int]:
+    """For each computed value, the value whose storage holds it: itself, or the input of a view op."""
+    root: dict[int, int] = {}
+    values = compiled.values
+    for op, snaps in zip(compiled.ops, compiled.snaps):
+        for o in op.outputs:
+            root[o] = o
+        if op.view and snaps[0] is None and not values[op.outputs[0]].is_output:
+            src = op.inputs[0]
+            if values[src].working == values[op.outputs[0]].working:
+                root[op.outputs[0]] = root.get(src, src)
+    return root

@@ -1,0 +1,143 @@
+"""Number formats of delegate values: what "rounding onto the value's datatype" means.
+
+Inside the delegate every fp32, fp16, bf16 and quantized value is held as float32 holding the
+value's real numbers: a qint8 tensor holds (q − zero_point)·scale, an fp16 tensor holds
+float16-representable floats. A node computes in float32, then its output grid snaps the
+result onto the output's datatype, clamping to the node's fused `output_min_max` first, as
+XNNPACK does: for quantized outputs the clamp bounds are quantized like the values, so a
+fused ReLU keeps exactly the zero point. The result equals XNNPACK's integer arithmetic
+within one quantization step (XNNPACK accumulates in int32 and requantizes with a float
+scale; here the same products are summed in float32). int32 values are held as int32.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
+
+Snap = Callable[[np.ndarray], None]
+
+QUANT_RANGES = {DT.QINT8: (-128, 127), DT.QUINT8: (0, 255), DT.QDINT8: (-128, 127), DT.QINT32: (-(2**31), 2**31 - 1)}
+
+
+@dataclass(frozen=True)
+class Grid:
+    """How one value's numbers are rounded: a datatype and, per tensor, a scale and zero point."""
+
+    datatype: int
+    scale: float = 1.0
+    zero_point: int = 0
+    row_dims: int = 1  # qdint8: how many trailing dims form one row
+
+    @property
+    def quantized(self) -> bool:
+        return self.datatype in QUANT_RANGES
+
+    def snapper(self, lo: float = -math.inf, hi: float = math.inf) -> Snap | None:
+        """An in-place function rounding a float32 array onto this grid within [lo, hi]; None if identity."""
+        if self.datatype == DT.QDINT8:
+            return dynamic_snapper(self.row_dims)
+        if self.quantized:
+            return _quantized_snapper(self, lo, hi)
+        clamp = _clamp(lo, hi)
+        rounding = {DT.FP16: _to_fp16, DT.BF16: _to_bf16}.get(self.datatype)
+        if rounding is None or clamp is None:
+            return rounding or clamp
+        return _chain(clamp, rounding)
+
+
+def _chain(first: Snap, second: Snap) -> Snap:
+    def both(a: np.ndarray) -> None:
+        first(a)
+        second(a)
+
+    return both
+
+
+def _clamp(lo: float, hi: float) -> Snap | None:
+    if lo == -math.inf and hi == math.inf:
+        return None
+    if hi == math.inf:
+        return lambda a: np.maximum(a, np.float32(lo), out=a)
+    if lo == -math.inf:
+        return lambda a: np.minimum(a, np.float32(hi), out=a)
+    return lambda a: np.clip(a, np.float32(lo), np.float32(hi), out=a)
+
+
+def quantized_bounds(grid: Grid, lo: float, hi: float) -> tuple[float, float]:
+    """The clamp range in steps from the zero point: the datatype's range cut by [lo, hi] quantized."""
+    qmin, qmax = QUANT_RANGES[grid.datatype]
+    inv = 1.0 / grid.scale
+    if lo > -math.inf:
+        qmin = max(qmin, min(qmax, _round(lo * inv) + grid.zero_point))
+    if hi < math.inf:
+        qmax = min(qmax, max(qmin, _round(hi * inv) + grid.zero_point))
+    return float(qmin - grid.zero_point), float(qmax - grid.zero_point)
+
+
+def _round(x: float) -> int:
+    """Round half to even, as XNNPACK's lrintf does, saturating far outside any range."""
+    return int(np.rint(np.clip(x, -(2.0**40), 2.0**40)))
+
+
+def _quantized_snapper(grid: Grid, lo: float, hi: float) -> Snap:
+    """a ← clamp(rint(a/scale), steps) · scale (values relative to the zero point)."""
+    inv, scale = np.float32(1.0 / grid.scale), np.float32(grid.scale)
+    qlo, qhi = (np.float32(b) for b in quantized_bounds(grid, lo, hi))
+
+    def snap(a: np.ndarray) -> None:
+        np.multiply(a, inv, out=a)
+        np.rint(a, out=a)
+        np.clip(a, qlo, qhi, out=a)
+        np.multiply(a, scale, out=a)
+
+    return snap
+
+
+def _to_fp16(a: np.ndarray) -> None:
+    a[...] = a.astype(np.float16)
+
+
+def _to_bf16(a: np.ndarray) -> None:
+    """Round to nearest even bfloat16 (the upper 16 bits of a float32)."""
+    bits = a.view(np.uint32)
+    bits += np.uint32(0x7FFF) + ((bits >> 16) & np.uint32(1))
+    bits &= np.uint32(0xFFFF0000)
+
+
+def dynamic_snapper(row_dims: int) -> Snap:
+    """Per-row dynamic int8 quantization (qdint8): each row (the last row_dims dims) on its own grid.
+
+    Scale and zero point are XNNPACK's: the row range widened to include 0, spread over 255
+    steps, the zero point nudged to the integer that maps the range best.
+    """
+
+    def snap(a: np.ndarray) -> None:
+        if not a.size:
+            return
+        rows = a.reshape(-1, math.prod(a.shape[a.ndim - min(row_dims, a.ndim):]))
+        scale, zero = row_params(rows)
+        np.multiply(rows, scale, out=rows)
+        np.rint(rows, out=rows)
+        rows += zero
+        np.clip(rows, -128.0, 127.0, out=rows)
+        rows -= zero
+        rows /= scale
+
+    return snap
+
+
+def row_params(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(inverse scale, zero point) per row, both float32 column vectors."""
+    rmin = np.minimum(rows.min(axis=1, keepdims=True), np.float32(0))
+    rmax = np.maximum(rows.max(axis=1, keepdims=True), np.float32(0))
+    span = rmax - rmin
+    inv = np.divide(np.float32(255), span, out=np.ones_like(span), where=span > 0)
+    low, high = rmin * inv, rmax * inv
+    zero = np.where((-128 + low) + (127 + high) > 0, -128 - low, 127 - high)
+    return inv, np.rint(np.clip(zero, -128, 127))

@@ -1,0 +1,306 @@
+"""Conv2d, DepthwiseConv2d and ConvTranspose2d on NHWC tensors, filters packed at init.
+
+- Conv2d (filter [G·Cout_g, KH, KW, Cin_g]): a 1×1 stride-1 unpadded kernel is one matmul of
+  the input rows; otherwise the windows of the padded input are gathered into an im2col
+  buffer [N·OH·OW, KH·KW·Cin] in one strided copy and multiplied by the filter packed as
+  [KH·KW·Cin, Cout] (per group: a batched matmul).
+- DepthwiseConv2d (filter [1, KH, KW, C·M], M outputs per input channel): a multiply-add of
+  one strided view of the padded input per kernel tap.
+- ConvTranspose2d (filter [G·Cout_g, KH, KW, Cin_g]): each input pixel times the filter
+  (one matmul into [N·H·W, KH·KW·Cout] columns), scattered into the output by one strided
+  add per tap, then cropped by the padding.
+Filters and biases must be constants (as XNNPACK requires); quantized ones arrive dequantized.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, builds, fail, flat2d, reshaped, scratch
+from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer, patches
+from etbuild.backends.xnnpack.runtime.values import Value
+
+
+def _window(node: g.Convolution, ctx: Context) -> Window:
+    return Window(
+        node.padding_top, node.padding_right, node.padding_bottom, node.padding_left, node.kernel_height,
+        node.kernel_width, node.subsampling_height, node.subsampling_width, node.dilation_height, node.dilation_width,
+    ).check(ctx.where)
+
+
+def _constants(
+    node: g.Convolution, ctx: Context, filter_dims: tuple[int, ...], cout: int
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """The constant filter (checked against filter_dims) and bias [cout] (None when absent)."""
+    w = ctx.value(node.filter_id, "filter")
+    b = ctx.optional(node.bias_id, "bias")
+    if w.constant is None or (b is not None and b.constant is None):
+        raise ctx.fail("filter and bias must be constants")
+    if w.dims != filter_dims:
+        raise ctx.fail(f"filter dims {list(w.dims)}, expected {list(filter_dims)} from the node's parameters")
+    if b is not None and b.dims != (cout,):
+        raise ctx.fail(f"bias dims {list(b.dims)} do not match the output channels")
+    return w.constant, None if b is None else np.ascontiguousarray(b.constant, dtype=np.float32)
+
+
+class _Conv(Op):
+    """Common parts: input/output ids, window, channel counts."""
+
+    def __init__(self, node: g.Convolution, ctx: Context, cin: int, cout: int) -> None:
+        self.name = type(node).__name__
+        ctx.check_flags(node.flags)
+        x: Value = ctx.value(node.input1_id)
+        super().__init__([x.id], [ctx.value(node.output_id, "output").id])
+        self.win, self.cin, self.cout = _window(node, ctx), cin, cout
+        if min(cin, cout) < 1:
+            raise ctx.fail(f"{cin} input and {cout} output channels")
+
+    def _input(self, x: Shape) -> tuple[int, int, int]:
+        if len(x) != 4 or x[3] != self.cin:
+            raise fail(self, f"input shape {list(x)} is not NHWC with {self.cin} channels")
+        return x[0], x[1], x[2]
+
+    def infer(self, shapes: Sequence[Shape]) -> list[Shape]:
+        n, h, w = self._input(shapes[0])
+        oh, ow = self.win.out_size(h, w)
+        if oh < 1 or ow < 1:
+            raise fail(self, f"the {self.win.kh}x{self.win.kw} window does not fit the input {list(shapes[0])}")
+        return [(n, oh, ow, self.cout)]
+
+
+@builds("Conv2d")
+class Conv2d(_Conv):
+    def __init__(self, node: g.Convolution, ctx: Context) -> None:
+        groups, gin, gout = node.groups, node.group_input_channels, node.group_output_channels
+        super().__init__(node, ctx, groups * gin, groups * gout)
+        w, self.bias = _constants(node, ctx, (groups * gout, node.kernel_height, node.kernel_width, gin), self.cout)
+        k = node.kernel_height * node.kernel_width * gin
+        # [G, KH·KW·Cin_g, Cout_g]: the im2col rows of one group times this give its outputs
+        self.packed = np.ascontiguousarray(w.reshape(groups, gout, k).transpose(0, 2, 1), dtype=np.float32)
+        self.groups = groups
+
+    def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
+        x, o = ins[0], outs[0]
+        win = self.win
+        if self.groups == 1 and (win.kh, win.kw, win.sh, win.sw) == (1, 1, 1, 1) and not win.padded:
+            return _gemm(flat2d(x, self.cin), self.packed[0], self.bias, flat2d(o, self.cout))
+        gather, cols = _im2col(x, win, o.shape[1], o.shape[2])
+        if self.groups == 1:
+            product = _gemm(cols.reshape(-1, cols.shape[-1]), self.packed[0], self.bias, flat2d(o, self.cout))
+        else:
+            product = self._grouped(cols, o)
+
+        def conv() -> None:
+            gather()
+            product()
+
+        return conv
+
+    def _grouped(self, cols: np.ndarray, o: np.ndarray) -> Step:
+        """Per group: its im2col columns times its filter, into its slice of the output channels."""
+        g_, k, gout = self.packed.shape
+        gin = self.cin // g_
+        rows = cols.shape[0] * cols.shape[1] * cols.shape[2]
+        grouped = cols.reshape(rows, -1, g_, gin).transpose(2, 0, 1, 3)  # [G, P, KH·KW, Cin_g] (strided)
+        buf = scratch((g_, rows, k))
+        res = scratch((g_, rows, gout))
+        out = reshaped(o, (rows, g_, gout)).transpose(1, 0, 2)
+        bias = None if self.bias is None else self.bias.reshape(g_, 1, gout)
+
+        def step() -> None:
+            np.copyto(reshaped(buf, (g_, rows, k // gin, gin)), grouped)
+            np.matmul(buf, self.packed, out=res)
+            if bias is not None:
+                np.add(res, bias, out=res)
+            np.copyto(out, res)
+
+        return step
+
+
+def _gemm(a: np.ndarray, w: np.ndarray, bias: np.ndarray | None, o: np.ndarray) -> Step:
+    if bias is None:
+        return lambda: np.matmul(a, w, out=o)
+
+    def gemm() -> None:
+        np.matmul(a, w, out=o)
+        np.add(o, bias, out=o)
+
+    return gemm
+
+
+def _im2col(x: np.ndarray, win: Window, oh: int, ow: int) -> tuple[Step, np.ndarray]:
+    """The step filling an [N, OH, OW, KH·KW·C] column buffer from x, and the buffer."""
+    n, _, _, c = x.shape
+    cols = scratch((n, oh, ow, win.kh * win.kw * c))
+    cols6 = reshaped(cols, (n, oh, ow, win.kh, win.kw, c))
+    if not win.padded:
+        windows = patches(x, win, oh, ow)
+        return lambda: np.copyto(cols6, windows), cols
+    buf, interior = pad_buffer(x.shape, win, 0.0)
+    windows = patches(buf, win, oh, ow)
+
+    def gather() -> None:
+        np.copyto(interior, x)
+        np.copyto(cols6, windows)
+
+    return gather, cols
+
+
+@builds("DepthwiseConv2d")
+class DepthwiseConv2d(_Conv):
+    """Σ over taps of a shifted view of the input times that tap's per-channel weights.
+
+    The padded input is split into stride phases (one contiguous [N·Hq, Wq·C] grid per phase;
+    with stride 1 the padded input itself). The taps that read one phase form a regular grid
+    of whole-pixel shifts, so a phase's contribution is one `einsum` over a strided view
+    [taps_y, taps_x, N·Hq, Wq·C] (no copies) with the per-channel weights tiled along a grid
+    row; numpy then runs long contiguous inner loops without temporaries. The accumulator
+    covers the whole grid and the output is its top-left OH×OW corner. With a depth
+    multiplier M, each input channel is repeated M times as it is loaded.
+    """
+
+    def __init__(self, node: g.Convolution, ctx: Context) -> None:
+        gin, gout = node.group_input_channels, node.group_output_channels
+        if gin < 1 or gout % gin:
+            raise ctx.fail(f"group output channels {gout} are not a multiple of group input channels {gin}")
+        self.mult = gout // gin
+        super().__init__(node, ctx, node.groups, node.groups * self.mult)
+        w, self.bias = _constants(node, ctx, (1, node.kernel_height, node.kernel_width, self.cout), self.cout)
+        self.weights = np.ascontiguousarray(w.reshape(node.kernel_height, node.kernel_width, self.cout),
+                                            dtype=np.float32)
+
+    def _phase_taps(self, wq: int) -> list[tuple[int, int, tuple[int, int, int, int], np.ndarray]]:
+        """Per stride phase that taps read: (phase, first shift, (taps_y, taps_x, step_y, step_x), tiled weights)."""
+        win, cc = self.win, self.cout
+        found = []
+        for a in range(win.sh):
+            rows = [i for i in range(win.kh) if i * win.dh % win.sh == a]
+            for b in range(win.sw):
+                cols = [j for j in range(win.kw) if j * win.dw % win.sw == b]
+                if not rows or not cols:
+                    continue
+                qi, qj = [i * win.dh // win.sh for i in rows], [j * win.dw // win.sw for j in cols]
+                steps = (qi[1] - qi[0] if len(qi) > 1 else 0, qj[1] - qj[0] if len(qj) > 1 else 0)
+                weights = np.tile(self.weights[np.ix_(rows, cols)], (1, 1, wq))  # [taps_y, taps_x, Wq·C]
+                found.append((a * win.sw + b, (qi[0] * wq + qj[0]) * cc, (len(rows), len(cols), *steps), weights))
+        return found
+
+    def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
+        x, o = ins[0], outs[0]
+        n, h, w, _ = x.shape
+        win, cc = self.win, self.cout
+        hq, wq = -(-(h + win.top + win.bottom) // win.sh), -(-(w + win.left + win.right) // win.sw)
+        row = wq * cc
+        phase_taps = self._phase_taps(wq)
+        size = n * hq * row
+        reach = max(shift + ((ty - 1) * sy * wq + (tx - 1) * sx) * cc for _, shift, (ty, tx, sy, sx), _ in phase_taps)
+        phases = scratch((win.sh * win.sw, size + reach), 0.0)
+        load = self._loader(x, phases, hq, wq, {p for p, *_ in phase_taps})
+        item = phases.itemsize
+        terms = [(as_strided(phases[p, shift:], (ty, tx, n * hq, row), (sy * row * item, sx * cc * item, row * item,
+                                                                        item), writeable=False), weights)
+                 for p, shift, (ty, tx, sy, sx), weights in phase_taps]
+        acc, tmp = scratch((n * hq, row)), scratch((n * hq, row))
+        corner = acc.reshape(n, hq, wq, cc)[:, : o.shape[1], : o.shape[2], :]
+        bias = self.bias
+
+        def depthwise() -> None:
+            load()
+            np.einsum("ijre,ije->re", *terms[0], out=acc)
+            for view, weights in terms[1:]:
+                np.einsum("ijre,ije->re", view, weights, out=tmp)
+                np.add(acc, tmp, out=acc)
+            if bias is None:
+                np.copyto(o, corner)
+            else:
+                np.add(corner, bias, out=o)
+
+        return depthwise
+
+    def _loader(self, x: np.ndarray, phases: np.ndarray, hq: int, wq: int, used: set[int]) -> Step:
+        """The step copying x into the zero-padded phase grids that taps read (channels repeated M times)."""
+        n, h, w, c = x.shape
+        win = self.win
+        grid = n * hq * wq * self.cout
+        if win.sh == win.sw == 1:
+            padded = phases[0, :grid].reshape(n, hq, wq, c, self.mult)
+        else:
+            padded = scratch((n, hq * win.sh, wq * win.sw, c, self.mult), 0.0)
+        interior = padded[:, win.top : win.top + h, win.left : win.left + w]
+        src = x[..., None]
+        if win.sh == win.sw == 1:
+            return lambda: np.copyto(interior, src)
+        copies = [(phases[a * win.sw + b, :grid].reshape(n, hq, wq, c, self.mult), padded[:, a :: win.sh, b :: win.sw])
+                  for a in range(win.sh) for b in range(win.sw) if a * win.sw + b in used]
+
+        def load() -> None:
+            np.copyto(interior, src)
+            for dest, phase in copies:
+                np.copyto(dest, phase)
+
+        return load
+
+
+@builds("ConvTranspose2d")
+class ConvTranspose2d(_Conv):
+    def __init__(self, node: g.Convolution, ctx: Context) -> None:
+        groups, gin, gout = node.groups, node.group_input_channels, node.group_output_channels
+        super().__init__(node, ctx, groups * gin, groups * gout)
+        kh, kw = node.kernel_height, node.kernel_width
+        w, self.bias = _constants(node, ctx, (groups * gout, kh, kw, gin), self.cout)
+        self.adjust = (node.adjustment_height, node.adjustment_width)
+        if self.adjust[0] >= self.win.sh or self.adjust[1] >= self.win.sw:
+            raise ctx.fail(f"adjustment {list(self.adjust)} must be below the stride")
+        # [G, Cin_g, KH·KW·Cout_g]: one input pixel of a group times this gives all its taps
+        self.packed = np.ascontiguousarray(
+            w.reshape(groups, gout, kh * kw, gin).transpose(0, 3, 2, 1).reshape(groups, gin, kh * kw * gout),
+            dtype=np.float32,
+        )
+        self.groups = groups
+
+    def infer(self, shapes: Sequence[Shape]) -> list[Shape]:
+        n, h, w = self._input(shapes[0])
+        win = self.win
+        eh, ew = win.span
+        oh = win.sh * (h - 1) + self.adjust[0] + eh - win.top - win.bottom
+        ow = win.sw * (w - 1) + self.adjust[1] + ew - win.left - win.right
+        if oh < 1 or ow < 1:
+            raise fail(self, f"the padding crops the whole output of input {list(shapes[0])}")
+        return [(n, oh, ow, self.cout)]
+
+    def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
+        x, o = ins[0], outs[0]
+        n, h, w, _ = x.shape
+        win, g_ = self.win, self.groups
+        gin, gout = self.cin // g_, self.cout // g_
+        eh, ew = win.span
+        fh = max(win.sh * (h - 1) + eh, win.top + o.shape[1])
+        fw = max(win.sw * (w - 1) + ew, win.left + o.shape[2])
+        full = scratch((n, fh, fw, g_, gout))
+        xg = reshaped(x, (n * h * w, g_, gin)).transpose(1, 0, 2)  # [G, P, Cin_g]
+        cols = scratch((g_, n * h * w, win.kh * win.kw * gout))
+        cols7 = reshaped(cols, (g_, n, h, w, win.kh, win.kw, gout)).transpose(1, 2, 3, 4, 5, 0, 6)
+        scatter = [
+            (full[:, i * win.dh : i * win.dh + win.sh * (h - 1) + 1 : win.sh,
+                  j * win.dw : j * win.dw + win.sw * (w - 1) + 1 : win.sw], cols7[:, :, :, i, j])
+            for i in range(win.kh) for j in range(win.kw)
+        ]
+        crop = full[:, win.top : win.top + o.shape[1], win.left : win.left + o.shape[2]]
+        out = reshaped(o, (n, o.shape[1], o.shape[2], g_, gout))
+        bias = None if self.bias is None else self.bias.reshape(g_, gout)
+
+        def deconv() -> None:
+            np.matmul(xg, self.packed, out=cols)
+            full.fill(0.0)
+            for dest, part in scatter:
+                np.add(dest, part, out=dest)
+            if bias is None:
+                np.copyto(out, crop)
+            else:
+                np.add(crop, bias, out=out)
+
+        return deconv

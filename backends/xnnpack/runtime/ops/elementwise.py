@@ -1,0 +1,157 @@
+"""Elementwise nodes: unary math and activations, binary arithmetic with broadcasting, Convert, Copy.
+
+Every function works on the working form (float32 real numbers), so the same step serves
+fp32 and quantized values: the output grid rounds afterwards. Clamp is the identity, its
+bounds being the node's output_min_max; Convert and Copy move numbers and let the output
+grid requantize (fp32 → qint8, → per-row qdint8, qint8 → fp32, ...).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, broadcast, builds
+from etbuild.kernels.portable.common import erf
+
+UnaryFn = Callable[[np.ndarray, np.ndarray], None]
+F = np.float32
+
+
+def _sigmoid(x: np.ndarray, o: np.ndarray) -> None:
+    np.multiply(x, F(0.5), out=o)  # σ(x) = (1 + tanh(x/2))/2: no overflow for large |x|
+    np.tanh(o, out=o)
+    np.multiply(o, F(0.5), out=o)
+    np.add(o, F(0.5), out=o)
+
+
+def _gelu(x: np.ndarray, o: np.ndarray) -> None:
+    np.multiply(x, F(math.sqrt(0.5)), out=o)
+    erf(o, out=o)
+    np.add(o, F(1), out=o)
+    np.multiply(o, x, out=o)
+    np.multiply(o, F(0.5), out=o)
+
+
+def _hardswish(x: np.ndarray, o: np.ndarray) -> None:
+    np.add(x, F(3), out=o)
+    np.clip(o, F(0), F(6), out=o)
+    np.multiply(o, x, out=o)
+    np.multiply(o, F(1 / 6), out=o)
+
+
+def _rsqrt(x: np.ndarray, o: np.ndarray) -> None:
+    np.sqrt(x, out=o)
+    np.divide(F(1), o, out=o)
+
+
+def _copy(x: np.ndarray, o: np.ndarray) -> None:
+    np.copyto(o, x)
+
+
+# Each is called fn(x, o); for a ufunc the second positional argument is its output.
+UNARY: dict[str, UnaryFn] = {
+    "Sigmoid": _sigmoid, "Tanh": np.tanh, "Gelu": _gelu, "Hardswish": _hardswish, "Abs": np.abs,
+    "Negate": np.negative, "Floor": np.floor, "Ceiling": np.ceil, "Square": np.square, "SquareRoot": np.sqrt,
+    "ReciprocalSquareRoot": _rsqrt, "Exp": np.exp, "Log": np.log, "Sin": np.sin, "Cos": np.cos,
+    "Clamp": _copy, "Convert": _copy, "Copy": _copy,
+}
+
+
+SPECIAL = {"Exp", "Log", "SquareRoot", "ReciprocalSquareRoot", "Square", "Div"}  # see Op.special
+
+
+class Unary(Op):
+    """out = fn(in), same shape."""
+
+    def __init__(self, name: str, fn: UnaryFn, x: int, out: int) -> None:
+        super().__init__([x], [out])
+        self.name, self.fn, self.special = name, fn, name in SPECIAL
+
+    def infer(self, shapes: Sequence[Shape]) -> list[Shape]:
+        return [shapes[0]]
+
+    def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
+        return functools.partial(self.fn, ins[0], outs[0])
+
+
+class Move(Unary):
+    """Copy and Convert: the output holds the input's numbers, rounded by the output grid."""
+
+    same_grid = True
+    view = True
+
+
+@builds(*UNARY)
+def build_unary(node: g.UnaryNode, ctx: Context) -> Op:
+    name = type(node).__name__
+    ctx.check_flags(node.flags)
+    x, out = ctx.value(node.input_id), ctx.value(node.output_id, "output")
+    if name in ("Copy", "Convert"):
+        return Move(name, UNARY[name], x.id, out.id)
+    return Unary(name, UNARY[name], x.id, out.id)
+
+
+@builds("LeakyReLU", "ELU")
+def build_parametric(node: g.LeakyReLU | g.ELU, ctx: Context) -> Op:
+    ctx.check_flags(node.flags)
+    x, out = ctx.value(node.input_id), ctx.value(node.output_id, "output")
+    if isinstance(node, g.LeakyReLU):
+        return Unary("LeakyReLU", _leaky(F(node.negative_slope)), x.id, out.id)
+    return Unary("ELU", _elu(F(node.alpha)), x.id, out.id)
+
+
+def _leaky(slope: np.float32) -> UnaryFn:
+    def leaky(x: np.ndarray, o: np.ndarray) -> None:
+        np.multiply(x, slope, out=o)
+        np.copyto(o, x, where=x >= 0)
+
+    return leaky
+
+
+def _elu(alpha: np.float32) -> UnaryFn:
+    def elu(x: np.ndarray, o: np.ndarray) -> None:
+        np.minimum(x, F(0), out=o)
+        np.expm1(o, out=o)
+        np.multiply(o, alpha, out=o)
+        np.copyto(o, x, where=x > 0)
+
+    return elu
+
+
+def _prelu(x: np.ndarray, slope: np.ndarray, o: np.ndarray) -> None:
+    np.multiply(x, slope, out=o)
+    np.copyto(o, x, where=x >= 0)
+
+
+BINARY: dict[str, Callable[..., object]] = {
+    "Add": np.add, "Subtract": np.subtract, "Multiply": np.multiply, "Div": np.divide,
+    "Minimum": np.minimum, "Maximum": np.maximum, "PReLU": _prelu,
+}
+
+
+class Binary(Op):
+    """out = fn(a, b) with NumPy broadcasting."""
+
+    def __init__(self, name: str, a: int, b: int, out: int) -> None:
+        super().__init__([a, b], [out])
+        self.name, self.fn, self.special = name, BINARY[name], name in SPECIAL
+
+    def infer(self, shapes: Sequence[Shape]) -> list[Shape]:
+        return [broadcast(shapes[0], shapes[1], self)]
+
+    def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
+        if self.fn is _prelu:
+            return functools.partial(_prelu, ins[0], ins[1], outs[0])
+        return functools.partial(self.fn, ins[0], ins[1], out=outs[0])
+
+
+@builds(*BINARY)
+def build_binary(node: g.BinaryNode, ctx: Context) -> Op:
+    ctx.check_flags(node.flags)
+    a, b = ctx.value(node.input1_id), ctx.value(node.input2_id)
+    return Binary(type(node).__name__, a.id, b.id, ctx.value(node.output_id, "output").id)

@@ -1,0 +1,100 @@
+"""FullyConnected and BatchMatrixMultiply: one float32 matmul each, weights packed at init.
+
+FullyConnected: input [..., K], filter [N, K] ([K, N] with XNN_FLAG_TRANSPOSE_WEIGHTS),
+optional bias [N]; output [..., N] (with XNN_FLAG_TENSORFLOW_RESHAPE_2D the input is first
+flattened to rows of K). A constant filter, dequantized when it is quantized (per channel
+or per block), is packed once as a contiguous [K, N] matrix so each call is one matmul of
+the input rows into the output rows plus the bias. A filter or bias computed at run time
+(ExecuTorch lowers `mm` of two activations this way) is read live.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+import numpy as np
+
+from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, broadcast, builds, fail, flat2d
+
+TRANSPOSE_WEIGHTS = 1
+RESHAPE_2D = 4
+
+
+@builds("FullyConnected")
+class FullyConnected(Op):
+    name = "FullyConnected"
+
+    def __init__(self, node: g.FullyConnected, ctx: Context) -> None:
+        ctx.check_flags(node.flags, TRANSPOSE_WEIGHTS | RESHAPE_2D)
+        x, w = ctx.value(node.input1_id), ctx.value(node.filter_id, "filter")
+        b = ctx.optional(node.bias_id, "bias")
+        if len(w.dims) != 2:
+            raise ctx.fail(f"filter dims {list(w.dims)} are not 2-D")
+        self.transposed = bool(node.flags & TRANSPOSE_WEIGHTS)
+        self.k, self.n = w.dims[::-1] if not self.transposed else w.dims
+        if b is not None and b.dims != (self.n,):
+            raise ctx.fail(f"bias dims {list(b.dims)} do not match {self.n} output channels")
+        self.flatten = bool(node.flags & RESHAPE_2D)
+        packed = None if w.constant is None else (w.constant if self.transposed else w.constant.T)
+        self.packed = None if packed is None else np.ascontiguousarray(packed, dtype=np.float32)
+        self.bias = None if b is None or b.constant is None else np.ascontiguousarray(b.constant, dtype=np.float32)
+        runtime = [v.id for v in (w, b) if v is not None and v.constant is None]
+        super().__init__([x.id, *runtime], [ctx.value(node.output_id, "output").id])
+        self.live_filter, self.live_bias = w.constant is None, b is not None and b.constant is None
+
+    def infer(self, shapes: Sequence[Shape]) -> list[Shape]:
+        x = shapes[0]
+        if not x or x[-1] != self.k:
+            raise fail(self, f"input shape {list(x)} does not end in the filter's {self.k} input channels")
+        rows = x[:-1] if not self.flatten else (int(np.prod(x)) // self.k,)
+        return [(*rows, self.n)]
+
+    def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
+        x, o = flat2d(ins[0], self.k), flat2d(outs[0], self.n)
+        live = list(ins[1:])
+        w = self.packed if not self.live_filter else _filter_view(live.pop(0), self.transposed)
+        bias = self.bias if not self.live_bias else live.pop(0)
+        if bias is None:
+            return functools.partial(np.matmul, x, w, out=o)
+
+        def fc() -> None:
+            np.matmul(x, w, out=o)
+            np.add(o, bias, out=o)
+
+        return fc
+
+
+def _filter_view(w: np.ndarray, transposed: bool) -> np.ndarray:
+    """A run-time filter as the [K, N] operand of the matmul."""
+    return w if transposed else w.T
+
+
+
+@builds("BatchMatrixMultiply")
+class BatchMatrixMultiply(Op):
+    """out[..., M, N] = a[..., M, K] @ b[..., K, N] (b as [..., N, K] with XNN_FLAG_TRANSPOSE_B), batches broadcast."""
+
+    name = "BatchMatrixMultiply"
+
+    def __init__(self, node: g.BinaryNode, ctx: Context) -> None:
+        ctx.check_flags(node.flags, TRANSPOSE_WEIGHTS)
+        a, b = ctx.value(node.input1_id), ctx.value(node.input2_id)
+        super().__init__([a.id, b.id], [ctx.value(node.output_id, "output").id])
+        self.transpose_b = bool(node.flags & TRANSPOSE_WEIGHTS)
+
+    def infer(self, shapes: Sequence[Shape]) -> list[Shape]:
+        a, b = shapes
+        if len(a) < 2 or len(b) < 2:
+            raise fail(self, f"operands {list(a)} and {list(b)} must have at least 2 dims")
+        bk, bn = (b[-1], b[-2]) if self.transpose_b else (b[-2], b[-1])
+        if a[-1] != bk:
+            raise fail(self, f"inner dims of {list(a)} and {list(b)} differ")
+        return [(*broadcast(a[:-2], b[:-2], self), a[-2], bn)]
+
+    def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
+        a, b, o = ins[0], ins[1], outs[0]
+        if self.transpose_b:
+            b = np.swapaxes(b, -1, -2)
+        return functools.partial(np.matmul, a, b, out=o)
