@@ -68,7 +68,7 @@ def _no_decomposition(op: OpOverload, node: Node) -> Decomposition:
     reason = exclusion(op)
     why = f" ({reason})" if reason else ""
     called = node.meta.get("original_aten")
-    if isinstance(called, OpOverload) and called != op:
+    if isinstance(called, OpOverload) and str(called) != str(op):
         why += f"; torch's decomposition of {called}, which the model calls, calls it"
         op = called
     raise StageError(f"{_lacks(node.target)}, and neither etbuild nor torch has a decomposition of it{why}; "

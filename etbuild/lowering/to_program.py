@@ -28,8 +28,9 @@ from etbuild.lowering.builder import ConstantPool, DelegateData, PlanBuilder
 from etbuild.lowering.dtypes import scalar_type, tensor_bytes
 from etbuild.lowering.forms import GraphMethod, GraphProgram, LoweredProgram
 from etbuild.lowering.operator_set import returns_scalar
-from etbuild.lowering.out_variants import check_carried, copy_variant, operator_name, out_variant
+from etbuild.lowering.out_variants import check_carried, copy_variant, operator_name, out_schema
 from etbuild.lowering.partition import Delegate
+from etbuild.lowering.quantized_ops import ProgramOp
 from etbuild.lowering.sources import node_frame
 from etbuild.lowering.steps import at_node, in_method
 from etbuild.lowering.symbolic import PRIM_OPS, shape_bounds
@@ -156,7 +157,9 @@ class GraphConverter:
         elif isinstance(target, OpOverload) and returns_scalar(target):
             self.scalar_call(node, target)
         elif isinstance(target, OpOverload):
-            self.kernel(node, out_variant(copy_variant(target)))
+            self.kernel(node, out_schema(copy_variant(target)))
+        elif isinstance(target, ProgramOp):
+            self.kernel(node, target.schema)
         elif isinstance(target, HigherOrderOperator):
             raise StageError(f"{target.name()} is not supported yet")
         else:
@@ -183,18 +186,18 @@ class GraphConverter:
             return self.b.add(fb.Double(0.0))
         return self.b.add(fb.Int(0))
 
-    def kernel(self, node: Node, op: OpOverload) -> None:
+    def kernel(self, node: Node, schema: torch._C.FunctionSchema) -> None:
+        """A call of the out-variant `schema` with the node's arguments and fresh out tensors."""
         bound = _bind_args(node, node.target)
-        check_carried(bound, op, node.meta.get("val"))
+        check_carried(bound, schema, node.meta.get("val"))
         args, outs = [], []
-        for arg in op._schema.arguments:
+        for arg in schema.arguments:
             if arg.is_out:
                 outs.append(arg)
             else:
                 args.append(self.arg_value(bound.get(arg.name, _default(arg)), arg.type, node))
         out_ids, ret = self.out_values(outs, node)
-        name, overload = operator_name(op)
-        self.b.kernel_call(name, overload, [*args, *out_ids, ret], node_frame(node))
+        self.b.kernel_call(schema.name, schema.overload_name, [*args, *out_ids, ret], node_frame(node))
 
     def delegate(self, node: Node) -> None:
         """A partition's delegate: its blob in a segment, one DelegateCall (inputs, then outputs)."""
@@ -336,7 +339,8 @@ def _arg_int(node: Node, i: int) -> int:
 
 def _bind_args(node: Node, op: Any) -> dict[str, Any]:
     """The node's arguments by schema name (positional and keyword)."""
-    bound = dict(zip([a.name for a in op._schema.arguments], node.args))
+    schema = op.schema if isinstance(op, ProgramOp) else op._schema
+    bound = dict(zip([a.name for a in schema.arguments], node.args))
     bound.update(node.kwargs)
     return bound
 

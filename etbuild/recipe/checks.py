@@ -16,9 +16,7 @@ from etbuild.recipe.config import default
 from etbuild.recipe.parse import Doc
 from etbuild.recipe.places import KeyPath, format_key_path, located_error, show
 
-NOT_SUPPORTED_YET: tuple[KeyPath, ...] = (
-    ("quantize",),
-)
+NOT_SUPPORTED_YET: tuple[KeyPath, ...] = ()
 """Key paths whose stage does not exist yet: a recipe is rejected when one holds a non-null value.
 A trailing index means "a list with that item": `("backends", 0)` would be a first backend."""
 
@@ -28,6 +26,8 @@ MIN_DYNAMIC_EXAMPLE = 2
 declared (example) size must be at least this; its range may still start at 1."""
 INT4_SCHEME = "int8-dynamic-int4-weight"
 STATIC_SCHEME = "int8-static"
+INT4_BACKEND = "xnnpack"
+"""ExecuTorch runs int4 linear weights only inside the XNNPACK delegate (no portable kernel takes them)."""
 
 
 def check(doc: Doc) -> None:
@@ -157,11 +157,13 @@ def _check_dim(doc: Doc, path: KeyPath, shape_path: KeyPath, shape: list[int]) -
 
 def _check_quantize(doc: Doc) -> None:
     """Calibration goes with int8-static and group_size with int4 (as the scheme or a module's
-    override, or int4 embeddings); calibration data or samples; accuracy names one gate."""
+    override, or int4 embeddings); int4 linear weights need the xnnpack backend; calibration
+    data or samples; accuracy names one gate."""
     quantize = doc.data.get("quantize")
     if quantize is None:
         return
     schemes = {quantize["scheme"], *(quantize.get("modules") or {}).values()}
+    _check_int4_backend(doc, quantize)
     int4 = INT4_SCHEME in schemes or quantize.get("embeddings") == "int4"
     where = "in quantize.scheme or quantize.modules"
     _check_used_with(doc, "calibration", STATIC_SCHEME in schemes, f"scheme {STATIC_SCHEME} ({where})")
@@ -169,6 +171,20 @@ def _check_quantize(doc: Doc) -> None:
     _check_used_with(doc, "group_size", int4, int4_what)
     _check_one_of(doc, ("quantize", "calibration"), ("data", "samples"), required=False)
     _check_one_of(doc, ("quantize", "accuracy"), ("min_snr_db", "top1_agreement"), required=True)
+
+
+def _check_int4_backend(doc: Doc, quantize: dict[str, Any]) -> None:
+    """`int8-dynamic-int4-weight` (the scheme or an override) needs `backends` to list xnnpack."""
+    named = [("quantize", "scheme")] if quantize["scheme"] == INT4_SCHEME else []
+    named += [("quantize", "modules", glob) for glob, s in (quantize.get("modules") or {}).items() if s == INT4_SCHEME]
+    backends = [backend["name"] for backend in doc.data.get("backends") or []]
+    if named and INT4_BACKEND not in backends:
+        listed = ", ".join(backends) or "none"
+        message = (
+            f"{INT4_SCHEME} needs backends: [{{name: {INT4_BACKEND}}}]: ExecuTorch runs int4 linear weights only"
+            f" inside the XNNPACK delegate; backends lists {listed}"
+        )
+        raise located_error(doc.where(named[0]), named[0], message)
 
 
 def _check_used_with(doc: Doc, key: str, used: bool, what: str) -> None:

@@ -56,7 +56,7 @@ PACKAGE = "etbuild"
 # Modules shipped whole: the public runtime API (errors and the registry ship what it uses).
 ENTRY_MODULES = ("etbuild", "etbuild.runtime")
 RUNTIME_SIDE = ("etbuild.runtime", "etbuild.kernels", "etbuild.backends", "etbuild.schema")
-KERNEL_LIBRARIES = ("etbuild.kernels.portable", "etbuild.kernels.prim_ops")
+KERNEL_LIBRARIES = ("etbuild.kernels.portable", "etbuild.kernels.prim_ops", "etbuild.kernels.quantized")
 SELECTED_MODULE = "etbuild.kernels.selected"
 SCHEMA_MODULE = "etbuild.schema"
 PTE_MODULE = "etbuild.runtime.format.pte"

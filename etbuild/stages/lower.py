@@ -36,13 +36,18 @@ from etbuild.lowering.listing import listing
 from etbuild.lowering.partition import partition
 from etbuild.lowering.partition_report import PARTITION_FILES, PartitionReport
 from etbuild.lowering.partition_svg import partition_svg
+from etbuild.lowering.quantized_embeddings import fuse_quantized_embeddings
+from etbuild.lowering.quantized_weights import move_weight_permutes
 from etbuild.lowering.steps import Pipeline, Step, each_method
 from etbuild.lowering.to_program import to_program
+from etbuild.lowering.zero_points import drop_zero_points
 from etbuild.recipe.config import BackendConfig
 
 LOWERING = Pipeline("lower", (
     Step("decompose", "ATen → core ATen with torch's default decomposition table",
          ATEN, CORE_ATEN, each_method(decompose)),
+    Step("move-weight-permutes", "permute(dequantize(int8 constant)) → dequantize(permute(int8 constant))",
+         CORE_ATEN, CORE_ATEN, each_method(move_weight_permutes)),
     Step("fit-operator-set", "decompose each call whose out-variant ExecuTorch's runtime lacks into calls it has",
          CORE_ATEN, CORE_ATEN, each_method(fit_operator_set)),
     Step("fold-constants", "compute once, at build time, every node that reads only constants",
@@ -51,6 +56,10 @@ LOWERING = Pipeline("lower", (
          CORE_ATEN, CORE_ATEN, each_method(drop_assertions)),
     Step("fuse-batch-norm", "fold each inference BatchNorm into the convolution before it",
          CORE_ATEN, CORE_ATEN, each_method(fuse_batch_norm)),
+    Step("drop-zero-points", "all-zero zero points of per-channel dequantize → None (symmetric int8 weights)",
+         CORE_ATEN, CORE_ATEN, each_method(drop_zero_points)),
+    Step("fuse-quantized-embeddings", "dequantize(int8/int4 table) → embedding becomes embedding_byte/4bit",
+         CORE_ATEN, CORE_ATEN, each_method(fuse_quantized_embeddings)),
     Step("partition", "each backend of the recipe, in order, takes the parts it runs as delegates",
          CORE_ATEN, DELEGATED, partition),
     Step("to-program", "each call → its out-variant KernelCall, each delegate → a DelegateCall; constants into "

@@ -9,15 +9,23 @@ buffers) is compared too. The program runs in the trimmed runtime alone, in a su
 whose import path holds only it and numpy (no etbuild install, no torch): a pass proves the
 runtime that ships is enough.
 
-A program with delegates is compared a second time, run in ExecuTorch's own runtime (the
-`executorch` oracle, in a subprocess), when that is installed: `verify.json`'s `executorch`
-holds the same per-output report, or why it was skipped.
+A quantized program (its recipe has `quantize:`) is checked twice instead
+(`etbuild.quantize.checks`): against the converted torch model, within one quantization
+step per output element plus rtol/atol, and against the float model by the recipe's
+accuracy gate. Verify then also writes `quantize.json` beside the `.pte`: the quantize
+stage's report (`quantized/layers.json`) with the program's bytes and both checks.
+
+A program with delegates has its outputs compared a second time (with eager torch, or the
+converted model when quantized), run in ExecuTorch's own runtime (the `executorch` oracle,
+in a subprocess) when that is installed: `verify.json`'s `executorch` holds the same
+per-output report, or why it was skipped.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +37,7 @@ from etbuild.errors import EtbuildError, StageError, VerificationError
 from etbuild.fsutil import write_json
 from etbuild.model import build_model, call_method, sample_inputs
 from etbuild.oracle import executorch_installed, run_samples_in_executorch
+from etbuild.quantize import checks
 from etbuild.recipe import Recipe
 from etbuild.runtime.format.pte import read_program
 from etbuild.select import run_trimmed
@@ -88,8 +97,11 @@ def compare(
     return report
 
 
-def verify_method(recipe: Recipe, pte: Path, run: Runner, method: str) -> list[dict[str, Any]]:
-    """Per-output comparison of one method, run by `run`, with eager torch on fresh state."""
+def verify_method(
+    recipe: Recipe, pte: Path, run: Runner, method: str, quantized: Path | None = None
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None]:
+    """Per-output comparison of one method, run by `run`, with eager torch on fresh state, and
+    for a quantized method (`quantized` names its converted `.pt2`) the accuracy gate."""
     cfg = recipe.verify
     samples = sample_inputs(recipe, cfg.samples, cfg.seed, method)
     model = build_model(recipe)
@@ -98,35 +110,53 @@ def verify_method(recipe: Recipe, pte: Path, run: Runner, method: str) -> list[d
     if len(actual[0]) != len(expected[0]):
         got, want = len(actual[0]), len(expected[0])
         raise StageError(f"{pte} method {method} returns {got} outputs; the model returns {want}")
-    return compare(expected, actual, cfg.rtol, cfg.atol)
+    if quantized is None:
+        return compare(expected, actual, cfg.rtol, cfg.atol), None
+    ep = torch.export.load(str(quantized))
+    module = ep.module()
+    with torch.no_grad():
+        converted = [[_numpy(t) for t in tree_flatten(module(*s))[0]] for s in samples]
+        precise = [[_numpy(t) for t in tree_flatten(checks.Float64(module).run(*s))[0]] for s in samples]
+    outputs = checks.tight(checks.Outputs(converted, precise, actual), checks.output_steps(ep), cfg.rtol, cfg.atol)
+    return outputs, checks.gate(recipe.quantize.accuracy if recipe.quantize else None, expected, actual)
 
 
-def verify(recipe: Recipe, pte: Path, runtime: Path) -> dict[str, Any]:
-    """Compare every method of the program, run in `runtime`, with eager torch; a program with
-    delegates also in ExecuTorch's runtime (`executorch`), when the oracle is installed."""
+def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """Compare every method of the program, run in `runtime`, with eager torch (a quantized
+    one, whose converted methods `quantized` names, also with its converted model); a program
+    with delegates also in ExecuTorch's runtime (`executorch`), when the oracle is installed."""
     cfg = recipe.verify
-    methods = _methods(recipe, pte, trimmed_runner(runtime))
+    results = _results(recipe, pte, trimmed_runner(runtime), quantized)
+    methods = {name: outputs for name, (outputs, _) in results.items()}
     report = {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "methods": methods}
     report["passed"] = _passed(methods)
+    if quantized:
+        report["accuracy"] = {name: gate for name, (_, gate) in results.items()}
+        report["passed"] = report["passed"] and all(g["passed"] for g in report["accuracy"].values())
     if has_delegates(pte):
-        report["executorch"] = _in_executorch(recipe, pte)
+        report["executorch"] = _in_executorch(recipe, pte, quantized)
         report["passed"] = report["passed"] and report["executorch"].get("passed", True)
     return report
 
 
-def _methods(recipe: Recipe, pte: Path, run: Runner) -> dict[str, list[dict[str, Any]]]:
-    return {m.name: verify_method(recipe, pte, run, m.name) for m in recipe.model.methods}
+Results = dict[str, tuple[list[dict[str, Any]], dict[str, Any] | None]]
+
+
+def _results(recipe: Recipe, pte: Path, run: Runner, quantized: Mapping[str, Path] | None) -> Results:
+    return {m.name: verify_method(recipe, pte, run, m.name, quantized[m.name] if quantized else None)
+            for m in recipe.model.methods}
 
 
 def _passed(methods: dict[str, list[dict[str, Any]]]) -> bool:
     return all(o["passed"] for outputs in methods.values() for o in outputs)
 
 
-def _in_executorch(recipe: Recipe, pte: Path) -> dict[str, Any]:
-    """The same comparison with the program run in ExecuTorch's runtime, or why it was skipped."""
+def _in_executorch(recipe: Recipe, pte: Path, quantized: Mapping[str, Path] | None) -> dict[str, Any]:
+    """The same output comparison with the program run in ExecuTorch's runtime, or why it was skipped."""
     if not executorch_installed():
         return {"skipped": "the executorch oracle is not installed (pip install -e '.[interop]')"}
-    methods = _methods(recipe, pte, run_samples_in_executorch)
+    methods = {name: outputs for name, (outputs, _) in _results(recipe, pte, run_samples_in_executorch,
+                                                                  quantized).items()}
     return {"methods": methods, "passed": _passed(methods)}
 
 
@@ -136,10 +166,17 @@ def has_delegates(pte: Path) -> bool:
     return any(plan.delegates for plan in program.execution_plan)
 
 
-def run_verify(recipe: Recipe, pte: Path, runtime: Path, out: Path) -> None:
-    """Write `verify.json`; raise VerificationError (after writing it) when an output fails."""
-    report = verify(recipe, pte, runtime)
+def run_verify(
+    recipe: Recipe, pte: Path, runtime: Path, out: Path, quantized: Mapping[str, Path] | None = None,
+    layers: Path | None = None, quantize_json: Path | None = None,
+) -> None:
+    """Write `verify.json` (and `quantize.json` for a quantized program); raise
+    VerificationError (after writing them) when an output fails."""
+    report = verify(recipe, pte, runtime, quantized)
     write_json(out, report)
+    if quantized and layers is not None and quantize_json is not None:
+        _write_quantize_report(pte, report, layers, quantize_json)
+        _raise_for_quantized(recipe, pte, report, layers, out)
     if not report["passed"]:
         where = [("", report["methods"]), (" in ExecuTorch's runtime", report.get("executorch", {}).get("methods", {}))]
         details = "; ".join(
@@ -151,3 +188,40 @@ def run_verify(recipe: Recipe, pte: Path, runtime: Path, out: Path) -> None:
             f"{recipe.name}: {pte.name} differs from eager PyTorch beyond rtol={recipe.verify.rtol}, "
             f"atol={recipe.verify.atol} on {recipe.verify.samples} samples: {details} (see {out})"
         )
+
+
+def _write_quantize_report(pte: Path, report: dict[str, Any], layers: Path, out: Path) -> None:
+    """`quantize.json`: the quantize stage's report with the program's bytes and both checks.
+
+    The float program's bytes are estimated as this program's with each method's constants
+    swapped for the float ones they replace (exact up to the q/dq instructions' few bytes;
+    lowering the float model again only to measure it would double the build)."""
+    merged = json.loads(layers.read_text())
+    size = pte.stat().st_size
+    weights = [m["weight_bytes"] for m in merged["methods"].values()]
+    float_size = size + sum(w["float"] - w["quantized"] for w in weights)
+    merged["pte_bytes"] = {"quantized": size, "float_estimate": float_size, "ratio": round(size / float_size, 4)}
+    merged["verify"] = {"samples": report["samples"], "methods": report["methods"], "accuracy": report["accuracy"]}
+    write_json(out, merged)
+
+
+def _raise_for_quantized(recipe: Recipe, pte: Path, report: dict[str, Any], layers: Path, out: Path) -> None:
+    """A VerificationError for the first failing check of a quantized program, if any."""
+    for method, outputs in report["methods"].items():
+        for o in outputs:
+            if not o["passed"]:
+                raise VerificationError(
+                    f"{recipe.name}: {pte.name} method {method} output {o['index']} differs from the converted "
+                    f"(quantized) torch model by up to {o['max_abs_error']:.3g}, beyond one quantization step "
+                    f"({o['step']:.3g}) plus rtol={recipe.verify.rtol}, atol={recipe.verify.atol}, and by more than "
+                    f"rounding does: {o['snr_vs_converted_db']} dB SNR against it, where the same quantized model in "
+                    f"float64 reaches {o['converted64_snr_vs_converted_db']} dB (see {out})"
+                )
+    for method, gate in report["accuracy"].items():
+        if not gate["passed"]:
+            worst = checks.worst_layer(json.loads(layers.read_text())["methods"][method]["layers"])
+            raise VerificationError(
+                f"{recipe.where('quantize.accuracy')}: {recipe.name}: {pte.name} method {method} fails the accuracy "
+                f"gate against the float model: {gate['snr_db']} dB SNR, top-1 agreement {gate['top1_agreement']} "
+                f"on {recipe.verify.samples} samples{worst} (see {out})"
+            )

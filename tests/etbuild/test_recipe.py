@@ -247,7 +247,6 @@ def test_discover_recipes_skips_bases() -> None:
 
 
 UNSUPPORTED_SETTINGS = {
-    ("quantize",): "quantize: {scheme: int8-static}\n",
     ("memory", "levels", 1): "memory: {levels: [{name: sram, bytes: 1KiB}, {name: dram}]}\n",
 }
 
@@ -350,8 +349,8 @@ def test_yaml_syntax_error() -> None:
 
 
 def test_unsupported_section() -> None:
-    assert error_of(GOOD + "quantize: {scheme: int8-static}\n") == (
-        "recipes/x.yaml:5:1: quantize: not supported yet: quantize"
+    assert error_of(GOOD + "backends: [{name: xnnpack}]\n") == (
+        "recipes/x.yaml:5:12: backends[0]: not supported yet: backends"
     )
 
 
@@ -797,9 +796,30 @@ def test_operators_allow_file_missing(in_tmp: Path) -> None:
     )
 
 
-def test_quantize_is_checked_before_it_is_refused() -> None:
+def test_int4_weights_need_the_xnnpack_backend() -> None:
     assert error_of(GOOD + "quantize: {scheme: int8-dynamic-int4-weight, group_size: 64}\n") == (
-        "recipes/x.yaml:5:1: quantize: not supported yet: quantize"
+        "recipes/x.yaml:5:12: quantize.scheme: int8-dynamic-int4-weight needs backends: [{name: xnnpack}]:"
+        " ExecuTorch runs int4 linear weights only inside the XNNPACK delegate; backends lists none"
+    )
+    override = "quantize:\n  scheme: int8-dynamic\n  modules: {'ffn.*': int8-dynamic-int4-weight}\n"
+    assert error_of(GOOD + override + "backends: [{name: cpu}]\n") == (
+        "recipes/x.yaml:7:13: quantize.modules.ffn.*: int8-dynamic-int4-weight needs backends: [{name: xnnpack}]:"
+        " ExecuTorch runs int4 linear weights only inside the XNNPACK delegate; backends lists cpu"
+    )
+
+
+def test_int4_weights_with_xnnpack_wait_for_the_backends_stage() -> None:
+    text = GOOD + "quantize: {scheme: int8-dynamic-int4-weight}\nbackends: [{name: xnnpack}]\n"
+    assert error_of(text).endswith("backends[0]: not supported yet: backends")
+
+
+def test_quantize_modules_through_extends_put_the_extending_recipes_globs_first() -> None:
+    write("base/q.yaml", "quantize:\n  scheme: int8-static\n  modules: {'a*': float, 'b*': int8-dynamic}\n")
+    text = "extends: base/q.yaml\n" + GOOD + "quantize:\n  modules: {'c*': float, 'b*': int8-weight-only}\n"
+    recipe = load_recipe(write("x.yaml", text))
+    assert recipe.quantize is not None
+    assert recipe.quantize.modules == (
+        ModuleOverride("c*", "float"), ModuleOverride("b*", "int8-weight-only"), ModuleOverride("a*", "float")
     )
 
 

@@ -84,7 +84,8 @@ def test_annotations_admit_what_the_schema_passes(name: str) -> None:
         widened = NUMBERS if "float" in str(arg.real_type) else set()
         assert aten <= ours <= aten | widened, f"{name} argument {arg.name}: {arg.real_type} vs {ours}"
     returns = [str(r.type) for r in schema.returns]
-    assert result == {("Tensor",): "T", ("int",): "i"}.get(tuple(returns), "X"), f"{name} returns {returns}"
+    expected = {("Tensor",): "T", ("int",): "i", ("number",): "f", ("Scalar",): "f"}.get(tuple(returns), "X")
+    assert result == expected, f"{name} returns {returns}"
 
 
 def test_kinds_come_from_annotations_and_unknown_ones_are_refused() -> None:

@@ -20,8 +20,7 @@ def mlp(small_mlp_pte) -> bytes:
 
 @pytest.fixture(scope="module")
 def conv_pool() -> bytes:
-    """conv (stride, padding, dilation: value lists 5, 8, 11) then max pool (kernel, stride,
-    padding, dilation: value lists 20, 23, 26, 29)."""
+    """A convolution (instruction 0) then a max pool (instruction 1)."""
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Conv2d(1, 2, 3), torch.nn.MaxPool2d(2))
     return compile_module(model, (torch.randn(1, 1, 8, 8),)).pte
@@ -45,11 +44,28 @@ def _error(data: bytes) -> str:
     return str(err.value)
 
 
-def _set_list(plan: fb.ExecutionPlan, list_value: int, numbers: list[int]) -> None:
-    """Point an IntList at new Int values holding `numbers`."""
+def _give_list(plan: fb.ExecutionPlan, pc: int, arg: int, numbers: list[int]) -> None:
+    """Give argument `arg` of instruction `pc` an IntList of its own holding `numbers` (argument
+    values are shared between instructions, so editing one in place would edit them all)."""
     first = len(plan.values)
     plan.values += [fb.EValue(fb.Int(n)) for n in numbers]
-    plan.values[list_value].val.items = list(range(first, first + len(numbers)))
+    plan.values.append(fb.EValue(fb.IntList(list(range(first, first + len(numbers))))))
+    _give(plan, pc, arg, len(plan.values) - 1)
+
+
+def _give(plan: fb.ExecutionPlan, pc: int, arg: int, value: int) -> None:
+    call = _call(plan, pc)
+    call.args = [*call.args[:arg], value, *call.args[arg + 1:]]
+
+
+def _index_of(plan: fb.ExecutionPlan, kind: type) -> int:
+    return next(i for i, v in enumerate(plan.values) if isinstance(v.val, kind))
+
+
+# argument positions: convolution.out (input, weight, bias, stride, padding, dilation, transposed,
+# output_padding, groups, out); max_pool2d_with_indices.out (self, kernel_size, stride, padding, ...)
+STRIDE, PADDING, DILATION, GROUPS = 3, 4, 5, 8
+POOL_PADDING = 3
 
 
 def test_a_list_where_a_tensor_is_due(mlp):
@@ -88,32 +104,34 @@ def test_a_result_written_into_the_constants(mlp):
 
 
 def test_a_stride_of_zero(conv_pool):
-    message = _error(edited(conv_pool, lambda p: _set_list(_plan(p), 5, [0, 1])))
+    message = _error(edited(conv_pool, lambda p: _give_list(_plan(p), 0, STRIDE, [0, 1])))
     assert message.endswith(
         "instruction 0: argument stride of aten::convolution.out is [0, 1]; each must be at least 1"
     )
 
 
 def test_a_negative_padding(conv_pool):
-    message = _error(edited(conv_pool, lambda p: _set_list(_plan(p), 8, [-1, 0])))
+    message = _error(edited(conv_pool, lambda p: _give_list(_plan(p), 0, PADDING, [-1, 0])))
     assert message.endswith("argument padding of aten::convolution.out is [-1, 0]; each must be at least 0")
 
 
 def test_a_padding_wider_than_half_the_kernel(conv_pool):
-    message = _error(edited(conv_pool, lambda p: _set_list(_plan(p), 26, [2, 2])))
+    message = _error(edited(conv_pool, lambda p: _give_list(_plan(p), 1, POOL_PADDING, [2, 2])))
     assert message.endswith(
         "instruction 1: aten::max_pool2d_with_indices.out: pooling: padding 2 must be at most half the kernel size 2"
     )
 
 
 def test_per_dim_lists_that_do_not_fit_the_input(conv_pool):
-    message = _error(edited(conv_pool, lambda p: _set_list(_plan(p), 11, [1, 1, 1])))
+    message = _error(edited(conv_pool, lambda p: _give_list(_plan(p), 0, DILATION, [1, 1, 1])))
     assert message.endswith("instruction 0: aten::convolution.out: dilation [1, 1, 1] does not fit 2 spatial dims")
 
 
 def test_groups_that_do_not_divide_the_channels(conv_pool):
     def edit(program):
-        _plan(program).values[16].val.int_val = 2
+        plan = _plan(program)
+        plan.values.append(fb.EValue(fb.Int(2)))
+        _give(plan, 0, GROUPS, len(plan.values) - 1)
 
     assert _error(edited(conv_pool, edit)).endswith(
         "aten::convolution.out: convolution: weight [2, 1, 3, 3] does not fit 1 channels in 2 groups"
@@ -148,17 +166,29 @@ def test_an_unplanned_output_gets_memory_of_its_own(mlp, small_mlp):
 
 
 def test_list_items_of_the_wrong_type(conv_pool):
-    def edit(program):
-        _plan(program).values[33].val.items = [31, 16]
+    plan = _plan(Program.from_bytes(conv_pool).program)
+    tensors, an_int = _call(plan, 1).args[-1], _index_of(plan, fb.Int)
+    first = plan.values[tensors].val.items[0]
 
-    assert _error(edited(conv_pool, edit)).endswith("value 33: item 16 of this TensorList is a Int, expected Tensor")
+    def edit(program):
+        _plan(program).values[tensors].val.items = [first, an_int]
+
+    assert _error(edited(conv_pool, edit)).endswith(
+        f"value {tensors}: item {an_int} of this TensorList is a Int, expected Tensor"
+    )
 
 
 def test_an_int_list_item_that_is_not_an_int(conv_pool):
-    def edit(program):
-        _plan(program).values[5].val.items = [3, 12]
+    plan = _plan(Program.from_bytes(conv_pool).program)
+    an_int, a_bool = _index_of(plan, fb.Int), _index_of(plan, fb.Bool)
 
-    assert _error(edited(conv_pool, edit)).endswith("value 5: item 12 of this IntList is a Bool, expected Int")
+    def edit(program):
+        plan = _plan(program)
+        plan.values.append(fb.EValue(fb.IntList([an_int, a_bool])))
+        _give(plan, 0, STRIDE, len(plan.values) - 1)
+
+    n = len(plan.values)
+    assert _error(edited(conv_pool, edit)).endswith(f"value {n}: item {a_bool} of this IntList is a Bool, expected Int")
 
 
 def test_dim_order_of_another_rank(mlp):
