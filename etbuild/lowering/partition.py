@@ -74,6 +74,10 @@ class AotBackend(Protocol):
         """The blob that runs one partition."""
         ...
 
+    def operators(self) -> frozenset[Any]:
+        """Every operator it may take: lowering keeps these whole even where ExecuTorch's kernels lack them."""
+        ...
+
 
 class Delegate(torch.nn.Module):
     """What a delegate's call_module node names: a backend's processed partition."""
@@ -89,6 +93,11 @@ class Delegate(torch.nn.Module):
 
 def aot_backend(name: str) -> AotBackend:
     return importlib.import_module(BACKENDS[name].aot).BACKEND  # type: ignore[no-any-return]
+
+
+def backend_operators(backends: tuple[Any, ...]) -> frozenset[Any]:
+    """The operators some backend of `backends` (BackendConfigs) may take."""
+    return frozenset().union(*(aot_backend(cfg.name).operators() for cfg in backends))
 
 
 def partition(program: GraphProgram) -> GraphProgram:

@@ -10,8 +10,9 @@ that keeps its values within [qmin, qmax], and values are rounded by torch's own
 - int4 linear (`int8-dynamic-int4-weight`): `choose_qparams_per_token_asymmetric` →
   `quantize_per_token` → `dequantize_per_token` on the input (int8 per token, as XNNPACK's
   dynamic linear takes it) and `dequantize_per_channel_group` (range [-8, 7], groups of
-  `group_size` along the input dimension) on the weight. ExecuTorch runs int4 linear weights
-  only inside the XNNPACK delegate, which fuses this pattern.
+  `group_size` along the input dimension, scales rounded up to bfloat16 as XNNPACK keeps them)
+  on the weight. ExecuTorch runs int4 linear weights only inside the XNNPACK delegate, which
+  fuses this pattern.
 - embeddings: `dequantize_per_channel_group` → `embedding`, int8 (range [-128, 127], one scale
   per row) or int4 (range [-8, 7], groups of `group_size` along the row when it divides the
   row, else one per row). Lowering fuses the pair into ExecuTorch's `embedding_byte` /
@@ -39,15 +40,29 @@ EPS = 2**-12
 _CONSTANT_PREFIX = "_etbuild_q"
 
 
-def group_quantize(weight: torch.Tensor, group_size: int, qrange: tuple[int, int]) -> tuple[torch.Tensor, torch.Tensor]:
-    """A 2-d float weight as int8 values in `qrange` and float32 scales of shape (rows, columns // group_size)."""
+def group_quantize(
+    weight: torch.Tensor, group_size: int, qrange: tuple[int, int], bf16_scales: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A 2-d float weight as int8 values in `qrange` and float32 scales of shape (rows, columns // group_size);
+    with `bf16_scales`, each scale rounded up to a bfloat16 value (see `bf16_ceil`)."""
     qmin, qmax = qrange
     rows, columns = weight.shape
     groups = weight.detach().float().reshape(rows, columns // group_size, group_size)
     scales = torch.maximum(groups.amax(-1) / qmax, groups.amin(-1) / qmin).clamp(min=EPS)
+    if bf16_scales:
+        scales = bf16_ceil(scales)
     zeros = torch.zeros_like(scales, dtype=torch.int64)
     q = qd.quantize_per_channel_group(weight.detach().float(), scales, zeros, qmin, qmax, torch.int8, group_size)
     return q, scales
+
+
+def bf16_ceil(scales: torch.Tensor) -> torch.Tensor:
+    """Positive float32 scales rounded up to the nearest bfloat16 value (clearing the low 16 bits of
+    the float32 pattern, carrying into the high ones). XNNPACK keeps int4 group scales in bfloat16
+    (XNNPACK-FORMAT.md §4), so the converted model computes with the scales the delegate gets, and
+    rounding up keeps every value of a group within its range."""
+    bits = scales.contiguous().view(torch.int32).to(torch.int64)
+    return ((bits + 0xFFFF) & ~0xFFFF).to(torch.int32).view(torch.float32)
 
 
 def _constant(gm: GraphModule, tensor: torch.Tensor) -> Node:
@@ -73,9 +88,10 @@ def _weight(gm: GraphModule, node: Node, index: int) -> torch.Tensor | None:
     return value if value.is_floating_point() and value.dim() == 2 else None
 
 
-def _dequantized(gm: GraphModule, node: Node, weight: torch.Tensor, group: int, qrange: tuple[int, int]) -> Node:
+def _dequantized(gm: GraphModule, node: Node, weight: torch.Tensor, group: int, qrange: tuple[int, int],
+                 bf16_scales: bool = False) -> Node:
     """Nodes computing `weight` back from its int8 groups, inserted before `node`."""
-    q, scales = group_quantize(weight, group, qrange)
+    q, scales = group_quantize(weight, group, qrange, bf16_scales)
     with gm.graph.inserting_before(node):
         args = (_constant(gm, q), _constant(gm, scales), None, *qrange, torch.int8, group, torch.float32)
         return _call(gm, qd.dequantize_per_channel_group.default, args, node)
@@ -100,7 +116,7 @@ def int4_linears(gm: GraphModule, wanted: Callable[[Node], bool], group_size: in
             per_token = (scale, zero, *INT8_RANGE, torch.int8)
             xq = _call(gm, qd.quantize_per_token.default, (x, *per_token), node)
             xdq = _call(gm, qd.dequantize_per_token.default, (xq, *per_token, torch.float32), node)
-        node.args = (xdq, _dequantized(gm, node, weight, group_size, INT4_RANGE), *node.args[2:])
+        node.args = (xdq, _dequantized(gm, node, weight, group_size, INT4_RANGE, bf16_scales=True), *node.args[2:])
         count += 1
     return count
 

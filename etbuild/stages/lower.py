@@ -28,7 +28,7 @@ from torch.export import ExportedProgram
 from etbuild.fsutil import write_bytes, write_json
 from etbuild.lowering.assertions import drop_assertions
 from etbuild.lowering.decompose import decompose
-from etbuild.lowering.fit import fit_operator_set
+from etbuild.lowering.fit import fit_program
 from etbuild.lowering.fold import fold_constants
 from etbuild.lowering.forms import ATEN, CORE_ATEN, DELEGATED, UNPLANNED, GraphProgram, LoweredProgram
 from etbuild.lowering.fuse_batch_norm import fuse_batch_norm
@@ -48,8 +48,9 @@ LOWERING = Pipeline("lower", (
          ATEN, CORE_ATEN, each_method(decompose)),
     Step("move-weight-permutes", "permute(dequantize(int8 constant)) → dequantize(permute(int8 constant))",
          CORE_ATEN, CORE_ATEN, each_method(move_weight_permutes)),
-    Step("fit-operator-set", "decompose each call whose out-variant ExecuTorch's runtime lacks into calls it has",
-         CORE_ATEN, CORE_ATEN, each_method(fit_operator_set)),
+    Step("fit-operator-set", "decompose each call whose out-variant ExecuTorch's runtime lacks (and no backend of the "
+         "recipe may take) into calls it has",
+         CORE_ATEN, CORE_ATEN, fit_program),
     Step("fold-constants", "compute once, at build time, every node that reads only constants",
          CORE_ATEN, CORE_ATEN, each_method(fold_constants)),
     Step("drop-assertions", "check at build time what can be, then drop, the calls that compute nothing",

@@ -9,6 +9,9 @@ builder.py (the graph and its named data), preprocess.py (the blob).
 
 from __future__ import annotations
 
+from typing import Any
+
+from etbuild.backends.xnnpack.aot.ops import RULES
 from etbuild.backends.xnnpack.aot.partitioner import propose
 from etbuild.backends.xnnpack.aot.preprocess import preprocess
 from etbuild.backends.xnnpack.options import XnnpackOptions
@@ -26,6 +29,9 @@ class XnnpackAot:
 
     def preprocess(self, sub: Subgraph, options: XnnpackOptions) -> Processed:
         return preprocess(sub)
+
+    def operators(self) -> frozenset[Any]:
+        return frozenset(RULES)
 
 
 BACKEND = XnnpackAot()

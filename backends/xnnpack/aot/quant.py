@@ -29,6 +29,9 @@ aten = torch.ops.aten
 CLAMPS = (aten.relu.default, aten.hardtanh.default, aten.clamp.default)
 STATIC_Q = qd.quantize_per_tensor.default
 INT32_RANGE = (-(2**31), 2**31 - 1)
+INT4_RANGE = (-8, 7)
+WEIGHT_DEQUANTIZE = (qd.dequantize_per_channel.default, qd.dequantize_per_tensor.default,
+                     qd.dequantize_per_channel_group.default)
 
 
 @dataclass(frozen=True)
@@ -36,21 +39,35 @@ class QWeight:
     """An int8 weight as an operator reads it (after the permutes on its way), one scale per channel of `axis`."""
 
     values: torch.Tensor
-    scales: torch.Tensor
+    scales: torch.Tensor  # one per channel of `axis`; int4 groups: [channels, groups]
     axis: int
+    group_size: int = 0  # int4 groups of the other dim (of a 2-D weight); 0: int8 per channel
 
 
-def _per_channel(dq: Node, known: Known) -> tuple[torch.Tensor, torch.Tensor, int] | None:
+def _per_group(dq: Node, q: torch.Tensor, known: Known) -> tuple[torch.Tensor, torch.Tensor, int, int] | None:
+    """An int4 weight [rows, columns] in groups along its columns, symmetric (XNNPACK's qbint4 range)."""
+    zero = dq.args[2]
+    if q.dim() != 2 or tuple(dq.args[3:5]) != INT4_RANGE or (zero is not None and bool(known.value(zero).any())):
+        return None
+    scales, group = known.value(dq.args[1]).to(torch.float32), int(dq.args[6])
+    if group <= 0 or q.shape[1] % group or tuple(scales.shape) != (q.shape[0], q.shape[1] // group):
+        return None
+    return q, scales, 0, group
+
+
+def _per_channel(dq: Node, known: Known) -> tuple[torch.Tensor, torch.Tensor, int, int] | None:
     q = known.value(dq.args[0])
     if q.dtype != torch.int8:
         return None
+    if dq.target is qd.dequantize_per_channel_group.default:
+        return _per_group(dq, q, known)
     if dq.target is qd.dequantize_per_channel.default:
         zero = dq.args[2]
         if zero is not None and bool(known.value(zero).any()):
             return None
-        return q, known.value(dq.args[1]).to(torch.float32), int(dq.args[3]) % q.dim()
+        return q, known.value(dq.args[1]).to(torch.float32), int(dq.args[3]) % q.dim(), 0
     if dq.target is qd.dequantize_per_tensor.default and dq.args[2] == 0 and q.dim() >= 1:
-        return q, torch.full((q.shape[0],), float(dq.args[1])), 0
+        return q, torch.full((q.shape[0],), float(dq.args[1])), 0, 0
     return None
 
 
@@ -63,16 +80,16 @@ def quantized_weight(arg: Any, known: Known) -> QWeight | None:
         node = node.args[0]
     if not isinstance(node, Node) or node not in known or node.op != "call_function" or not node.all_input_nodes:
         return None
-    if node.target not in (qd.dequantize_per_channel.default, qd.dequantize_per_tensor.default):
+    if node.target not in WEIGHT_DEQUANTIZE:
         return None
     found = _per_channel(node, known)
     if found is None:
         return None
-    values, scales, axis = found
+    values, scales, axis, group = found
     for perm in reversed(perms):
         perm = [d % values.dim() for d in perm]
         values, axis = values.permute(perm), perm.index(axis)
-    return QWeight(values.contiguous(), scales, axis)
+    return QWeight(values.contiguous(), scales, axis, group)
 
 
 def result_quant(node: Node) -> lay.Quant | None:
@@ -108,6 +125,19 @@ def filter_value(b: GraphBuilder, values: torch.Tensor, scales: torch.Tensor, ch
     """A qcint8 filter (its int8 values already in XNNPACK's layout)."""
     quant = per_channel(b, scales, channel_dim)
     return b.constant(values.contiguous().numpy(), g.XNNDatatype.QCINT8, quant)
+
+
+def blockwise_filter(b: GraphBuilder, values: torch.Tensor, scales: torch.Tensor, group_size: int) -> int:
+    """A qbint4 filter [out, in] in groups of `group_size` along `in`: two values per byte (value + 8,
+    the even index in the low nibble), one bf16 scale per group as named data `scale_<sha256>`."""
+    out, inp = values.shape
+    nibbles = (values.to(torch.int16) + 8).to(torch.uint8).reshape(-1)
+    packed = (nibbles[1::2] << 4 | nibbles[0::2]).reshape(out, inp // 2)
+    bf16 = scales.to(torch.bfloat16).contiguous().view(torch.int16).numpy()
+    index = b.constant_data(bf16.tobytes(), prefix="scale_")
+    quant = g.PerChannelGroupQuant(scale=[], channel_dim=0, group_size=group_size, scale_buffer_idx=index,
+                                   num_scales=scales.numel())
+    return b.constant(packed.numpy(), g.XNNDatatype.QBINT4, quant, dims=(out, inp))
 
 
 def bias_value(b: GraphBuilder, bias: torch.Tensor, input_scale: float, scales: torch.Tensor) -> int:

@@ -12,10 +12,18 @@ from torch.fx import Node
 
 from etbuild.backends.xnnpack.aot.emitter import Emitter, as_float32
 from etbuild.backends.xnnpack.aot.ops.base import Checker, arg, aten, rule, shape_of
-from etbuild.backends.xnnpack.aot.quant import bias_value, filter_value, per_tensor, quantized_weight, result_quant
+from etbuild.backends.xnnpack.aot.quant import (
+    bias_value,
+    blockwise_filter,
+    filter_value,
+    per_tensor,
+    quantized_weight,
+    result_quant,
+)
 from etbuild.backends.xnnpack.format import graph as g
 
 TRANSPOSE_WEIGHTS = 1  # XNN_FLAG_TRANSPOSE_WEIGHTS: the filter is [in, out]
+BLOCK_MULTIPLE = 32  # XNNPACK's blockwise (qbint4) filters take groups of a multiple of 32 inputs
 
 
 def _check_addmm(node: Node, c: Checker) -> str | None:
@@ -58,7 +66,12 @@ def _quantized(e: Emitter, node: Node, x: Node, weight: Node, bias: torch.Tensor
     out_quant = result_quant(node) if held.quant.scale is not None else None
     if held.quant.scale is not None and out_quant is None:
         return False
-    fid = filter_value(e.b, qw.values.t(), qw.scales, 0)
+    if qw.group_size:  # int4 groups: XNNPACK takes them with rows quantized at run time, groups of 32·m
+        if held.quant.scale is not None or qw.group_size % BLOCK_MULTIPLE:
+            return False
+        fid = blockwise_filter(e.b, qw.values.t(), qw.scales, qw.group_size)
+    else:
+        fid = filter_value(e.b, qw.values.t(), qw.scales, 0)
     if out_quant is None:  # dynamic: rows quantized at run time, float bias and result
         xid = e.dynamic_rows(x, k)
         bid = g.NO_ID if bias is None else e.b.constant(as_float32(bias.reshape(n)))

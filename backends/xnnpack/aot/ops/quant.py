@@ -5,7 +5,9 @@ parameters (see quant.result_quant) is that value; otherwise it is a Convert fp3
 A dequantize is the int8 value it reads, converted to float only where a float operator
 reads it (Emitter.held). Dynamic quantization (choose_qparams, then quantize and dequantize
 with the chosen parameters) holds the float value itself: a FullyConnected reading it
-quantizes its rows at run time (qdint8), as XNNPACK does. Dequantized weights are known at
+quantizes its rows at run time (qdint8), as XNNPACK does; per-token parameters (one per row)
+are what qdint8 computes, so they go the same way, and int4 group-wise weights become a
+blockwise (qbint4) filter. Dequantized weights are known at
 build time and read by the operator that uses them (quant.quantized_weight).
 """
 
@@ -91,20 +93,31 @@ def _dynamic_users(node: Node) -> bool:
     return True
 
 
+CHOSEN = {
+    qd.choose_qparams.tensor: (qd.quantize_per_tensor.tensor, qd.dequantize_per_tensor.tensor, 4),
+    qd.choose_qparams_per_token_asymmetric.default: (qd.quantize_per_token.default, qd.dequantize_per_token.default, 1),
+}
+"""choose-parameters call -> (the quantize and dequantize reading its parameters, its dtype argument).
+Per tensor or per token, XNNPACK quantizes the rows it reads at run time (qdint8, per row)."""
+DYNAMIC_QUANTIZE = {quantize: choose for choose, (quantize, _, _) in CHOSEN.items()}
+DYNAMIC_DEQUANTIZE = tuple(dequantize for _, dequantize, _ in CHOSEN.values())
+
+
 def _check_choose(node: Node, c: Checker) -> str | None:
+    quantize, dequantize, dtype_arg = CHOSEN[node.target]
     items = [u for u in node.users if u.target is operator.getitem]
     readers = [r for item in items for r in item.users] + [u for u in node.users if u not in items]
     for r in readers:
-        if r.target is qd.quantize_per_tensor.tensor:
+        if r.target is quantize:
             why = _check_dynamic_quantize(r, c)
             if why is not None:
                 return f"the quantize reading its parameters is not taken ({why})"
-        elif r.target is not qd.dequantize_per_tensor.tensor:
+        elif r.target is not dequantize:
             return "its parameters are read by more than a quantize and a dequantize"
-    return None if node.args[4] == torch.int8 else f"dtype {node.args[4]}"
+    return None if node.args[dtype_arg] == torch.int8 else f"dtype {node.args[dtype_arg]}"
 
 
-@rule(qd.choose_qparams.tensor, check=_check_choose, dtypes=DYNAMIC_DTYPES)
+@rule(*CHOSEN, check=_check_choose, dtypes=DYNAMIC_DTYPES)
 def emit_choose(node: Node, e: Emitter) -> None:
     e.tuples[node] = [None, None]
 
@@ -112,19 +125,20 @@ def emit_choose(node: Node, e: Emitter) -> None:
 def _check_dynamic_quantize(node: Node, c: Checker) -> str | None:
     scale = node.args[1]
     chosen = isinstance(scale, Node) and scale.target is operator.getitem and isinstance(scale.args[0], Node)
-    if not chosen or scale.args[0].target is not qd.choose_qparams.tensor or scale.args[0].args[0] is not node.args[0]:
+    choose = DYNAMIC_QUANTIZE[node.target]
+    if not chosen or scale.args[0].target is not choose or scale.args[0].args[0] is not node.args[0]:
         return "its parameters are not chosen from its input at run time"
-    if any(u.target is not qd.dequantize_per_tensor.tensor or not _dynamic_users(u) for u in node.users):
+    if any(u.target not in DYNAMIC_DEQUANTIZE or not _dynamic_users(u) for u in node.users):
         return "its dequantized values are read by more than matrix products"
     return _int8_range(node)
 
 
-@rule(qd.quantize_per_tensor.tensor, check=_check_dynamic_quantize, dtypes=DYNAMIC_DTYPES)
+@rule(*DYNAMIC_QUANTIZE, check=_check_dynamic_quantize, dtypes=DYNAMIC_DTYPES)
 def emit_dynamic_quantize(node: Node, e: Emitter) -> None:
     held = e.held(node.args[0])
     e.alias(node, lay.Held(held.id, held.perm, held.dims, lay.Quant(None)))
 
 
-@rule(qd.dequantize_per_tensor.tensor, check=lambda node, c: _int8_range(node), dtypes=DYNAMIC_DTYPES)
+@rule(*DYNAMIC_DEQUANTIZE, check=lambda node, c: _int8_range(node), dtypes=DYNAMIC_DTYPES)
 def emit_dynamic_dequantize(node: Node, e: Emitter) -> None:
     e.alias(node, e.raw(node.args[0]))
