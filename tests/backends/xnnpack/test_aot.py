@@ -3,10 +3,14 @@ and the programs it makes, run in our runtime against eager torch."""
 
 from __future__ import annotations
 
+import io
+import json
+
 import numpy as np
 import pytest
 import torch
 
+from etbuild.build import build
 from etbuild.lowering.partition_svg import partition_svg
 from etbuild.pipeline import compile_exported
 from etbuild.recipe import BackendConfig
@@ -148,3 +152,27 @@ def test_torch_multihead_attention_runs_right_with_what_xnnpack_lacks_outside():
     assert compiled.report.methods[0].partitions
     assert all(o.reason for o in compiled.report.methods[0].outside)
     _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
+
+
+TINY = """\
+name: tiny
+model:
+  factory: etbuild.zoo:mlp
+  kwargs: {sizes: [12, 24, 6]}
+  inputs: [{shape: [3, 12], dtype: float32}]
+operators: {allow: ["aten::relu*"]}
+verify: {samples: 2, rtol: 1.0e-4, atol: 1.0e-5}
+"""
+
+
+def test_the_allowlist_applies_outside_delegates_and_the_op_list_records_the_backends(tmp_path):
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(TINY + "backends: [{name: xnnpack}]\n")
+    result = build([recipe], tmp_path / "build", stream=io.StringIO())
+    assert result.exit_code == 0, result.failed
+    select = json.loads((tmp_path / "build" / "tiny" / "select.json").read_text())
+    assert (select["backends"], select["operators"]) == (["XnnpackBackend"], {})
+    recipe.write_text(TINY)
+    result = build([recipe], tmp_path / "build", stream=io.StringIO())
+    assert "the program calls operators outside the allowlist:\n  aten::addmm.out (2 calls)" in result.failed[
+        "select:tiny"]
