@@ -192,7 +192,10 @@ def main() -> None:
     paths = [Path(r) if r.endswith(".yaml") else ROOT / "recipes" / f"{r}.yaml" for r in args.recipes]
     with tempfile.TemporaryDirectory(prefix="etbuild-delegation-") as tmp:
         root = args.build_dir or Path(tmp) / "build"
-        rows = [measure(p, args.runs, root) for p in paths or xnnpack_recipes()]
+        rows = []
+        for path in paths or xnnpack_recipes():
+            rows.append(measure(path, args.runs, root))
+            print(table(rows[-1:])[-1], file=sys.stderr, flush=True)  # each row as it is measured
     print(f"ExecuTorch's runtime (pybindings), torch threads {torch.get_num_threads()}; "
           f"latency: median of {args.runs} calls in {ROUNDS} alternating rounds, microseconds\n")
     print("\n".join(table(rows)))

@@ -176,3 +176,48 @@ def test_the_allowlist_applies_outside_delegates_and_the_op_list_records_the_bac
     result = build([recipe], tmp_path / "build", stream=io.StringIO())
     assert "the program calls operators outside the allowlist:\n  aten::addmm.out (2 calls)" in result.failed[
         "select:tiny"]
+
+
+@pytest.mark.parametrize("scheme", ["int8-dynamic-int4-weight", "int8-static"])
+def test_quantized_linears_delegate_as_quantized_nodes_equal_to_the_converted_model(scheme):
+    from etbuild.quantize.flow import Plan, quantize, reexport
+    from etbuild.quantize.modules import SchemeMap
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(), torch.nn.Linear(96, 32)).eval()
+    inputs = (torch.randn(4, 64),)
+    samples = [(torch.randn(4, 64),) for _ in range(4)]
+    converted = quantize(torch.export.export(module, inputs), Plan(SchemeMap(scheme)), samples)
+    compiled = _compile_exported(reexport(converted, inputs, None))
+    method = compiled.report.methods[0]
+    assert (len(method.partitions), method.outside) == (1, ())
+    kinds = method.partitions[0].backend_nodes
+    assert kinds["FullyConnected"] == 2 and kinds["Convert"] >= 1
+    blob_types = _filter_datatypes(compiled.pte)
+    assert blob_types == ({"qbint4"} if scheme == "int8-dynamic-int4-weight" else {"qcint8"})
+    with torch.no_grad():
+        expected = converted(*samples[0]).numpy()
+    (actual,) = Program(compiled.pte).load_method("forward")(*[t.numpy() for t in samples[0]])
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=0.05 * float(np.abs(expected).max()))
+
+
+def _compile_exported(exported):
+    return compile_exported({"forward": exported}, backends=XNNPACK)
+
+
+def _filter_datatypes(pte: bytes) -> set[str]:
+    """The datatypes of the FullyConnected filters in a program's delegates."""
+    from etbuild.backends.xnnpack.format import graph as g
+    from etbuild.backends.xnnpack.format.blob import read_blob
+    from etbuild.runtime.format.pte import segment_bytes
+
+    program, header = read_program(pte)
+    names = {v: k.lower() for k, v in vars(g.XNNDatatype).items() if k.isupper()}
+    found = set()
+    for d in program.execution_plan[0].delegates:
+        graph = read_blob(segment_bytes(pte, program, header, d.processed.index)).graph
+        for n in graph.xnodes:
+            if isinstance(n.node, g.FullyConnected):
+                value = graph.xvalues[n.node.filter_id].value
+                found.add(names[getattr(value, "tensor_value", value).datatype])
+    return found
