@@ -8,7 +8,7 @@ Per recipe (default: every recipe whose `backends:` names xnnpack): etbuild buil
 `quantize:` section is quantized by ExecuTorch's XNNPACKQuantizer first, static int8 for
 `int8-static`, dynamic otherwise). Both `.pte` files then run in ExecuTorch's runtime on
 the recipe's example inputs; latency is the median of --runs calls after warm-up, the two
-programs measured alternately in rounds so that drift of a shared machine hits both.
+programs called in turn, call by call, so that drift of a shared machine hits both.
 
 Columns: latency ours / theirs and the ratio; delegates per program; the share of the
 graph's calls inside delegates (each in its own graph: ours after our lowering, which
@@ -40,7 +40,6 @@ from etbuild.recipe import Recipe, discover_recipes, load_recipe
 from etbuild.runtime.format.pte import read_program
 
 ROOT = Path(__file__).resolve().parents[1]
-ROUNDS = 5
 
 
 def executorch_lowered(recipe: Recipe) -> tuple[bytes, dict[str, int]]:
@@ -104,18 +103,19 @@ def kernel_calls(pte: bytes) -> tuple[int, int]:
 
 
 def alternate_latency(methods: dict[str, Any], inputs: list[torch.Tensor], runs: int) -> dict[str, float]:
-    """The median microseconds of each loaded method, measured in alternating rounds."""
+    """The median microseconds of each loaded method over `runs` calls, the methods called in turn
+    call by call, which goes first alternating: on a shared machine, drift and the cost of going
+    first after another program hit each alike."""
     times: dict[str, list[float]] = {k: [] for k in methods}
     for m in methods.values():
         for _ in range(5):
             m.execute(inputs)
-    per_round = max(1, runs // ROUNDS)
-    for _ in range(ROUNDS):
-        for key, m in methods.items():
-            for _ in range(per_round):
-                t = time.perf_counter()
-                m.execute(inputs)
-                times[key].append(time.perf_counter() - t)
+    order = list(methods)
+    for i in range(runs):
+        for key in order if i % 2 == 0 else order[::-1]:
+            t = time.perf_counter()
+            methods[key].execute(inputs)
+            times[key].append(time.perf_counter() - t)
     return {k: statistics.median(v) * 1e6 for k, v in times.items()}
 
 
@@ -197,7 +197,7 @@ def main() -> None:
             rows.append(measure(path, args.runs, root))
             print(table(rows[-1:])[-1], file=sys.stderr, flush=True)  # each row as it is measured
     print(f"ExecuTorch's runtime (pybindings), torch threads {torch.get_num_threads()}; "
-          f"latency: median of {args.runs} calls in {ROUNDS} alternating rounds, microseconds\n")
+          f"latency: median of {args.runs} calls, the two programs called in turn, microseconds\n")
     print("\n".join(table(rows)))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
