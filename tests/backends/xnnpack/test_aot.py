@@ -221,3 +221,22 @@ def _filter_datatypes(pte: bytes) -> set[str]:
                 value = graph.xvalues[n.node.filter_id].value
                 found.add(names[getattr(value, "tensor_value", value).datatype])
     return found
+
+
+def test_verify_says_plainly_when_it_cannot_run_a_delegated_program_in_executorch(monkeypatch):
+    from etbuild.stages import verify
+
+    monkeypatch.setattr(verify, "executorch_installed", lambda: False)
+    assert verify._in_executorch(None, None, None) == {
+        "skipped": "the executorch oracle is not installed (pip install -e '.[interop]')"}
+
+
+def test_has_delegates(tmp_path):
+    from etbuild.stages.verify import has_delegates
+
+    torch.manual_seed(0)
+    module, inputs = WithCumsum(), (torch.randn(3, 8),)
+    for backends, expected in ((XNNPACK, True), ((), False)):
+        pte = tmp_path / "m.pte"
+        pte.write_bytes(_compile(module, inputs, backends).pte)
+        assert has_delegates(pte) is expected
