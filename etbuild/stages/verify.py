@@ -180,12 +180,13 @@ def run_verify(
     if not report["passed"]:
         where = [("", report["methods"]), (" in ExecuTorch's runtime", report.get("executorch", {}).get("methods", {}))]
         details = "; ".join(
-            f"{method} output {o['index']}{runtime}: max abs error {o['max_abs_error']:.3g}, "
-            f"max rel error {o['max_rel_error']:.3g}"
+            f"{method} output {o['index']}{runtime}: max abs error {o['max_abs_error']:.3g}"
+            + (f", max rel error {o['max_rel_error']:.3g}" if "max_rel_error" in o else "")
             for runtime, methods in where for method, outputs in methods.items() for o in outputs if not o["passed"]
         )
+        reference = "the converted (quantized) torch model" if quantized else "eager PyTorch"
         raise VerificationError(
-            f"{recipe.name}: {pte.name} differs from eager PyTorch beyond rtol={recipe.verify.rtol}, "
+            f"{recipe.name}: {pte.name} differs from {reference} beyond rtol={recipe.verify.rtol}, "
             f"atol={recipe.verify.atol} on {recipe.verify.samples} samples: {details} (see {out})"
         )
 
