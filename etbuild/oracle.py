@@ -42,19 +42,60 @@ def export_methods(recipe: Recipe) -> dict[str, torch.export.ExportedProgram]:
     exported = {}
     for m in recipe.model.methods:
         module = model if m.name == "forward" else MethodModule(model, m.name)
-        shapes = dynamic_shapes(recipe, m.name)
-        if shapes is not None and m.name != "forward":
-            shapes = (shapes,)  # MethodModule.forward takes *args
+        shapes = _shapes(recipe, m.name)  # MethodModule.forward takes *args
         exported[m.name] = torch.export.export(module, example_inputs(recipe, m.name), dynamic_shapes=shapes)
     return exported
 
 
-def executorch_build(recipe: Recipe, path: Path, partitioner: Any = None) -> OracleBuild:
-    """export → to_edge (or to_edge_transform_and_lower with a partitioner) → to_executorch."""
+ORACLE_SCHEMES = {"int8-static": "int8-static", "int8-dynamic": "int8-dynamic", "int8-weight-only": "int8-dynamic"}
+"""The recipe's scheme → the one ExecuTorch's XNNPACKQuantizer builds (it has no weight-only config)."""
+
+
+def quantize_methods(
+    recipe: Recipe, exported: dict[str, torch.export.ExportedProgram], scheme: str, samples: int = 8
+) -> dict[str, torch.export.ExportedProgram]:
+    """Every method through ExecuTorch's XNNPACKQuantizer (symmetric, per-channel weights; static
+    calibrated on `samples` of the recipe's inputs, or dynamic) and torchao's pt2e flow, re-exported."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from etbuild.model import sample_inputs
+
+    dynamic = ORACLE_SCHEMES[scheme] == "int8-dynamic"
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True,
+                                                                                 is_dynamic=dynamic))
+    quantized = {}
+    for name, ep in exported.items():
+        prepared = prepare_pt2e(ep.module(), quantizer)
+        for sample in sample_inputs(recipe, samples, 0, name):
+            prepared(*sample)
+        converted = convert_pt2e(prepared)
+        quantized[name] = torch.export.export(converted, example_inputs(recipe, name),
+                                              dynamic_shapes=_shapes(recipe, name))
+    return quantized
+
+
+def _shapes(recipe: Recipe, method: str) -> Any:
+    shapes = dynamic_shapes(recipe, method)
+    return (shapes,) if shapes is not None and method != "forward" else shapes
+
+
+def executorch_build(
+    recipe: Recipe, path: Path, partitioner: Any = None, quantize: str | None = None
+) -> OracleBuild:
+    """export (→ ExecuTorch's quantizer, for `quantize` one of ORACLE_SCHEMES) → to_edge (or
+    to_edge_transform_and_lower with a partitioner) → to_executorch."""
     from executorch.exir import to_edge, to_edge_transform_and_lower
 
     t0 = time.perf_counter()
     exported = export_methods(recipe)
+    if quantize is not None:
+        import executorch.kernels.quantized  # noqa: F401  (the out-variants to_executorch needs)
+
+        exported = quantize_methods(recipe, exported, quantize)
     t1 = time.perf_counter()
     if partitioner is None:
         edge = to_edge(exported)
