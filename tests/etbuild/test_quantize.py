@@ -4,6 +4,7 @@ the inputs, globs that match no module, a failing accuracy gate naming its worst
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
@@ -105,3 +106,28 @@ def test_the_report_has_schemes_per_layer_snr_and_weight_bytes(tmp_path: Path) -
     assert forward["modules"] == {"0": "int8-weight-only", "2": "int8-weight-only"}
     assert all(isinstance(layer["snr_db"], float) for layer in forward["layers"])
     assert forward["weight_bytes"]["quantized"] < forward["weight_bytes"]["float"] / 2
+
+
+def test_a_quantized_build_preloads_dequantized_weights_and_reports_them(tmp_path: Path) -> None:
+    from etbuild.build import build
+    from etbuild.runtime import Program
+    from etbuild.runtime.inspect import describe, format_description
+    from etbuild.runtime.preload import preloadable
+
+    path = tmp_path / "q.yaml"
+    path.write_text(MLP + "quantize: {scheme: int8-weight-only}\n")
+    result = build([path], tmp_path / "build", stream=io.StringIO())
+    assert result.exit_code == 0, result.failed
+    root = tmp_path / "build" / "q"
+    pte = root / "q.pte"
+    x = np.random.default_rng(0).standard_normal((2, 16)).astype(np.float32)
+    preloaded, per_call = (Program.load(pte).load_method(preload=p) for p in (True, False))
+    np.testing.assert_array_equal(preloaded(x)[0], per_call(x)[0])
+    plan = Program.load(pte).plan("forward")
+    assert len(preloadable(plan, plan.chains[0].instructions)) == 2  # one dequantize per weight
+    memory = json.loads((root / "memory.json").read_text())
+    assert memory["methods"]["forward"]["runtime_allocations"]["preloaded_bytes"] == 4 * (16 * 32 + 32 * 8)
+    report = json.loads((root / "quantize.json").read_text())
+    assert report["pte_bytes"]["quantized"] == pte.stat().st_size and report["verify"]["accuracy"]["forward"]["passed"]
+    text = format_description(describe(pte))
+    assert "quantization: int8-weight-only" in text and "quantize: scheme int8-weight-only" in text
