@@ -1,23 +1,44 @@
-"""The runtime backends: backend id -> the module that executes its delegates. Torch-free.
+"""The backends: one table from the name a recipe gives to the modules of each half. Torch-free.
 
-A program's `BackendDelegate` names a backend id (`XnnpackBackend`); the runtime initialises
-each delegate of a plan once, at load_method, with that backend's `init`, and binds every
-`DelegateCall` to the handle it returns. BACKENDS is the one explicit table, read without
-importing anything, so that selective build can ship only the backends a product's programs
-name (a trimmed runtime replaces this table). A backend module is imported the first time a
-program names its id, and exposes `BACKEND`, an object satisfying `RuntimeBackend`.
+A backend has an AOT half (partition a graph, preprocess each partition into a blob; may
+import torch) and a runtime half (init a blob once, execute it per call; torch-free), as
+DESIGN.md says. BACKENDS is the one explicit table, read without importing anything: the
+build looks a recipe's `backends:` names up here, the runtime looks a program's
+`BackendDelegate.id` up here, and selective build ships only the backends a product's
+programs name (a trimmed runtime replaces this table). A module is imported the first time
+it is needed; each exposes `BACKEND` (the runtime one a `RuntimeBackend`, the AOT one an
+`AotBackend`) and the options module `OPTIONS`, the frozen dataclass of what a recipe may set.
 """
 
 from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
 
-BACKENDS: dict[str, str] = {
-    "XnnpackBackend": "etbuild.backends.xnnpack.runtime",
+
+@dataclass(frozen=True)
+class Backend:
+    """One backend: the id programs name, and where its halves and its recipe options live."""
+
+    id: str  # BackendDelegate.id in a program (the id ExecuTorch's runtime registers)
+    runtime: str  # torch-free module exposing BACKEND: RuntimeBackend
+    aot: str  # module exposing BACKEND: AotBackend (may import torch)
+    options: str  # torch-free module exposing OPTIONS: the dataclass of the recipe's `options`
+    schemas: tuple[str, ...] = ()  # files of etbuild.schema its runtime decodes (via reader.schema_layout)
+
+
+BACKENDS: dict[str, Backend] = {
+    "xnnpack": Backend(
+        id="XnnpackBackend",
+        runtime="etbuild.backends.xnnpack.runtime",
+        aot="etbuild.backends.xnnpack.aot",
+        options="etbuild.backends.xnnpack.options",
+        schemas=("xnnpack.fbs",),
+    ),
 }
 
 
@@ -50,14 +71,29 @@ class RuntimeBackend(Protocol):
         ...
 
 
+def backend_ids() -> list[str]:
+    """The ids of the backends this runtime has, sorted."""
+    return sorted(b.id for b in BACKENDS.values())
+
+
 def backend(backend_id: str) -> RuntimeBackend | None:
     """The runtime backend registered for an id; None when this runtime has none (or does not ship it)."""
-    module = BACKENDS.get(backend_id)
-    if module is None:
-        return None
+    for entry in BACKENDS.values():
+        if entry.id == backend_id:
+            return _runtime_module(entry.runtime)
+    return None
+
+
+def _runtime_module(module: str) -> RuntimeBackend | None:
+    """The BACKEND of a runtime module; None when a trimmed runtime lacks its package."""
     try:
-        return importlib.import_module(module).BACKEND
+        return importlib.import_module(module).BACKEND  # type: ignore[no-any-return]
     except ModuleNotFoundError as exc:
-        if exc.name and module.startswith(exc.name):  # a trimmed runtime without this backend's package
+        if exc.name and module.startswith(exc.name):
             return None
         raise
+
+
+def backend_options(name: str) -> type:
+    """The options dataclass of the backend a recipe calls `name` (a key of BACKENDS)."""
+    return importlib.import_module(BACKENDS[name].options).OPTIONS  # type: ignore[no-any-return]

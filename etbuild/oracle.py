@@ -6,6 +6,9 @@ when these functions are called, never by etbuild's build or runtime.
 
 from __future__ import annotations
 
+import importlib.util
+import subprocess
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from etbuild.errors import VerificationError
 from etbuild.model import build_model, dynamic_shapes, example_inputs
 from etbuild.recipe import Recipe
 from etbuild.stages.export import traceable
@@ -44,18 +48,61 @@ def export_methods(recipe: Recipe) -> dict[str, torch.export.ExportedProgram]:
     return exported
 
 
-def executorch_build(recipe: Recipe, path: Path, partitioner: Any = None, config: Any = None) -> OracleBuild:
-    """export → to_edge (or to_edge_transform_and_lower with a partitioner) → to_executorch (with
-    `config`, an ExecutorchBackendConfig, if given)."""
+ORACLE_SCHEMES = {"int8-static": "int8-static", "int8-dynamic": "int8-dynamic", "int8-weight-only": "int8-dynamic"}
+"""The recipe's scheme → the one ExecuTorch's XNNPACKQuantizer builds (it has no weight-only config)."""
+
+
+def quantize_methods(
+    recipe: Recipe, exported: dict[str, torch.export.ExportedProgram], scheme: str, samples: int = 8
+) -> dict[str, torch.export.ExportedProgram]:
+    """Every method through ExecuTorch's XNNPACKQuantizer (symmetric, per-channel weights; static
+    calibrated on `samples` of the recipe's inputs, or dynamic) and torchao's pt2e flow, re-exported."""
+    from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
+        XNNPACKQuantizer,
+        get_symmetric_quantization_config,
+    )
+    from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e
+
+    from etbuild.model import sample_inputs
+
+    dynamic = ORACLE_SCHEMES[scheme] == "int8-dynamic"
+    quantizer = XNNPACKQuantizer().set_global(get_symmetric_quantization_config(is_per_channel=True,
+                                                                                 is_dynamic=dynamic))
+    quantized = {}
+    for name, ep in exported.items():
+        prepared = prepare_pt2e(ep.module(), quantizer)
+        for sample in sample_inputs(recipe, samples, 0, name):
+            prepared(*sample)
+        converted = convert_pt2e(prepared)
+        quantized[name] = torch.export.export(converted, example_inputs(recipe, name),
+                                              dynamic_shapes=_shapes(recipe, name))
+    return quantized
+
+
+def _shapes(recipe: Recipe, method: str) -> Any:
+    shapes = dynamic_shapes(recipe, method)
+    return (shapes,) if shapes is not None and method != "forward" else shapes
+
+
+def executorch_build(
+    recipe: Recipe, path: Path, partitioner: Any = None, config: Any = None, quantize: str | None = None
+) -> OracleBuild:
+    """export (→ ExecuTorch's quantizer, for `quantize` one of ORACLE_SCHEMES) → to_edge (or
+    to_edge_transform_and_lower with a partitioner) → to_executorch (with `config`, an
+    ExecutorchBackendConfig, if given)."""
     with torch.no_grad():  # ExecuTorch's passes refuse in-place updates of buffers under autograd
-        return _executorch_build(recipe, path, partitioner, config)
+        return _executorch_build(recipe, path, partitioner, config, quantize)
 
 
-def _executorch_build(recipe: Recipe, path: Path, partitioner: Any, config: Any) -> OracleBuild:
+def _executorch_build(recipe: Recipe, path: Path, partitioner: Any, config: Any, quantize: str | None) -> OracleBuild:
     from executorch.exir import to_edge, to_edge_transform_and_lower
 
     t0 = time.perf_counter()
     exported = export_methods(recipe)
+    if quantize is not None:
+        import executorch.kernels.quantized  # noqa: F401  (the out-variants to_executorch needs)
+
+        exported = quantize_methods(recipe, exported, quantize)
     t1 = time.perf_counter()
     if partitioner is None:
         edge = to_edge(exported)
@@ -117,9 +164,25 @@ def write_operator_list(path: Path) -> None:
     write_bytes(path, "\n".join([*head, *executorch_operator_names(), ""]).encode())
 
 
-if __name__ == "__main__":
-    import sys
 
+def executorch_installed() -> bool:
+    """Whether the executorch oracle package can be imported (without importing it)."""
+    return importlib.util.find_spec("executorch") is not None
+
+
+def run_samples_in_executorch(pte: Path, inputs_npz: Path, out_npz: Path, method: str = "forward") -> None:
+    """Run each sample of inputs_npz (`s<j>_in<k>`) through ExecuTorch's runtime into out_npz
+    (`s<j>_out<k>`), one loaded method for all samples, in a subprocess (`etbuild.oracle_samples`):
+    loading ExecuTorch's runtime library into this process would slow torch here for the rest
+    of the build."""
+    argv = [sys.executable, "-m", "etbuild.oracle_samples", str(pte), str(inputs_npz), str(out_npz), method]
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        tail = "\n".join(proc.stderr.strip().splitlines()[-6:])
+        raise VerificationError(f"{pte} failed in ExecuTorch's runtime (exit {proc.returncode}):\n{tail}")
+
+
+if __name__ == "__main__":
     if sys.argv[1:2] != ["operators"] or len(sys.argv) != 3:
         sys.exit("usage: python -m etbuild.oracle operators PATH")
     write_operator_list(Path(sys.argv[2]))

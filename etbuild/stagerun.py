@@ -19,6 +19,7 @@ from typing import Any, Protocol
 from etbuild.cache import Cache, CorruptEntry, portable, stage_key
 from etbuild.errors import StageError
 from etbuild.fsutil import sha256_file
+from etbuild.recipe import Recipe
 from etbuild.tasks import StageCall
 
 
@@ -34,6 +35,13 @@ def file_digest(path: Path) -> str:
         return sha256_file(path)
     except FileNotFoundError:
         return "missing"
+
+
+def section_field(recipe: Recipe, name: str) -> Any:
+    """A whole recipe section, or one field of it for `section.field`."""
+    section, _, field_name = name.partition(".")
+    data = recipe.section(section)
+    return data[field_name] if field_name else data
 
 
 @dataclass
@@ -54,7 +62,7 @@ class StageRunner:
 
     def fields(self, call: StageCall) -> dict[str, Any]:
         """The versions and the recipe sections the call reads, file paths as digests: doit's key."""
-        sections = {s: call.recipe.section(s) for s in call.sections}
+        sections = {s: section_field(call.recipe, s) for s in call.sections}
         return {"versions": self.versions, "sections": portable(sections, self.source_digests(call))}
 
     def key(self, call: StageCall) -> str:

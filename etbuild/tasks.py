@@ -9,8 +9,15 @@ Each task reads and writes files under `build/<recipe>/`. It is up to date when 
 it reads (doit's `file_dep`, by content) and a key made of exactly the recipe sections it
 reads plus etbuild's source digest and the tool versions (`config_changed`) are unchanged.
 Editing `verify.atol` re-runs verify only; editing `memory` re-runs plan and what follows.
+A section name `section.field` keys on that one field.
 A task that does run goes through a `StageRunner` (`etbuild.stagerun`), which may fetch its
 outputs from a shared cache or run it on another machine.
+
+A recipe with a `quantize:` section has a quantize stage between export and lower, keyed on
+that section (with the calibration file's bytes), `model`, and the `verify.samples` and
+`verify.seed` its per-layer report is measured on: changing the calibration data re-runs
+quantize and what follows, never export. Lower then reads `quantized/<method>.pt2` instead of
+`export/<method>.pt2`. A recipe without one has no quantize stage.
 
 Lowering dumps (`dump_after`) are extra targets of the lower task, not part of its key: a
 missing dump makes lower run once more (its output bytes are the same, so plan and what
@@ -36,12 +43,13 @@ from doit.exceptions import TaskFailed
 from doit.tools import config_changed
 
 from etbuild.errors import EtbuildError
+from etbuild.lowering.partition_report import PARTITION_FILES
 from etbuild.recipe import Recipe
 
 if TYPE_CHECKING:
     from etbuild.stagerun import StageRunner
 
-STAGES = ("export", "lower", "plan", "emit", "select", "verify")
+STAGES = ("export", "quantize", "lower", "plan", "emit", "select", "verify")
 
 
 class StageFailure(TaskFailed):
@@ -78,9 +86,27 @@ class Artifacts:
         return {m: self.root / "export" / f"{m}.pt2" for m in self.methods}
 
     @property
+    def quantized(self) -> dict[str, Path]:
+        return {m: self.root / "quantized" / f"{m}.pt2" for m in self.methods}
+
+    @property
+    def layers(self) -> Path:
+        """The quantize stage's report (per-layer SNR, schemes, weight bytes)."""
+        return self.root / "quantized" / "layers.json"
+
+    @property
+    def quantize_report(self) -> Path:
+        """`quantize.json` beside the `.pte`: the quantize stage's report with the program's checks and sizes."""
+        return self.root / "quantize.json"
+
+    @property
     def lowered(self) -> Path:
         """The unplanned program: the `.pte` format, but an intermediate, so not named `.pte`."""
         return self.root / "lowered.unplanned"
+
+    def partition(self, recipe: Recipe) -> list[Path]:
+        """partition.json and partition.svg, written when the recipe names backends."""
+        return [self.root / f for f in PARTITION_FILES] if recipe.backends else []
 
     @property
     def debug_map(self) -> Path:
@@ -184,10 +210,14 @@ SECTION_FILES: dict[str, Callable[[Recipe], list[Path]]] = {
 
 
 def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) -> dict[str, StageCall]:
-    """Every stage of one recipe, in STAGES order; `dump_after` names lowering steps to dump."""
-    from etbuild.stages import emit, export, lower, plan, select, verify
+    """Every stage of one recipe, in STAGES order (quantize only when the recipe has the
+    section); `dump_after` names lowering steps to dump."""
+    from etbuild.stages import emit, export, lower, plan, quantize, select, verify
 
     exports = tuple(a.exports.values())
+    methods = a.quantized if recipe.quantize else a.exports
+    q_args = (methods, a.layers, a.quantize_report) if recipe.quantize else ()
+    q_reads = (a.layers,) if recipe.quantize else ()
     dumps = tuple(lower.dump_files(a.dump_dir, dump_after).values())
 
     def call(stage: str, fn: Callable[..., None], args: tuple[Any, ...], reads: Sequence[Path],
@@ -196,16 +226,19 @@ def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) ->
 
     calls = [
         call("export", export.run_export, (recipe, a.exports), (), exports, ("model",)),
-        call("lower", lower.run_lower, (a.exports, a.lowered, a.debug_map, a.dump_dir, dump_after), exports,
-             [a.lowered, a.debug_map], (), dumps),
+        call("quantize", quantize.run_quantize, (recipe, a.exports, a.quantized, a.layers), exports,
+             [*a.quantized.values(), a.layers], ("model", "quantize", "verify.samples", "verify.seed")),
+        call("lower", lower.run_lower, (methods, a.lowered, a.debug_map, a.dump_dir, dump_after, recipe.backends),
+             tuple(methods.values()), [a.lowered, a.debug_map, *a.partition(recipe)], ("backends",), dumps),
         call("plan", plan.run_plan, (a.lowered, recipe.memory, a.root), [a.lowered], a.memory, ("memory",)),
         call("emit", emit.run_emit, (a.lowered, a.plan, a.pte), [a.lowered, a.plan], [a.pte], ()),
         call("select", select.run_select, (recipe, a.pte, a.lowered, a.root), [a.pte, a.lowered],
              [*a.select, a.runtime_package], ("operators",)),
-        call("verify", verify.run_verify, (recipe, a.pte, a.runtime_zip, a.verify, a.exports, a.debug_map),
-             [a.pte, a.runtime_zip, *exports, a.debug_map], [a.verify], ("model", "verify")),
+        call("verify", verify.run_verify, (recipe, a.pte, a.runtime_zip, a.verify, methods, a.debug_map, *q_args),
+             [a.pte, a.runtime_zip, *methods.values(), a.debug_map, *q_reads], [a.verify, *q_args[2:]],
+             ("model", "quantize", "verify")),
     ]
-    return {c.stage: c for c in calls}
+    return {c.stage: c for c in calls if c.stage != "quantize" or recipe.quantize}
 
 
 def task_dict(call: StageCall, runner: StageRunner) -> dict[str, Any]:
@@ -225,7 +258,8 @@ def recipe_tasks(
     """The task dicts of one recipe, in stage order."""
     calls = stage_calls(recipe, Artifacts.of(recipe, build_root), dump_after)
     for stage in STAGES:
-        yield task_dict(calls[stage], runner)
+        if stage in calls:
+            yield task_dict(calls[stage], runner)
 
 
 def _action(call: StageCall, runner: StageRunner) -> Callable[[], Any]:

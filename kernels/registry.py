@@ -167,5 +167,6 @@ def load_all() -> dict[str, KernelInfo]:
     """
     import etbuild.kernels.portable  # noqa: F401  (registers on import)
     import etbuild.kernels.prim_ops  # noqa: F401
+    import etbuild.kernels.quantized  # noqa: F401
 
     return registered()

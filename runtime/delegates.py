@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from etbuild.backends.registry import BACKENDS, DelegateHandle, RuntimeBackend, backend
+from etbuild.backends.registry import DelegateHandle, RuntimeBackend, backend, backend_ids
 from etbuild.errors import InvalidProgram
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, segment_bytes
@@ -54,10 +54,10 @@ def init_delegates(
     for k, d in enumerate(plan.delegates):
         where = f"delegate {k} ({d.id})"
         impl = lookup(d.id or "")
-        if impl is None and d.id in BACKENDS:
+        if impl is None and d.id in backend_ids():
             raise InvalidProgram(f"{where}: backend {d.id!r} is not shipped with this (trimmed) runtime")
         if impl is None:
-            known = ", ".join(sorted(BACKENDS)) or "none"
+            known = ", ".join(backend_ids()) or "none"
             raise InvalidProgram(f"{where}: this runtime has no backend {d.id!r} (it has: {known})")
         specs = {s.key or "": bytes(s.value) for s in d.compile_specs}
         data = blob(d.processed, where)

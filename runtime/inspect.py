@@ -24,7 +24,22 @@ def _value_summary(plan: fb.ExecutionPlan, i: int) -> dict[str, Any]:
     return {"kind": type(v).__name__ if v is not None else "None"}
 
 
-def _method_summary(plan: fb.ExecutionPlan) -> dict[str, Any]:
+def _blob_bytes(program: fb.Program, ref: fb.BackendDelegateDataReference | None) -> int | None:
+    """The size of a delegate's processed blob (inline data or a segment); None when it names none."""
+    inline = ref is not None and ref.location == fb.DataLocation.INLINE
+    table = program.backend_delegate_data if inline else program.segments
+    if ref is None or not 0 <= ref.index < len(table):
+        return None
+    entry = table[ref.index]
+    return len(entry.data) if isinstance(entry, fb.BackendDelegateInlineData) else entry.size
+
+
+def _delegate_summary(program: fb.Program, d: fb.BackendDelegate) -> dict[str, Any]:
+    return {"backend": d.id or "", "blob_bytes": _blob_bytes(program, d.processed),
+            "location": "inline" if d.processed and d.processed.location == fb.DataLocation.INLINE else "segment"}
+
+
+def _method_summary(program: fb.Program, plan: fb.ExecutionPlan) -> dict[str, Any]:
     chain = plan.chains[0] if plan.chains else fb.Chain()
     ops: Counter[str] = Counter()
     for ins in chain.instructions:
@@ -37,10 +52,32 @@ def _method_summary(plan: fb.ExecutionPlan) -> dict[str, Any]:
         "inputs": [_value_summary(plan, i) for i in plan.inputs],
         "outputs": [_value_summary(plan, i) for i in plan.outputs],
         "operators": dict(sorted(ops.items())),
+        "quantization": quantization(ops) + (" outside delegates" if plan.delegates else ""),
         "instructions": len(chain.instructions),
-        "delegates": [d.id for d in plan.delegates],
+        "delegates": [_delegate_summary(program, d) for d in plan.delegates],
         "planned_bytes": list(plan.non_const_buffer_sizes[1:]),
     }
+
+
+_QD = "quantized_decomposed::"
+
+
+def quantization(operators: Counter[str] | dict[str, int]) -> str:
+    """The quantization a method's operators show, for ours and ExecuTorch's programs alike:
+    `int8-dynamic` (activations quantized at run time), `int8-static` (by constant parameters),
+    `int8-weight-only` (only dequantizing), or `float`; `+ int8/int4 embeddings` when tables are."""
+    names = {name.split(".")[0] for name in operators}
+    if any(n.startswith(f"{_QD}choose_qparams") for n in names):
+        found = "int8-dynamic"
+    elif f"{_QD}quantize_per_tensor" in names:
+        found = "int8-static"
+    elif any(n.startswith(f"{_QD}dequantize") for n in names):
+        found = "int8-weight-only"
+    else:
+        found = "float"
+    tables = [bits for op, bits in (("embedding_byte", "int8"), ("embedding_4bit", "int4"), ("embedding_2bit", "int2"))
+              if f"{_QD}{op}" in names]
+    return found + "".join(f" + {bits} embeddings" for bits in tables)
 
 
 def describe(path: str | Path) -> dict[str, Any]:
@@ -53,10 +90,28 @@ def describe(path: str | Path) -> dict[str, Any]:
         constant_bytes = len(segment_bytes(prog.data, p, prog.header, p.constant_segment.segment_index))
     else:
         constant_bytes = 0
+    named = {n.segment_index for n in p.named_data if 0 <= n.segment_index < len(p.segments)}
     return {
         "file": str(path), "file_bytes": Path(path).stat().st_size, "constant_bytes": constant_bytes,
-        "segments": len(p.segments), "methods": [_method_summary(plan) for plan in p.execution_plan],
-        "selective_build": _select_report(Path(path)),
+        "named_data": len(p.named_data), "named_data_bytes": sum(p.segments[i].size for i in named),
+        "segments": len(p.segments), "methods": [_method_summary(p, plan) for plan in p.execution_plan],
+        "selective_build": _select_report(Path(path)), "quantize": _quantize_report(Path(path)),
+    }
+
+
+def _quantize_report(pte: Path) -> dict[str, Any] | None:
+    """The recipe's quantization from `quantize.json` beside a built `.pte`, if any: scheme,
+    scheme per module, the layers kept float, the .pte bytes against the float program's."""
+    report = pte.parent / "quantize.json"
+    if not report.is_file():
+        return None
+    data = json.loads(report.read_text())
+    methods = data.get("methods", {})
+    return {
+        "scheme": data.get("scheme"), "per_channel": data.get("per_channel"),
+        "modules": {m: r.get("modules", {}) for m, r in methods.items()},
+        "kept_float": {m: [k["module"] for k in r.get("kept_float", [])] for m, r in methods.items()},
+        "pte_ratio": data.get("pte_bytes", {}).get("ratio"),
     }
 
 
@@ -80,6 +135,10 @@ def _fmt_value(v: dict[str, Any]) -> str:
     return f"{v['dtype']}{v['shape']}{dyn}"
 
 
+def _fmt_bytes(n: int | None) -> str:
+    return "out of range" if n is None else f"{n:,} bytes"
+
+
 def format_description(d: dict[str, Any]) -> str:
     """Human-readable text for `describe`'s result; every string from the file is escaped (see
     etbuild.errors.printable)."""
@@ -98,15 +157,17 @@ def _escaped(value: Any) -> Any:
 
 def _format(d: dict[str, Any]) -> str:
     lines = [f"{d['file']}: {d['file_bytes']:,} bytes, constants {d['constant_bytes']:,} bytes, "
-             f"{d['segments']} segment(s)"]
+             f"{d['segments']} segment(s)"
+             + (f", named data {d['named_data']} entries, {d['named_data_bytes']:,} bytes" if d["named_data"] else "")]
     for m in d["methods"]:
         lines.append(f"method {m['name']}: {m['instructions']} instructions, planned arena bytes "
                      f"{', '.join(f'{b:,}' for b in m['planned_bytes']) or '0'}")
         lines += [f"  input  {k}: {_fmt_value(v)}" for k, v in enumerate(m["inputs"])]
         lines += [f"  output {k}: {_fmt_value(v)}" for k, v in enumerate(m["outputs"])]
+        lines.append(f"  quantization: {m['quantization']}")
         lines += [f"  {n:>4} x {op}" for op, n in m["operators"].items()]
-        if m["delegates"]:
-            lines.append(f"  delegates: {', '.join(m['delegates'])}")
+        lines += [f"  delegate {k}: {d['backend']}, blob {_fmt_bytes(d['blob_bytes'])} ({d['location']})"
+                  for k, d in enumerate(m["delegates"])]
     sel = d.get("selective_build")
     if sel:
         lines.append(f"trimmed runtime: {sel['runtime_bytes']:,} bytes ({sel['runtime_fraction']:.1%} of the full "
@@ -114,4 +175,18 @@ def _format(d: dict[str, Any]) -> str:
         if "runtime_features" in sel:
             lines.append(f"  runtime features: {', '.join(sel['runtime_features']) or 'none'}; "
                          f"tensor dtypes: {', '.join(sel['tensor_dtypes'])}")
+    lines += _format_quantize(d.get("quantize"))
     return "\n".join(lines)
+
+
+def _format_quantize(q: dict[str, Any] | None) -> list[str]:
+    if not q:
+        return []
+    weights = "per channel" if q["per_channel"] else "per tensor"
+    lines = [f"quantize: scheme {q['scheme']} (weights {weights}), .pte {q['pte_ratio']}x the float program's"]
+    for method, modules in q["modules"].items():
+        counts = Counter(modules.values())
+        kept = q["kept_float"].get(method) or []
+        lines.append(f"  {method}: " + ", ".join(f"{n} module(s) {s}" for s, n in sorted(counts.items()))
+                     + (f"; kept float by the accuracy fallback: {', '.join(kept)}" if kept else ""))
+    return lines

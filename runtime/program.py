@@ -24,6 +24,7 @@ from etbuild.runtime.delegates import init_delegates, named_data, processed_blob
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, read_program, segment_bytes
 from etbuild.runtime.inputs import input_setters
+from etbuild.runtime.preload import preload as preload_constants
 from etbuild.runtime.state import state_memory_ids
 from etbuild.runtime.values import ConstantData, materialize, unplanned_outputs
 
@@ -135,6 +136,7 @@ class Program:
         budget_factor: int = DEFAULT_BUDGET_FACTOR,
         time_limit: float | None = None,
         max_planned_bytes: int | None = None,
+        preload: bool = True,
     ) -> Method:
         """Prepare a method for calls: arenas, tensor views, bound kernels.
 
@@ -147,6 +149,9 @@ class Program:
         time_limit: seconds a call of a chain with jumps may run (default: no limit).
         max_planned_bytes: the most memory the method's plan may ask for (default: a quarter of
             the machine's memory, see `default_max_planned_bytes`).
+        preload: run constant instructions (dequantizing int8 weights) once here, keeping their
+            results outside the planned memory (`etbuild.runtime.preload`); False keeps every
+            allocation within the plan and dequantizes on every call.
         """
         plan = self.plan(name)
         if isinstance(buffers, Mapping):
@@ -160,8 +165,8 @@ class Program:
             registry = kernels if kernels is not None else load_all()
             delegates = _delegates(self, plan) if features.DELEGATES and plan.delegates else {}
             return Method(
-                plan, arenas, self.constant_data(), registry,
-                budget_factor=budget_factor, time_limit=time_limit, owned=owned, delegates=delegates,
+                plan, arenas, self.constant_data(), registry, budget_factor=budget_factor,
+                time_limit=time_limit, owned=owned, delegates=delegates, preload=preload,
             )
         except InvalidProgram as exc:
             raise type(exc)(f"{self.source}: method {name!r}: {exc}") from None
@@ -258,6 +263,7 @@ class Method:
         time_limit: float | None = None,
         owned: Container[int] = (),
         delegates: Mapping[int, Any] | None = None,
+        preload: bool = True,
     ) -> None:
         """budget_factor, time_limit: see Program.load_method; owned: tensor values without memory
         in the plan that get memory of their own (unplanned outputs); delegates: delegate index →
@@ -273,7 +279,10 @@ class Method:
         instructions = plan.chains[0].instructions
         self.delegates = dict(delegates or {})  # delegate index -> its backend's handle
         binder = Binder(self.values, kernels.get, self.delegates)
+        preloaded = preload_constants(plan, instructions, self.values.objects, binder.kernel_step) if preload else []
         self.steps = binder.bind(instructions)
+        for pc in preloaded:
+            self.steps[pc] = _skip
         # Kernels that compute with floating-point warnings off (common.quiet) have fast paths that
         # skip that guard: the whole call runs under it instead, set once.
         self.quiet = binder.quiet
@@ -314,6 +323,10 @@ class Method:
     def failure(self, pc: int, exc: Exception) -> KernelError:
         """The error for instruction pc raising exc."""
         return KernelError(f"method {self.name!r} instruction {pc}: {type(exc).__name__}: {exc}")
+
+
+def _skip() -> None:
+    """The step of an instruction run once at load."""
 
 
 def _checked(indices: list[int], n: int, what: str) -> list[int]:

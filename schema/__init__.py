@@ -4,6 +4,5 @@ from pathlib import Path
 
 SCHEMA_DIR = Path(__file__).resolve().parent
 PROGRAM_FBS = SCHEMA_DIR / "program.fbs"
-XNNPACK_FBS = SCHEMA_DIR / "xnnpack.fbs"
 RECIPE_SCHEMA = SCHEMA_DIR / "recipe.schema.json"
 RELEASE_SCHEMA = SCHEMA_DIR / "release.schema.json"

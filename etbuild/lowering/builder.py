@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
+from typing import Any
 
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import CONSTANT_ALIGNMENT, round_up
@@ -42,6 +43,38 @@ class ConstantPool:
         return b"".join(chunks), offsets
 
 
+class DelegateData:
+    """Delegate blobs and the named data their weights live in, for the whole program.
+
+    Each blob becomes a segment after the others (constants, mutable state); the references
+    to it are fixed when the segments are laid out (`place`). Named data is stored once per
+    key, each entry its own segment, in the order the delegates first name it.
+    """
+
+    def __init__(self) -> None:
+        self.blobs: list[bytes] = []
+        self.refs: list[fb.BackendDelegateDataReference] = []
+        self.named: dict[str, bytes] = {}
+
+    def add(self, blob: bytes, named_data: dict[str, bytes] | Any) -> fb.BackendDelegateDataReference:
+        """The reference to a new blob's segment; its named data joins the program's."""
+        for key, data in named_data.items():
+            self.named.setdefault(key, bytes(data))
+        ref = fb.BackendDelegateDataReference(location=fb.DataLocation.SEGMENT, index=len(self.blobs))
+        self.blobs.append(blob)
+        self.refs.append(ref)
+        return ref
+
+    def place(self, program: fb.Program, first_segment: int) -> list[bytes]:
+        """Point the references and the program's named data at segments from `first_segment` on;
+        returns those segments' bytes (blobs, then named data)."""
+        for ref in self.refs:
+            ref.index += first_segment
+        base = first_segment + len(self.blobs)
+        program.named_data = [fb.NamedData(key, base + k) for k, key in enumerate(self.named)]
+        return [*self.blobs, *self.named.values()]
+
+
 class PlanBuilder:
     """Builds one method's ExecutionPlan value by value."""
 
@@ -53,6 +86,7 @@ class PlanBuilder:
         self._op_index: dict[tuple[str, str], int] = {}
         self.instructions: list[fb.Instruction] = []
         self.frames: list[fb.FrameList] = []
+        self.delegates: list[fb.BackendDelegate] = []
         self._literals: dict[tuple[str, str], int] = {}
 
     def add(self, val: fb.KernelTypes) -> int:
@@ -126,6 +160,13 @@ class PlanBuilder:
         self.instructions.append(fb.Instruction(call))
         self.frames.append(fb.FrameList([frame] if frame else []))
 
+    def delegate_call(self, delegate: fb.BackendDelegate, args: Sequence[int], frame: fb.Frame | None) -> None:
+        """A DelegateCall of a new delegate of the plan; args are its inputs, then its outputs."""
+        self.delegates.append(delegate)
+        call = fb.DelegateCall(len(self.delegates) - 1, list(args))
+        self.instructions.append(fb.Instruction(call))
+        self.frames.append(fb.FrameList([frame] if frame else []))
+
     def move(self, src: int, dst: int) -> None:
         self.instructions.append(fb.Instruction(fb.MoveCall(src, dst)))
         self.frames.append(fb.FrameList([]))
@@ -144,5 +185,5 @@ class PlanBuilder:
         chain = fb.Chain(instructions=self.instructions, stacktrace=self.frames)
         return fb.ExecutionPlan(
             name=self.name, values=self.values, inputs=list(inputs), outputs=list(outputs),
-            chains=[chain], operators=self.operators, non_const_buffer_sizes=[0],
+            chains=[chain], operators=self.operators, delegates=self.delegates, non_const_buffer_sizes=[0],
         )

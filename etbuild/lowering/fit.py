@@ -10,7 +10,9 @@ where the model makes it and what the user can do, before any later step tries t
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
+from typing import Any
 
 from torch._ops import OpOverload
 from torch.export import ExportedProgram
@@ -19,19 +21,32 @@ from torch.fx import Node
 from etbuild.errors import StageError
 from etbuild.lowering.assertions import is_assertion
 from etbuild.lowering.decompositions import Decomposition, decomposition_of, exclusion
-from etbuild.lowering.forms import GraphMethod
+from etbuild.lowering.forms import GraphMethod, GraphProgram
 from etbuild.lowering.operator_set import EXECUTORCH_VERSION, available, program_operator
-from etbuild.lowering.steps import at_node
+from etbuild.lowering.partition import backend_operators
+from etbuild.lowering.steps import at_node, in_method
 
 MAX_ROUNDS = 8
 
 
-def fit_operator_set(method: GraphMethod) -> GraphMethod:
-    """The method with every call one the target runtime has (decomposing the others)."""
+def fit_program(program: GraphProgram) -> GraphProgram:
+    """Every method fitted, keeping the operators a backend of the recipe may take whole: the
+    partition step after this one decides which calls it does take (XNNPACK runs int4 weights'
+    dequantization, which ExecuTorch's kernels lack)."""
+    keep = backend_operators(program.backends)
+    methods = []
+    for method in program.methods:
+        with in_method(method.name):
+            methods.append(fit_operator_set(method, keep))
+    return replace(program, methods=tuple(methods))
+
+
+def fit_operator_set(method: GraphMethod, keep: AbstractSet[Any] = frozenset()) -> GraphMethod:
+    """The method with every call one the target runtime has or `keep` names (decomposing the others)."""
     exported = method.exported
     tried: set[OpOverload] = set()
     for _ in range(MAX_ROUNDS):
-        missing = unavailable_calls(exported)
+        missing = {op: node for op, node in unavailable_calls(exported).items() if op not in keep}
         if not missing:
             return replace(method, exported=exported)
         exported = exported.run_decompositions(_table(missing, tried))

@@ -8,7 +8,7 @@ torch.fx passes do; the dataclasses only fix which graph and which constants go 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,6 +16,8 @@ import torch
 from torch.export import ExportedProgram
 from torch.fx import Node
 
+from etbuild.lowering.partition_report import PartitionReport
+from etbuild.recipe.config import BackendConfig
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import write_program
 
@@ -32,6 +34,9 @@ class Dialect:
 ATEN = Dialect("aten", "torch.export's ATen graphs: any ATen operator, views, higher-order ops", ".py")
 CORE_ATEN = Dialect(
     "core-aten", "core ATen graphs after decomposition, with the values known at build time", ".py"
+)
+DELEGATED = Dialect(
+    "delegated", "core ATen graphs in which each partition a backend takes is one call of its delegate", ".py"
 )
 UNPLANNED = Dialect(
     "unplanned-program",
@@ -51,23 +56,30 @@ class GraphMethod:
 
 @dataclass(frozen=True)
 class GraphProgram:
-    """Every method of a program as graphs, sorted by name (as ExecuTorch stores them)."""
+    """Every method of a program as graphs, sorted by name (as ExecuTorch stores them).
+
+    backends: the recipe's backends in priority order (what the partition step delegates to);
+    report: what the partition step did (None before it, or without backends)."""
 
     methods: tuple[GraphMethod, ...]
+    backends: tuple[BackendConfig, ...] = ()
+    report: PartitionReport | None = None
 
     @classmethod
-    def of(cls, methods: Mapping[str, ExportedProgram]) -> GraphProgram:
-        return cls(tuple(GraphMethod(name, methods[name]) for name in sorted(methods)))
+    def of(cls, methods: Mapping[str, ExportedProgram], backends: Sequence[BackendConfig] = ()) -> GraphProgram:
+        return cls(tuple(GraphMethod(name, methods[name]) for name in sorted(methods)), tuple(backends))
 
 
 @dataclass(frozen=True)
 class LoweredProgram:
-    """An unplanned program, its segment payloads (constants, then mutable state) and its debug
-    map (method -> value index -> ValueSource; not part of the program)."""
+    """An unplanned program, its segment payloads (constants, mutable state, delegate blobs,
+    named data), its debug map (method -> value index -> ValueSource; not part of the program)
+    and what the partition step reported."""
 
     program: fb.Program
     segments: tuple[bytes, ...]
     debug: Mapping[str, Mapping[int, Any]] = field(default_factory=dict)
+    report: PartitionReport | None = None
 
     def to_bytes(self) -> bytes:
         """The program file: ExecuTorch's format, without a memory plan."""

@@ -17,7 +17,7 @@ from torch._ops import OpOverload
 
 from etbuild.errors import StageError
 from etbuild.kernels.registry import canonical_name, load_all
-from etbuild.lowering.out_variants import copy_variant, operator_name, out_variant
+from etbuild.lowering.out_variants import copy_variant, operator_name, out_schema
 
 EXECUTORCH_OPERATORS = Path(__file__).with_name("executorch_operators.txt")
 EXECUTORCH_VERSION = "1.5.1"
@@ -53,7 +53,8 @@ def program_operator(op: OpOverload) -> str | None:
     if returns_scalar(op):
         return canonical_name(*operator_name(op))
     try:
-        return canonical_name(*operator_name(out_variant(copy_variant(op))))
+        schema = out_schema(copy_variant(op))
+        return canonical_name(schema.name, schema.overload_name)
     except StageError:
         return None
 

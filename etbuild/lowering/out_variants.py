@@ -2,7 +2,9 @@
 
 View ops first become their `*_copy` counterparts (the program format has no aliasing
 views); each functional overload then maps to the overload of the same operator whose
-schema takes the same arguments plus `out` tensors, found from torch's own schemas.
+schema takes the same arguments plus `out` tensors, found from torch's own schemas, or, for
+`quantized_decomposed` ops, from the table of the out-variants ExecuTorch registers
+(`quantized_ops`), which torch knows only when executorch is loaded.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import torch
 from torch._ops import OpOverload
 
 from etbuild.errors import StageError
+from etbuild.lowering.quantized_ops import ProgramOp, table_out_schema
 
 aten = torch.ops.aten
 
@@ -76,24 +79,32 @@ def out_variant(op: OpOverload) -> OpOverload:
     raise StageError(f"operator {schema.name}.{op._overloadname} has no out-variant to call")
 
 
+def out_schema(op: OpOverload | ProgramOp) -> torch._C.FunctionSchema:
+    """The schema of the out-variant a call to `op` becomes (from the quantized table first)."""
+    if isinstance(op, ProgramOp):
+        return op.schema
+    return table_out_schema(op) or out_variant(op)._schema
+
+
 def operator_name(op: OpOverload) -> tuple[str, str]:
     """The (name, overload) pair the program's operator table stores, e.g. ('aten::addmm', 'out')."""
     return op._schema.name, op._schema.overload_name
 
 
-def check_carried(args: Mapping[str, Any], op: OpOverload, result: Any) -> None:
-    """Check that the arguments the out-variant `op` leaves out say what its out tensor carries.
+def check_carried(args: Mapping[str, Any], schema: torch._C.FunctionSchema, result: Any) -> None:
+    """Check that the arguments the out-variant `schema` leaves out say what its out tensor carries.
 
     `args` are the functional call's arguments by name and `result` its value (fake tensor):
     a dtype must be the result's, a layout strided, a device the CPU, memory pinning off and a
     memory format contiguous or preserved; otherwise the out-variant would compute something else.
     """
-    kept = {a.name for a in op._schema.arguments}
+    kept = {a.name for a in schema.arguments}
     for name, value in args.items():
         if name in kept or value is None:
             continue
         if not _carried(name, value, result):
-            raise StageError(f"argument {name}={value} cannot be left to the out tensor of {op}: "
+            where = f"{schema.name}.{schema.overload_name}"
+            raise StageError(f"argument {name}={value} cannot be left to the out tensor of {where}: "
                              f"the program's tensors are {_CARRIED_DEFAULTS} "
                              f"(the result is {getattr(result, 'dtype', type(result).__name__)})")
 

@@ -25,12 +25,14 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx import Graph, Node
 
 from etbuild.errors import StageError
-from etbuild.lowering.builder import ConstantPool, PlanBuilder
+from etbuild.lowering.builder import ConstantPool, DelegateData, PlanBuilder
 from etbuild.lowering.debug_map import value_sources
 from etbuild.lowering.dtypes import scalar_type, tensor_bytes
 from etbuild.lowering.forms import GraphMethod, GraphProgram, LoweredProgram
 from etbuild.lowering.operator_set import returns_scalar
-from etbuild.lowering.out_variants import check_carried, copy_variant, operator_name, out_variant
+from etbuild.lowering.out_variants import check_carried, copy_variant, operator_name, out_schema
+from etbuild.lowering.partition import Delegate
+from etbuild.lowering.quantized_ops import ProgramOp
 from etbuild.lowering.sources import node_frame
 from etbuild.lowering.steps import at_node, in_method
 from etbuild.lowering.symbolic import PRIM_OPS, shape_bounds
@@ -40,12 +42,13 @@ _MEMORY_FORMATS = {torch.contiguous_format: 0, torch.preserve_format: 1}
 
 
 def to_program(graph: GraphProgram) -> LoweredProgram:
-    """Every method converted, with the constant and mutable-state segments they share."""
-    pool, mutable = ConstantPool(), ConstantPool()
+    """Every method converted, with the segments they share: constants, mutable state, then
+    each delegate's blob and the named data the delegates keep their weights in."""
+    pool, mutable, delegated = ConstantPool(), ConstantPool(), DelegateData()
     plans, debug = [], {}
     for method in graph.methods:
         with in_method(method.name):
-            converter = GraphConverter(method, pool, mutable)
+            converter = GraphConverter(method, pool, mutable, delegated)
             plans.append(converter.convert())
             debug[method.name] = value_sources(method.exported.graph, converter.env)
     data, offsets = pool.segment()
@@ -57,17 +60,20 @@ def to_program(graph: GraphProgram) -> LoweredProgram:
         state, state_offsets = mutable.segment()
         program.mutable_data_segments = [fb.SubsegmentOffsets(segment_index=1, offsets=state_offsets)]
         segments.append(state)
-    return LoweredProgram(program, tuple(segments), debug)
+    segments += delegated.place(program, len(segments))
+    return LoweredProgram(program, tuple(segments), debug, graph.report)
 
 
 class GraphConverter:
     """One method: graph nodes in, plan values and instructions out."""
 
-    def __init__(self, method: GraphMethod, pool: ConstantPool, mutable_pool: ConstantPool) -> None:
+    def __init__(self, method: GraphMethod, pool: ConstantPool, mutable_pool: ConstantPool,
+                 delegated: DelegateData) -> None:
         self.ep = method.exported
         self.consts = method.constants
         self.b = PlanBuilder(method.name, pool)
         self.mutable_pool = mutable_pool
+        self.delegated = delegated
         self.env: dict[Node, Any] = {}
 
     def convert(self) -> fb.ExecutionPlan:
@@ -94,6 +100,8 @@ class GraphConverter:
             with at_node(node):
                 if node.op == "call_function" and node not in self.consts:
                     self.call(node)
+                elif node.op == "call_module":
+                    self.delegate(node)
                 elif node.op == "output":
                     return [self.value_of(n) if isinstance(n, Node) else n for n in _flatten(node.args[0])]
         return []
@@ -153,7 +161,9 @@ class GraphConverter:
         elif isinstance(target, OpOverload) and returns_scalar(target):
             self.scalar_call(node, target)
         elif isinstance(target, OpOverload):
-            self.kernel(node, out_variant(copy_variant(target)))
+            self.kernel(node, out_schema(copy_variant(target)))
+        elif isinstance(target, ProgramOp):
+            self.kernel(node, target.schema)
         elif isinstance(target, HigherOrderOperator):
             raise StageError(f"{target.name()} is not supported yet")
         else:
@@ -180,18 +190,32 @@ class GraphConverter:
             return self.b.add(fb.Double(0.0))
         return self.b.add(fb.Int(0))
 
-    def kernel(self, node: Node, op: OpOverload) -> None:
+    def kernel(self, node: Node, schema: torch._C.FunctionSchema) -> None:
+        """A call of the out-variant `schema` with the node's arguments and fresh out tensors."""
         bound = _bind_args(node, node.target)
-        check_carried(bound, op, node.meta.get("val"))
+        check_carried(bound, schema, node.meta.get("val"))
         args, outs = [], []
-        for arg in op._schema.arguments:
+        for arg in schema.arguments:
             if arg.is_out:
                 outs.append(arg)
             else:
                 args.append(self.arg_value(bound.get(arg.name, _default(arg)), arg.type, node))
         out_ids, ret = self.out_values(outs, node)
-        name, overload = operator_name(op)
-        self.b.kernel_call(name, overload, [*args, *out_ids, ret], node_frame(node))
+        self.b.kernel_call(schema.name, schema.overload_name, [*args, *out_ids, ret], node_frame(node))
+
+    def delegate(self, node: Node) -> None:
+        """A partition's delegate: its blob in a segment, one DelegateCall (inputs, then outputs)."""
+        module = self.ep.graph_module.get_submodule(str(node.target))
+        if not isinstance(module, Delegate):
+            raise StageError(f"module {node.target} is not a delegate")
+        inputs = [self.value_of(_arg_node(node, i)) for i in range(len(node.args))]
+        outputs = [self.new_tensor(m) for m in node.meta["val"]]
+        self.env[node] = outputs
+        processed = module.processed
+        ref = self.delegated.add(processed.blob, processed.named_data)
+        specs = [fb.CompileSpec(key, value) for key, value in processed.compile_specs]
+        delegate = fb.BackendDelegate(id=module.backend_id, processed=ref, compile_specs=specs)
+        self.b.delegate_call(delegate, [*inputs, *outputs], node_frame(node))
 
     def cond(self, node: Node) -> None:
         """Inline both branches: JumpFalse, true branch, Move, jump to end, false branch, Move."""
@@ -319,7 +343,8 @@ def _arg_int(node: Node, i: int) -> int:
 
 def _bind_args(node: Node, op: Any) -> dict[str, Any]:
     """The node's arguments by schema name (positional and keyword)."""
-    bound = dict(zip([a.name for a in op._schema.arguments], node.args))
+    schema = op.schema if isinstance(op, ProgramOp) else op._schema
+    bound = dict(zip([a.name for a in schema.arguments], node.args))
     bound.update(node.kwargs)
     return bound
 

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from etbuild.backends.options import OptionError, parse_options
+from etbuild.backends.registry import BACKENDS, backend_options
 from etbuild.errors import did_you_mean
 from etbuild.recipe.config import default
 from etbuild.recipe.parse import Doc
 from etbuild.recipe.places import KeyPath, format_key_path, located_error, show
 
-NOT_SUPPORTED_YET: tuple[KeyPath, ...] = (
-    ("quantize",),
-    ("backends", 0),
-)
+NOT_SUPPORTED_YET: tuple[KeyPath, ...] = ()
 """Key paths whose stage does not exist yet: a recipe is rejected when one holds a non-null value.
-A trailing index means "a list with that item": `("backends", 0)` is a first backend."""
+A trailing index means "a list with that item": `("backends", 0)` would be a first backend."""
 
 INTEGER_DTYPES = ("int64", "int32", "uint8", "int8")
 MIN_DYNAMIC_EXAMPLE = 2
@@ -27,6 +26,8 @@ MIN_DYNAMIC_EXAMPLE = 2
 declared (example) size must be at least this; its range may still start at 1."""
 INT4_SCHEME = "int8-dynamic-int4-weight"
 STATIC_SCHEME = "int8-static"
+INT4_BACKEND = "xnnpack"
+"""ExecuTorch runs int4 linear weights only inside the XNNPACK delegate (no portable kernel takes them)."""
 
 
 def check(doc: Doc) -> None:
@@ -156,11 +157,13 @@ def _check_dim(doc: Doc, path: KeyPath, shape_path: KeyPath, shape: list[int]) -
 
 def _check_quantize(doc: Doc) -> None:
     """Calibration goes with int8-static and group_size with int4 (as the scheme or a module's
-    override, or int4 embeddings); calibration data or samples; accuracy names one gate."""
+    override, or int4 embeddings); int4 linear weights need the xnnpack backend; calibration
+    data or samples; accuracy names one gate."""
     quantize = doc.data.get("quantize")
     if quantize is None:
         return
     schemes = {quantize["scheme"], *(quantize.get("modules") or {}).values()}
+    _check_int4_backend(doc, quantize)
     int4 = INT4_SCHEME in schemes or quantize.get("embeddings") == "int4"
     where = "in quantize.scheme or quantize.modules"
     _check_used_with(doc, "calibration", STATIC_SCHEME in schemes, f"scheme {STATIC_SCHEME} ({where})")
@@ -168,6 +171,20 @@ def _check_quantize(doc: Doc) -> None:
     _check_used_with(doc, "group_size", int4, int4_what)
     _check_one_of(doc, ("quantize", "calibration"), ("data", "samples"), required=False)
     _check_one_of(doc, ("quantize", "accuracy"), ("min_snr_db", "top1_agreement"), required=True)
+
+
+def _check_int4_backend(doc: Doc, quantize: dict[str, Any]) -> None:
+    """`int8-dynamic-int4-weight` (the scheme or an override) needs `backends` to list xnnpack."""
+    named = [("quantize", "scheme")] if quantize["scheme"] == INT4_SCHEME else []
+    named += [("quantize", "modules", glob) for glob, s in (quantize.get("modules") or {}).items() if s == INT4_SCHEME]
+    backends = [backend["name"] for backend in doc.data.get("backends") or []]
+    if named and INT4_BACKEND not in backends:
+        listed = ", ".join(backends) or "none"
+        message = (
+            f"{INT4_SCHEME} needs backends: [{{name: {INT4_BACKEND}}}]: ExecuTorch runs int4 linear weights only"
+            f" inside the XNNPACK delegate; backends lists {listed}"
+        )
+        raise located_error(doc.where(named[0]), named[0], message)
 
 
 def _check_used_with(doc: Doc, key: str, used: bool, what: str) -> None:
@@ -194,9 +211,20 @@ def _check_one_of(doc: Doc, path: KeyPath, keys: tuple[str, str], required: bool
 
 
 def _check_backends(doc: Doc) -> None:
-    """A backend is listed once."""
-    names = [backend["name"] for backend in doc.data.get("backends") or []]
-    _check_unique(doc, ("backends",), names, "backend")
+    """A backend is listed once, is one there is, and takes the options the recipe gives it."""
+    backends = doc.data.get("backends") or []
+    _check_unique(doc, ("backends",), [backend["name"] for backend in backends], "backend")
+    for i, backend in enumerate(backends):
+        name, path = backend["name"], ("backends", i, "name")
+        if name not in BACKENDS:
+            known = list(BACKENDS)
+            message = f"expected one of the backends {', '.join(known)}; got {name!r}{did_you_mean(name, known)}"
+            raise located_error(doc.where(path), path, message)
+        try:
+            parse_options(backend_options(name), backend.get("options") or {}, name)
+        except OptionError as exc:
+            options_path = ("backends", i, "options", exc.key)
+            raise located_error(doc.where(options_path), options_path, str(exc)) from None
 
 
 def _check_unique(doc: Doc, items: KeyPath, names: list[str], kind: str) -> None:

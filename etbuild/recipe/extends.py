@@ -1,7 +1,11 @@
 """`extends:`: a recipe deep-merged onto the base it names, recursively.
 
-Mappings merge key by key; lists and scalars replace. Locations follow the data they
-describe, so an error in a value that came from a base names the base file.
+Mappings merge key by key; lists and scalars replace. Keys keep the base's order, new keys
+follow, except in an ordered mapping marked `x-merge: extending-first` in the schema
+(`quantize.modules`, where the first matching glob wins): there the extending recipe's keys
+come first, then the base's keys it does not repeat, so a product's overrides take
+precedence over its base's. Locations follow the data they describe, so an error in a value
+that came from a base names the base file.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from etbuild.recipe.config import schema_at
+from etbuild.recipe.config import SCHEMA, resolve, schema_at
 from etbuild.recipe.parse import Doc, parse
 from etbuild.recipe.places import KeyPath, Location, located_error, show
 
@@ -72,6 +76,19 @@ def _merge_values(base: Any, over: Any, path: KeyPath, replaced: list[KeyPath]) 
                 merged[key] = _merge_values(base[key], value, (*path, key), replaced)
             else:
                 merged[key] = value
+        if _extending_first(path):
+            return {**{key: merged[key] for key in over}, **merged}
         return merged
     replaced.append(path)
     return over
+
+
+def _extending_first(path: KeyPath) -> bool:
+    """Whether the schema marks the mapping at `path` `x-merge: extending-first`."""
+    schema = SCHEMA
+    for key in path:
+        properties = resolve(schema).get("properties", {})
+        if not isinstance(key, str) or key not in properties:
+            return False
+        schema = properties[key]
+    return resolve(schema).get("x-merge") == "extending-first"

@@ -9,8 +9,11 @@ The tree under `out_dir/etbuild/` imports on its own with numpy and flatbuffers:
     etbuild/kernels/<library>/<family>.py   only the selected kernels and what they use
     etbuild/kernels/<library>/__init__.py   generated: imports nothing
     etbuild/schema/__init__.py              generated: program.fbs, parsed at codegen time and
-                                            pruned to the tables and fields the runtime reads
+                                            pruned to the tables and fields the runtime reads,
+                                            and the whole layout of each schema its backends read
     etbuild/runtime/format/program.py       generated: types for those tables
+    etbuild/backends/registry.py            BACKENDS: only the backends the programs name
+    etbuild/backends/<name>/**              the runtime half of each of them, cut as the rest
 
 Every module is cut from its source by `shake`: only the statements reachable from the
 runtime's entry points and the selected kernel registrations, without docstrings or
@@ -27,18 +30,22 @@ from __future__ import annotations
 
 import importlib.util
 import io
+import pkgutil
 import zipfile
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import jinja2
 
+from etbuild.backends.registry import BACKENDS, Backend, backend_ids
 from etbuild.errors import InternalError, StageError
 from etbuild.fsutil import atomic_dir, write_bytes
 from etbuild.kernels.registry import load_all
 from etbuild.runtime import features as runtime_features
 from etbuild.runtime.checks import KIND_TYPES
+from etbuild.runtime.format.fbs import load_schema
+from etbuild.runtime.format.reader import Layout, layout
 from etbuild.runtime.tensor import SCALAR_TYPE_TO_DTYPE
 from etbuild.select.schema_cut import identifiers, mirror_module, schema_module
 from etbuild.select.selection import Selection
@@ -49,7 +56,7 @@ PACKAGE = "etbuild"
 # Modules shipped whole: the public runtime API (errors and the registry ship what it uses).
 ENTRY_MODULES = ("etbuild", "etbuild.runtime")
 RUNTIME_SIDE = ("etbuild.runtime", "etbuild.kernels", "etbuild.backends", "etbuild.schema")
-KERNEL_LIBRARIES = ("etbuild.kernels.portable", "etbuild.kernels.prim_ops")
+KERNEL_LIBRARIES = ("etbuild.kernels.portable", "etbuild.kernels.prim_ops", "etbuild.kernels.quantized")
 SELECTED_MODULE = "etbuild.kernels.selected"
 SCHEMA_MODULE = "etbuild.schema"
 PTE_MODULE = "etbuild.runtime.format.pte"
@@ -58,6 +65,8 @@ REGISTRY_MODULE = "etbuild.kernels.registry"
 TENSOR_MODULE = "etbuild.runtime.tensor"
 CHECKS_MODULE = "etbuild.runtime.checks"
 FEATURES_MODULE = "etbuild.runtime.features"
+BACKENDS_MODULE = "etbuild.backends.registry"
+READER_MODULE = "etbuild.runtime.format.reader"
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 
 
@@ -100,11 +109,13 @@ class Contents:
 
     kernels: canonical kernel names. features: names in etbuild.runtime.features.
     scalar_types: the ScalarType codes its tensors may have (None: every code the runtime knows).
+    backends: the backend ids (`XnnpackBackend`) its programs delegate to.
     """
 
     kernels: tuple[str, ...]
     features: tuple[str, ...] = runtime_features.NAMES
     scalar_types: tuple[int, ...] | None = None
+    backends: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         """Sort and deduplicate every field (so equal contents generate equal trees); check the features."""
@@ -113,6 +124,7 @@ class Contents:
             raise InternalError(f"unknown runtime features {unknown}; known: {', '.join(runtime_features.NAMES)}")
         object.__setattr__(self, "kernels", tuple(sorted(set(self.kernels))))
         object.__setattr__(self, "features", tuple(sorted(set(self.features))))
+        object.__setattr__(self, "backends", tuple(sorted(set(self.backends))))
         if self.scalar_types is not None:
             object.__setattr__(self, "scalar_types", tuple(sorted(set(self.scalar_types))))
 
@@ -125,12 +137,11 @@ def generate_runtime(
     source: what the runtime is for (the recipe path), named in `selected.py`.
     name: the zip is `<name>-runtime.zip`; default: the stem of source.
     """
-    if selection.backends:
-        raise StageError(
-            f"{source}: the programs use backends {', '.join(selection.backends)}; "
-            "trimmed runtimes cannot ship backends yet (etbuild's runtime registers none)"
-        )
-    contents = Contents(selection.names, selection.features, selection.scalar_types)
+    unknown = sorted(set(selection.backends) - set(backend_ids()))
+    if unknown:
+        raise StageError(f"{source}: the programs delegate to backends {', '.join(unknown)}, which etbuild's "
+                         f"runtime does not have (it has: {', '.join(backend_ids()) or 'none'})")
+    contents = Contents(selection.names, selection.features, selection.scalar_types, selection.backends)
     return write_runtime(contents, out_dir, source=source, name=name)
 
 
@@ -165,7 +176,8 @@ def runtime_sources(contents: Contents, source: str) -> dict[str, tuple[str, str
             text = env.get_template("module.py.j2").render(origin=origin, body=body)
         files[mod.path] = (text, origin)
     schema = shaker.modules[SCHEMA_MODULE]
-    files[schema.path] = (schema_module(env, identifiers(t for t, _ in files.values())), "template schema.py.j2")
+    text = schema_module(env, identifiers(t for t, _ in files.values()), _layouts(contents))
+    files[schema.path] = (text, "template schema.py.j2")
     for path, (text, _) in files.items():
         compile(text, path, "exec")  # a broken cut is our bug: fail here, not on the device
     return files
@@ -182,7 +194,8 @@ def _shaken(env: jinja2.Environment, contents: Contents, source: str) -> Shaker:
 
     constants = {FEATURES_MODULE: {name: name in contents.features for name in runtime_features.NAMES}}
     shaker = Shaker(lookup, runtime_side, by_module, generated, _overrides(env, contents), constants=constants)
-    for module in (*ENTRY_MODULES, SELECTED_MODULE):
+    backend_modules = [m for b in selected_backends(contents) for m in package_modules(b.runtime)]
+    for module in (*ENTRY_MODULES, SELECTED_MODULE, *backend_modules):
         shaker.whole(module)
     uncovered = shaker.uncovered()
     if uncovered:
@@ -193,11 +206,12 @@ def _shaken(env: jinja2.Environment, contents: Contents, source: str) -> Shaker:
 def _overrides(env: jinja2.Environment, contents: Contents) -> dict[str, dict[str, str]]:
     """Definitions a trimmed runtime replaces: its schema layout, its registry (whose kernels ship
     without annotations: their argument kinds come as a table), its argument kinds' value types,
-    its dtype table."""
+    its backends table, its dtype table."""
     registry = load_all()
     kinds = {name: registry[name].kinds for name in contents.kernels}
     letters = sorted(set("".join(kinds.values())) - {">"})
     kind_types = {k: KIND_TYPES[k] for k in letters}
+    backends = selected_backends(contents)
     out = {
         PTE_MODULE: {"program_layout": env.get_template("program_layout.py.j2").render()},
         REGISTRY_MODULE: {
@@ -205,11 +219,29 @@ def _overrides(env: jinja2.Environment, contents: Contents) -> dict[str, dict[st
             "argument_kinds": env.get_template("argument_kinds.py.j2").render(kinds=repr(kinds)),
         },
         CHECKS_MODULE: {"KIND_TYPES": env.get_template("kind_table.py.j2").render(kinds=repr(kind_types))},
+        BACKENDS_MODULE: {"BACKENDS": env.get_template("backends_table.py.j2").render(
+            backends={name: asdict(b) for name, b in BACKENDS.items() if b in backends})},
+        READER_MODULE: {"schema_layout": env.get_template("schema_layout.py.j2").render()},
     }
     if contents.scalar_types is not None:
         dtypes = [(code, SCALAR_TYPE_TO_DTYPE[code].name) for code in contents.scalar_types]
         out[TENSOR_MODULE] = {"SCALAR_TYPE_TO_DTYPE": env.get_template("dtype_table.py.j2").render(dtypes=dtypes)}
     return out
+
+
+def selected_backends(contents: Contents) -> list[Backend]:
+    """The backends of the table whose ids the contents name, in table order."""
+    return [b for b in BACKENDS.values() if b.id in contents.backends]
+
+
+def package_modules(name: str) -> list[str]:
+    """A module and, when it is a package, every module under it (sorted): a backend's runtime
+    half ships whole, its node builders register themselves when imported."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.submodule_search_locations is None:
+        return [name]
+    found = pkgutil.walk_packages(spec.submodule_search_locations, prefix=f"{name}.")
+    return [name, *sorted(m.name for m in found)]
 
 
 def kernel_modules(kernels: Iterable[str]) -> dict[str, frozenset[str]]:
@@ -235,11 +267,19 @@ def _generated_modules(
         source=source, modules=sorted(by_module), kernels=contents.kernels, features=contents.features,
         dtypes=None if contents.scalar_types is None else [SCALAR_TYPE_TO_DTYPE[c].name for c in contents.scalar_types],
     )
-    schema = schema_module(env, None)  # what the shaker sees; written pruned by runtime_sources
+    schema = schema_module(env, None, _layouts(contents))  # what the shaker sees; written pruned by runtime_sources
     out = {SELECTED_MODULE: (selected, False), SCHEMA_MODULE: (schema, True)}
     for library in KERNEL_LIBRARIES:
         out[library] = (env.get_template("empty_package.py.j2").render(origin=library), True)
     return out
+
+
+def _layouts(contents: Contents) -> dict[str, Layout]:
+    """The layouts of the schemas the selected backends read, by file name."""
+    from etbuild.schema import SCHEMA_DIR
+
+    names = sorted({f for b in selected_backends(contents) for f in b.schemas})
+    return {name: layout(load_schema(SCHEMA_DIR / name)) for name in names}
 
 
 def _templates() -> jinja2.Environment:

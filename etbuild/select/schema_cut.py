@@ -9,18 +9,21 @@ never names is not decoded at all: a union member it does not name is rejected b
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import jinja2
 
 from etbuild.runtime.format.fbs import Field, Schema, load_schema
+from etbuild.runtime.format.reader import Layout
 
 
-def schema_module(env: jinja2.Environment, names: set[str] | None) -> str:
+def schema_module(env: jinja2.Environment, names: set[str] | None, layouts: Mapping[str, Layout] | None = None) -> str:
     """program.fbs, parsed here by the runtime's own parser, as compact Python literals.
 
     names: the identifiers the runtime's code reads; only the tables and fields among them
     (and those the root needs to reach them) are kept. None keeps everything.
+    layouts: other schemas (a backend's, by file name) shipped whole as `LAYOUTS`, which the
+    trimmed runtime's `reader.schema_layout` reads.
     """
     schema: Schema = load_schema()
     kept = kept_tables(schema, names) if names is not None else schema.tables
@@ -39,6 +42,8 @@ def schema_module(env: jinja2.Environment, names: set[str] | None) -> str:
         origin="schema/program.fbs", root_type=schema.root_type,
         enums=repr({n: e for n, e in schema.enums.items() if names is None or n in names}),
         unions=repr({n: m for n, m in schema.unions.items() if n in unions}), defaults=repr(defaults), tables=tables,
+        layouts=repr({name: (dict(lay.tables), dict(lay.unions), lay.root, dict(lay.aliases))
+                      for name, lay in (layouts or {}).items()}),
     )
 
 

@@ -2,10 +2,13 @@
 
 Takes: one `export/<method>.pt2` per method (dialect `aten`). Gives: `lowered.unplanned`, the
 program in ExecuTorch's format without a memory plan: one ExecutionPlan per method (sorted by
-name, as ExecuTorch stores them), every call an out-variant KernelCall, constants folded
-(inference BatchNorms into the convolutions before them) and stored once in the constant
-segment, initial states of mutable buffers in the mutable data segment, tensors not yet
-placed in memory, one frame list per instruction naming where it came from. It does not end
+name, as ExecuTorch stores them), every call an out-variant KernelCall or, for the parts the
+recipe's backends take, a DelegateCall of a delegate blob, constants folded (inference
+BatchNorms into the convolutions before them) and stored once in the constant segment,
+delegate blobs and their weights (named data) in segments of their own, initial states of
+mutable buffers in the mutable data segment, tensors not yet placed in memory, one frame
+list per instruction naming where it came from. With backends, `partition.json` and
+`partition.svg` say what went to which delegate and why the rest stayed out. It does not end
 in `.pte`: it is an intermediate, which no runtime can run before plan and emit place its tensors.
 Beside it, `lowered.debug.json`: which graph node each value holds (etbuild.lowering.debug_map),
 read by verify to localise a failure; it is not part of the program.
@@ -17,7 +20,7 @@ read by verify to localise a failure; it is not part of the program.
 from __future__ import annotations
 
 import shutil
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,33 +31,51 @@ from etbuild.fsutil import write_bytes, write_json
 from etbuild.lowering.assertions import drop_assertions
 from etbuild.lowering.debug_map import to_json
 from etbuild.lowering.decompose import decompose
-from etbuild.lowering.fit import fit_operator_set
+from etbuild.lowering.fit import fit_program
 from etbuild.lowering.fold import fold_constants
-from etbuild.lowering.forms import ATEN, CORE_ATEN, UNPLANNED, GraphProgram, LoweredProgram
+from etbuild.lowering.forms import ATEN, CORE_ATEN, DELEGATED, UNPLANNED, GraphProgram, LoweredProgram
 from etbuild.lowering.fuse_batch_norm import fuse_batch_norm
 from etbuild.lowering.listing import listing
+from etbuild.lowering.partition import partition
+from etbuild.lowering.partition_report import PARTITION_FILES, PartitionReport
+from etbuild.lowering.partition_svg import partition_svg
+from etbuild.lowering.quantized_embeddings import fuse_quantized_embeddings
+from etbuild.lowering.quantized_weights import move_weight_permutes
 from etbuild.lowering.steps import Pipeline, Step, each_method
 from etbuild.lowering.to_program import to_program
+from etbuild.lowering.zero_points import drop_zero_points
+from etbuild.recipe.config import BackendConfig
 
 LOWERING = Pipeline("lower", (
     Step("decompose", "ATen → core ATen with torch's default decomposition table",
          ATEN, CORE_ATEN, each_method(decompose)),
-    Step("fit-operator-set", "decompose each call whose out-variant ExecuTorch's runtime lacks into calls it has",
-         CORE_ATEN, CORE_ATEN, each_method(fit_operator_set)),
+    Step("move-weight-permutes", "permute(dequantize(int8 constant)) → dequantize(permute(int8 constant))",
+         CORE_ATEN, CORE_ATEN, each_method(move_weight_permutes)),
+    Step("fit-operator-set", "decompose each call whose out-variant ExecuTorch's runtime lacks (and no backend of the "
+         "recipe may take) into calls it has",
+         CORE_ATEN, CORE_ATEN, fit_program),
     Step("fold-constants", "compute once, at build time, every node that reads only constants",
          CORE_ATEN, CORE_ATEN, fold_constants),
     Step("drop-assertions", "check at build time what can be, then drop, the calls that compute nothing",
          CORE_ATEN, CORE_ATEN, each_method(drop_assertions)),
     Step("fuse-batch-norm", "fold each inference BatchNorm into the convolution before it",
          CORE_ATEN, CORE_ATEN, each_method(fuse_batch_norm)),
-    Step("to-program", "each call → its out-variant KernelCall; constants into one shared segment",
-         CORE_ATEN, UNPLANNED, to_program),
+    Step("drop-zero-points", "all-zero zero points of per-channel dequantize → None (symmetric int8 weights)",
+         CORE_ATEN, CORE_ATEN, each_method(drop_zero_points)),
+    Step("fuse-quantized-embeddings", "dequantize(int8/int4 table) → embedding becomes embedding_byte/4bit",
+         CORE_ATEN, CORE_ATEN, each_method(fuse_quantized_embeddings)),
+    Step("partition", "each backend of the recipe, in order, takes the parts it runs as delegates",
+         CORE_ATEN, DELEGATED, partition),
+    Step("to-program", "each call → its out-variant KernelCall, each delegate → a DelegateCall; constants into "
+         "one shared segment", DELEGATED, UNPLANNED, to_program),
 ))
 
 
-def lower(methods: Mapping[str, ExportedProgram], after: Callable[[Step, Any], None] | None = None) -> LoweredProgram:
-    """The unplanned program of the exported methods; `after(step, form)` sees the form after each step."""
-    return LOWERING.run(GraphProgram.of(methods), after)
+def lower(methods: Mapping[str, ExportedProgram], after: Callable[[Step, Any], None] | None = None,
+          backends: Sequence[BackendConfig] = ()) -> LoweredProgram:
+    """The unplanned program of the exported methods, with the partitions of `backends` (in
+    priority order) delegated; `after(step, form)` sees the form after each step."""
+    return LOWERING.run(GraphProgram.of(methods, backends), after)
 
 
 def dump_files(dump_dir: Path, steps: Iterable[str]) -> dict[str, Path]:
@@ -63,9 +84,11 @@ def dump_files(dump_dir: Path, steps: Iterable[str]) -> dict[str, Path]:
 
 
 def run_lower(
-    export_paths: Mapping[str, Path], out: Path, debug: Path, dump_dir: Path, dump_after: Iterable[str] = ()
+    export_paths: Mapping[str, Path], out: Path, debug: Path, dump_dir: Path, dump_after: Iterable[str] = (),
+    backends: Sequence[BackendConfig] = (),
 ) -> None:
-    """Load each method's `.pt2`, lower them together and write `lowered.unplanned` and its debug map.
+    """Load each method's `.pt2`, lower them together and write `lowered.unplanned`, its debug
+    map and, with backends, `partition.json` and `partition.svg` beside it.
 
     `dump_dir` is emptied first, so every dump in it comes from the latest lowering; the form
     after each step of `dump_after` is written as soon as that step ends, so a failing step
@@ -80,6 +103,16 @@ def run_lower(
             write_bytes(files[step.name], (listing(form) + "\n").encode())
 
     methods = {name: torch.export.load(str(path)) for name, path in export_paths.items()}
-    lowered = lower(methods, dump)
+    lowered = lower(methods, dump, backends)
+    if lowered.report is not None:
+        write_partition_report(lowered.report, out.parent)
     write_bytes(out, lowered.to_bytes())
     write_json(debug, to_json(lowered.debug))
+
+
+def write_partition_report(report: PartitionReport, out_dir: Path) -> None:
+    """partition.json (every method) and partition.svg (the first method's graph)."""
+    write_json(out_dir / PARTITION_FILES[0], report.to_json())
+    first = report.methods[0]
+    title = f"{out_dir.name}: method {first.method}, backends {', '.join(report.backends)}"
+    write_bytes(out_dir / PARTITION_FILES[1], partition_svg(first, title).encode())

@@ -23,6 +23,7 @@ from etbuild.memory.shared import SHARED_LEVEL, SharedState, shared_state
 from etbuild.memory.svg import memory_svg
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import read_program
+from etbuild.runtime.preload import preloaded_bytes
 
 if TYPE_CHECKING:
     from etbuild.recipe import MemoryConfig
@@ -85,13 +86,15 @@ def module_paths(plan: fb.ExecutionPlan) -> dict[int, str]:
 
 
 def runtime_allocations(plan: fb.ExecutionPlan) -> dict[str, int]:
-    """What a runtime allocates besides planned memory: counts, and byte estimates for C++."""
+    """What a runtime allocates besides planned memory: counts, byte estimates for C++, and the
+    constants etbuild's runtime computes at load by default (`etbuild.runtime.preload`)."""
     tensors = [ev.val for ev in plan.values if isinstance(ev.val, fb.Tensor)]
     instructions = len(plan.chains[0].instructions) if plan.chains else 0
     metadata = sum(TENSOR_IMPL_BYTES + BYTES_PER_DIM * len(t.sizes) for t in tensors)
     return {
         "values": len(plan.values), "tensors": len(tensors), "instructions": instructions,
         "estimated_method_bytes": EVALUE_BYTES * len(plan.values) + metadata + INSTRUCTION_BYTES * instructions,
+        "preloaded_bytes": preloaded_bytes(plan),
     }
 
 

@@ -90,6 +90,8 @@ def run_union(recipes: list[Recipe], build_root: Path, name: str) -> dict[str, A
     write_bytes(out / "selected_operators.yaml", selected_operators_yaml(union, source).encode())
     runtime = generate_runtime(union, out / "runtime", source=source, name=name)
     report = size_report(union, runtime.total_bytes, runtime.zip_bytes)
-    report["recipes"] = {r.name: verify(r, Artifacts.of(r, build_root).pte, runtime.root)["passed"] for r in recipes}
+    built = [(r, Artifacts.of(r, build_root)) for r in recipes]
+    report["recipes"] = {r.name: verify(r, a.pte, runtime.root, a.quantized if r.quantize else None)["passed"]
+                         for r, a in built}
     write_json(out / "select.json", report)
     return report

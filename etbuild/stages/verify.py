@@ -10,12 +10,24 @@ order on one loaded method, as they do on one eager model, so state carried acro
 (mutable buffers) is compared too. The program runs in the trimmed runtime alone, in a subprocess
 whose import path holds only it and numpy (no etbuild install, no torch): a pass proves the
 runtime that ships is enough.
+
+A quantized program (its recipe has `quantize:`) is checked twice instead
+(`etbuild.quantize.checks`): against the converted torch model, within one quantization
+step per output element plus rtol/atol, and against the float model by the recipe's
+accuracy gate. Verify then also writes `quantize.json` beside the `.pte`: the quantize
+stage's report (`quantized/layers.json`) with the program's bytes and both checks.
+
+A program with delegates has its outputs compared a second time (with eager torch, or the
+converted model when quantized), run in ExecuTorch's own runtime (the `executorch` oracle,
+in a subprocess) when that is installed: `verify.json`'s `executorch` holds the same
+per-output report, or why it was skipped.
 """
 
 from __future__ import annotations
 
+import json
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -27,24 +39,37 @@ from etbuild.errors import EtbuildError, StageError, VerificationError
 from etbuild.fsutil import write_json
 from etbuild.localise import describe_divergence, localise_recipe
 from etbuild.model import build_model, call_method, sample_inputs
+from etbuild.oracle import executorch_installed, run_samples_in_executorch
+from etbuild.quantize import checks
 from etbuild.recipe import Recipe
+from etbuild.runtime.format.pte import read_program
 from etbuild.select import run_trimmed
 from etbuild.stages.export import export_method
 from etbuild.stages.verify_compare import compare, describe
 from etbuild.stages.verify_intermediate import compare_intermediate
 
+Runner = Callable[[Path, Path, Path, str], None]
+"""Runs a program's samples: (pte, inputs .npz, outputs .npz, method)."""
 
-def run_trimmed_samples(
-    runtime: Path, pte: Path, samples: list[tuple[Any, ...]], method: str = "forward"
-) -> list[list[np.ndarray]]:
-    """Outputs of each sample from the trimmed runtime at `runtime`, in an isolated subprocess."""
-    with tempfile.TemporaryDirectory(prefix="etbuild-verify-") as tmp:
-        ins, outs = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
-        np.savez(ins, **{f"s{j}_in{k}": _numpy(x) for j, s in enumerate(samples) for k, x in enumerate(s)})
+
+def trimmed_runner(runtime: Path) -> Runner:
+    """The trimmed runtime at `runtime`, in an isolated subprocess."""
+    def run(pte: Path, ins: Path, outs: Path, method: str) -> None:
         try:
             run_trimmed(runtime, pte, ins, outs, method)
         except EtbuildError as exc:
             raise VerificationError(f"{pte} failed in its trimmed runtime: {exc}") from None
+    return run
+
+
+def run_samples(
+    run: Runner, pte: Path, samples: list[tuple[Any, ...]], method: str = "forward"
+) -> list[list[np.ndarray]]:
+    """Outputs of each sample, in order on one loaded method, from a runner."""
+    with tempfile.TemporaryDirectory(prefix="etbuild-verify-") as tmp:
+        ins, outs = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
+        np.savez(ins, **{f"s{j}_in{k}": _numpy(x) for j, s in enumerate(samples) for k, x in enumerate(s)})
+        run(pte, ins, outs, method)
         with np.load(outs) as npz:
             count = len([k for k in npz.files if k.startswith("s0_out")])
             return [[npz[f"s{j}_out{k}"] for k in range(count)] for j in range(len(samples))]
@@ -54,34 +79,67 @@ def _numpy(x: Any) -> Any:
     return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
-def verify_method(recipe: Recipe, pte: Path, runtime: Path, method: str) -> dict[str, Any]:
-    """One method against eager torch on fresh state, per output (and an intermediate value if no output varies)."""
+def verify_method(
+    recipe: Recipe, pte: Path, run: Runner, method: str, quantized: Path | None = None, intermediates: bool = True
+) -> tuple[dict[str, Any], dict[str, Any] | None]:
+    """One method, run by `run`, against eager torch on fresh state: per output (and, when no
+    output varies and `intermediates`, the last intermediate value that does); for a quantized
+    method (`quantized` names its converted `.pt2`) against the converted model, with the
+    accuracy gate against the float model as the second result."""
     cfg = recipe.verify
     samples = sample_inputs(recipe, cfg.samples, cfg.seed, method)
     model = build_model(recipe)
     expected = [[_numpy(t) for t in tree_flatten(call_method(recipe, model, method, s))[0]] for s in samples]
-    actual = run_trimmed_samples(runtime, pte, samples, method)
+    actual = run_samples(run, pte, samples, method)
     if len(actual[0]) != len(expected[0]):
         got, want = len(actual[0]), len(expected[0])
         raise StageError(f"{pte} method {method} returns {got} outputs; the model returns {want}")
-    report: dict[str, Any] = {"outputs": compare(expected, actual, cfg.rtol, cfg.atol)}
-    if all(o.get("varies") is False for o in report["outputs"]):
-        exported = export_method(recipe, build_model(recipe), method)
-        report["intermediate"] = compare_intermediate(exported, samples, cfg.rtol, cfg.atol)
+    if quantized is None:
+        report: dict[str, Any] = {"outputs": compare(expected, actual, cfg.rtol, cfg.atol)}
+        if intermediates and all(o.get("varies") is False for o in report["outputs"]):
+            exported = export_method(recipe, build_model(recipe), method)
+            report["intermediate"] = compare_intermediate(exported, samples, cfg.rtol, cfg.atol)
+        return report, None
+    ep = torch.export.load(str(quantized))
+    module = ep.module()
+    with torch.no_grad():
+        converted = [[_numpy(t) for t in tree_flatten(module(*s))[0]] for s in samples]
+        precise = [[_numpy(t) for t in tree_flatten(checks.Float64(module).run(*s))[0]] for s in samples]
+    outputs = checks.tight(checks.Outputs(converted, precise, actual), checks.output_steps(ep), cfg.rtol, cfg.atol)
+    return {"outputs": outputs}, checks.gate(recipe.quantize.accuracy if recipe.quantize else None, expected, actual)
+
+
+def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Path] | None = None) -> dict[str, Any]:
+    """Compare every method of the program, run in `runtime`, with eager torch (a quantized
+    one, whose converted methods `quantized` names, also with its converted model); a program
+    with delegates also in ExecuTorch's runtime (`executorch`), when the oracle is installed."""
+    cfg = recipe.verify
+    results = _results(recipe, pte, trimmed_runner(runtime), quantized)
+    methods = {name: r["outputs"] for name, (r, _) in results.items()}
+    intermediates = {name: r["intermediate"] for name, (r, _) in results.items() if "intermediate" in r}
+    report = {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "bound": "rtol * max|eager| + atol",
+              "methods": methods, "constant_outputs": _constant_outputs(methods), "intermediates": intermediates}
+    report["passed"] = _passed(methods) and all(c["passed"] for c in intermediates.values())
+    if quantized:
+        report["accuracy"] = {name: gate for name, (_, gate) in results.items()}
+        report["passed"] = report["passed"] and all(g["passed"] for g in report["accuracy"].values())
+    if has_delegates(pte):
+        report["executorch"] = _in_executorch(recipe, pte, quantized)
+        report["passed"] = report["passed"] and report["executorch"].get("passed", True)
     return report
 
 
-def verify(recipe: Recipe, pte: Path, runtime: Path) -> dict[str, Any]:
-    """Compare every method of the program, run in `runtime`, with eager torch."""
-    cfg = recipe.verify
-    reports = {m.name: verify_method(recipe, pte, runtime, m.name) for m in recipe.model.methods}
-    methods = {name: r["outputs"] for name, r in reports.items()}
-    intermediates = {name: r["intermediate"] for name, r in reports.items() if "intermediate" in r}
-    passed = all(c["passed"] for outputs in methods.values() for c in outputs) and all(
-        c["passed"] for c in intermediates.values())
-    return {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "bound": "rtol * max|eager| + atol",
-            "methods": methods, "constant_outputs": _constant_outputs(methods), "intermediates": intermediates,
-            "passed": passed}
+Results = dict[str, tuple[dict[str, Any], dict[str, Any] | None]]
+
+
+def _results(recipe: Recipe, pte: Path, run: Runner, quantized: Mapping[str, Path] | None,
+             intermediates: bool = True) -> Results:
+    return {m.name: verify_method(recipe, pte, run, m.name, quantized[m.name] if quantized else None, intermediates)
+            for m in recipe.model.methods}
+
+
+def _passed(methods: dict[str, list[dict[str, Any]]]) -> bool:
+    return all(o["passed"] for outputs in methods.values() for o in outputs)
 
 
 def _constant_outputs(methods: dict[str, list[dict[str, Any]]]) -> list[str]:
@@ -90,27 +148,94 @@ def _constant_outputs(methods: dict[str, list[dict[str, Any]]]) -> list[str]:
             if o.get("varies") is False]
 
 
+def _in_executorch(recipe: Recipe, pte: Path, quantized: Mapping[str, Path] | None) -> dict[str, Any]:
+    """The same output comparison with the program run in ExecuTorch's runtime, or why it was skipped."""
+    if not executorch_installed():
+        return {"skipped": "the executorch oracle is not installed (pip install -e '.[interop]')"}
+    results = _results(recipe, pte, run_samples_in_executorch, quantized, intermediates=False)
+    methods = {name: r["outputs"] for name, (r, _) in results.items()}
+    return {"methods": methods, "passed": _passed(methods)}
+
+
+def has_delegates(pte: Path) -> bool:
+    """Whether any method of the program calls a backend delegate."""
+    program, _ = read_program(pte.read_bytes())
+    return any(plan.delegates for plan in program.execution_plan)
+
+
 def run_verify(
     recipe: Recipe, pte: Path, runtime: Path, out: Path, exports: Mapping[str, Path] | None = None,
-    debug_map: Path | None = None,
+    debug_map: Path | None = None, quantized: Mapping[str, Path] | None = None, layers: Path | None = None,
+    quantize_json: Path | None = None,
 ) -> None:
-    """Write `verify.json`; raise VerificationError (after writing it) when an output fails.
+    """Write `verify.json` (and `quantize.json` for a quantized program); raise
+    VerificationError (after writing them) when an output fails.
 
-    With the exports and the lower stage's debug map, a failure is localised first: each failing
-    method's first diverging node goes into `verify.json` (`first_divergence`) and the error.
+    With the exports the lower stage read and its debug map, a failure of a float program is
+    localised first: each failing method's first diverging node goes into `verify.json`
+    (`first_divergence`) and the error.
     """
-    report = verify(recipe, pte, runtime)
-    if not report["passed"] and exports is not None and debug_map is not None:
-        failing = [m for m, outputs in report["methods"].items() if not all(o["passed"] for o in outputs)]
+    report = verify(recipe, pte, runtime, quantized)
+    if not report["passed"] and not quantized and exports is not None and debug_map is not None:
+        failing = [m for m, outputs in report["methods"].items() if not _passed({m: outputs})]
         report["first_divergence"] = localise_recipe(recipe, pte, exports, debug_map, failing)
     write_json(out, report)
-    failures = [f"{method} output {o['index']}: {describe(o)}"
-                for method, outputs in report["methods"].items() for o in outputs if not o["passed"]]
+    if quantized and layers is not None and quantize_json is not None:
+        _write_quantize_report(pte, report, layers, quantize_json)
+        _raise_for_quantized(recipe, pte, report, layers, out)
+    where = [("", report["methods"]), (" in ExecuTorch's runtime", report.get("executorch", {}).get("methods", {}))]
+    failures = [f"{method} output {o['index']}{runtime}: {_describe(o)}" for runtime, methods in where
+                for method, outputs in methods.items() for o in outputs if not o["passed"]]
     failures += [f"{method} intermediate {c['node']} in {c['module'] or 'the model'}: {describe(c)}"
                  for method, c in report["intermediates"].items() if not c["passed"]]
     if failures:
+        reference = "the converted (quantized) torch model" if quantized else "eager PyTorch"
         raise VerificationError(
-            f"{recipe.name}: {pte.name} differs from eager PyTorch beyond rtol={recipe.verify.rtol}, "
+            f"{recipe.name}: {pte.name} differs from {reference} beyond rtol={recipe.verify.rtol}, "
             f"atol={recipe.verify.atol} on {recipe.verify.samples} samples: {'; '.join(failures)} (see {out})"
             + "".join(f"\n  {describe_divergence(m, d)}" for m, d in report.get("first_divergence", {}).items())
         )
+
+
+def _describe(output: dict[str, Any]) -> str:
+    """describe() for a comparison with eager torch; the largest error for one with the converted model."""
+    if "bound" in output or "mismatch" in output:
+        return describe(output)
+    return f"max abs error {output['max_abs_error']:.3g} (one quantization step {output.get('step', 0):.3g})"
+
+
+def _write_quantize_report(pte: Path, report: dict[str, Any], layers: Path, out: Path) -> None:
+    """`quantize.json`: the quantize stage's report with the program's bytes and both checks.
+
+    The float program's bytes are estimated as this program's with each method's constants
+    swapped for the float ones they replace (exact up to the q/dq instructions' few bytes;
+    lowering the float model again only to measure it would double the build)."""
+    merged = json.loads(layers.read_text())
+    size = pte.stat().st_size
+    weights = [m["weight_bytes"] for m in merged["methods"].values()]
+    float_size = size + sum(w["float"] - w["quantized"] for w in weights)
+    merged["pte_bytes"] = {"quantized": size, "float_estimate": float_size, "ratio": round(size / float_size, 4)}
+    merged["verify"] = {"samples": report["samples"], "methods": report["methods"], "accuracy": report["accuracy"]}
+    write_json(out, merged)
+
+
+def _raise_for_quantized(recipe: Recipe, pte: Path, report: dict[str, Any], layers: Path, out: Path) -> None:
+    """A VerificationError for the first failing check of a quantized program, if any."""
+    for method, outputs in report["methods"].items():
+        for o in outputs:
+            if not o["passed"]:
+                raise VerificationError(
+                    f"{recipe.name}: {pte.name} method {method} output {o['index']} differs from the converted "
+                    f"(quantized) torch model by up to {o['max_abs_error']:.3g}, beyond one quantization step "
+                    f"({o['step']:.3g}) plus rtol={recipe.verify.rtol}, atol={recipe.verify.atol}, and by more than "
+                    f"rounding does: {o['snr_vs_converted_db']} dB SNR against it, where the same quantized model in "
+                    f"float64 reaches {o['converted64_snr_vs_converted_db']} dB (see {out})"
+                )
+    for method, gate in report["accuracy"].items():
+        if not gate["passed"]:
+            worst = checks.worst_layer(json.loads(layers.read_text())["methods"][method]["layers"])
+            raise VerificationError(
+                f"{recipe.where('quantize.accuracy')}: {recipe.name}: {pte.name} method {method} fails the accuracy "
+                f"gate against the float model: {gate['snr_db']} dB SNR, top-1 agreement {gate['top1_agreement']} "
+                f"on {recipe.verify.samples} samples{worst} (see {out})"
+            )

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from etbuild.errors import InvalidProgram
-from etbuild.runtime.format.fbs import SCALAR_FORMATS, SCALAR_SIZES, Schema
+from etbuild.runtime.format.fbs import SCALAR_FORMATS, SCALAR_SIZES, Schema, load_schema
 from etbuild.runtime.format.program import TABLE_TYPES
 
 # One field as the reader uses it: (name, kind, type name, is a vector, vtable slot, default).
@@ -48,6 +48,15 @@ def layout(schema: Schema, types: Mapping[str, type] | None = None) -> Layout:
 _U32 = struct.Struct("<I")
 _I32 = struct.Struct("<i")
 _U16 = struct.Struct("<H")
+
+
+def schema_layout(file_name: str, types: Mapping[str, type]) -> Layout:
+    """The layout of another schema of `etbuild.schema` (`xnnpack.fbs`, for a backend's blobs),
+    decoding into `types`. A trimmed runtime replaces this function: it holds the layouts of
+    the schemas its backends read as literals, and ships no `.fbs` file."""
+    from etbuild.schema import SCHEMA_DIR
+
+    return layout(load_schema(SCHEMA_DIR / file_name), types)
 
 
 class FlatBufferReader:

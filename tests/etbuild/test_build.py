@@ -99,7 +99,8 @@ def test_operator_executorch_lacks_fails_the_build_naming_it(tmp_path):
     assert result.exit_code != 0
     assert result.executed == ["export:bessel", "lower:bessel"]
     assert result.failed["lower:bessel"] == (
-        "lower step 'fit-operator-set' (after decompose): operator prims.bessel_j0.default has no out-variant to "
+        "lower step 'fit-operator-set' (after decompose, move-weight-permutes): operator prims.bessel_j0.default has "
+        "no out-variant to "
         "call (ExecuTorch's runtime calls only out-variants), and neither etbuild nor torch has a decomposition of "
         "it; torch's decomposition of aten.special_bessel_j0.default, which the model calls, calls it; to build "
         "this model, express aten.special_bessel_j0.default with operators "
@@ -217,8 +218,9 @@ def test_cli_dump_after_an_unknown_step_lists_the_steps(project, capsys):
     recipe, root = project
     assert main(["build", str(recipe), "--build-dir", str(root), "--dump-after", "all", "--dump-after", "fold"]) == 2
     assert capsys.readouterr().err == (
-        "error: unknown lower step 'fold'; the steps are: decompose, fit-operator-set, fold-constants, "
-        "drop-assertions, fuse-batch-norm, to-program (or 'all')\n"
+        "error: unknown lower step 'fold'; the steps are: decompose, move-weight-permutes, fit-operator-set, "
+        "fold-constants, drop-assertions, fuse-batch-norm, drop-zero-points, fuse-quantized-embeddings, partition, "
+        "to-program (or 'all')\n"
     )
     assert not (root / "tiny").exists()
 

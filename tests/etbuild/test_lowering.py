@@ -119,15 +119,15 @@ def test_out_variants_that_leave_dtype_and_layout_to_the_out_tensor():
 
 def test_a_value_the_out_tensor_cannot_carry_is_an_error():
     result = torch.empty(2, dtype=torch.float16)
-    check_carried({"self": None, "dtype": torch.float16, "layout": torch.strided}, aten._to_copy.out, result)
+    check_carried({"self": None, "dtype": torch.float16, "layout": torch.strided}, aten._to_copy.out._schema, result)
     with pytest.raises(StageError) as err:
-        check_carried({"dtype": torch.float32}, aten._to_copy.out, result)
+        check_carried({"dtype": torch.float32}, aten._to_copy.out._schema, result)
     assert str(err.value) == (
-        "argument dtype=torch.float32 cannot be left to the out tensor of aten._to_copy.out: the program's tensors "
+        "argument dtype=torch.float32 cannot be left to the out tensor of aten::_to_copy.out: the program's tensors "
         "are strided, on the CPU, contiguous and unpinned (the result is torch.float16)"
     )
     with pytest.raises(StageError, match="argument layout=torch.sparse_coo cannot be left"):
-        check_carried({"layout": torch.sparse_coo}, aten._to_copy.out, result)
+        check_carried({"layout": torch.sparse_coo}, aten._to_copy.out._schema, result)
 
 
 class Like(torch.nn.Module):

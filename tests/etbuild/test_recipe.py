@@ -247,8 +247,6 @@ def test_discover_recipes_skips_bases() -> None:
 
 
 UNSUPPORTED_SETTINGS = {
-    ("quantize",): "quantize: {scheme: int8-static}\n",
-    ("backends", 0): "backends: [{name: cpu}]\n",
     ("memory", "levels", 1): "memory: {levels: [{name: sram, bytes: 1KiB}, {name: dram}]}\n",
 }
 
@@ -351,8 +349,8 @@ def test_yaml_syntax_error() -> None:
 
 
 def test_unsupported_section() -> None:
-    assert error_of(GOOD + "quantize: {scheme: int8-static}\n") == (
-        "recipes/x.yaml:5:1: quantize: not supported yet: quantize"
+    assert error_of(GOOD + "backends: [{name: xnnpack}]\n") == (
+        "recipes/x.yaml:5:12: backends[0]: not supported yet: backends"
     )
 
 
@@ -747,16 +745,36 @@ def test_quantize_calibration_data_is_relative_to_the_file_that_names_it(in_tmp:
     assert recipe.quantize.calibration.data == (in_tmp / "recipes/base/c.npz").resolve()
 
 
-@pytest.mark.usefixtures("supported")
 def test_backends_load_in_order_with_frozen_options() -> None:
-    text = GOOD + "backends:\n  - {name: xnnpack, options: {exclude: ['head*'], min_nodes: 2}}\n  - {name: cpu}\n"
+    text = GOOD + "backends:\n  - {name: xnnpack, options: {exclude: ['head*'], min_nodes: 2}}\n"
     recipe = load_recipe(write("b.yaml", text))
-    assert recipe.backends == (
-        BackendConfig("xnnpack", {"exclude": ("head*",), "min_nodes": 2}),
-        BackendConfig("cpu", {}),
-    )
+    assert recipe.backends == (BackendConfig("xnnpack", {"exclude": ("head*",), "min_nodes": 2}),)
     with pytest.raises(TypeError):
         recipe.backends[0].options["min_nodes"] = 3  # type: ignore[index]
+
+
+def test_unknown_backend_lists_the_backends() -> None:
+    assert error_of(GOOD + "backends: [{name: xnnpak}]\n") == (
+        "recipes/x.yaml:5:13: backends[0].name: expected one of the backends xnnpack; got 'xnnpak'"
+        " — did you mean 'xnnpack'?"
+    )
+
+
+def test_unknown_backend_option_names_its_near_miss() -> None:
+    assert error_of(GOOD + "backends: [{name: xnnpack, options: {min_node: 2}}]\n") == (
+        "recipes/x.yaml:5:38: backends[0].options.min_node: backend xnnpack has no option 'min_node'"
+        " — did you mean 'min_nodes'? (its options: exclude, min_nodes, decompose)"
+    )
+
+
+@pytest.mark.parametrize(("option", "expected"), [
+    ("min_nodes: 0", "an integer >= 1"), ("exclude: head", "a list of non-empty glob strings"),
+    ("decompose: 1", "true or false"),
+])
+def test_backend_option_values_are_checked(option: str, expected: str) -> None:
+    name = option.split(":")[0]
+    message = error_of(GOOD + f"backends: [{{name: xnnpack, options: {{{option}}}}}]\n")
+    assert message.startswith(f"recipes/x.yaml:5:38: backends[0].options.{name}: expected {expected} for option")
 
 
 def test_operators_allow_a_list_or_a_file_relative_to_the_file_that_names_it(in_tmp: Path) -> None:
@@ -778,9 +796,30 @@ def test_operators_allow_file_missing(in_tmp: Path) -> None:
     )
 
 
-def test_quantize_is_checked_before_it_is_refused() -> None:
+def test_int4_weights_need_the_xnnpack_backend() -> None:
     assert error_of(GOOD + "quantize: {scheme: int8-dynamic-int4-weight, group_size: 64}\n") == (
-        "recipes/x.yaml:5:1: quantize: not supported yet: quantize"
+        "recipes/x.yaml:5:12: quantize.scheme: int8-dynamic-int4-weight needs backends: [{name: xnnpack}]:"
+        " ExecuTorch runs int4 linear weights only inside the XNNPACK delegate; backends lists none"
+    )
+    override = "quantize:\n  scheme: int8-dynamic\n  modules: {'ffn.*': int8-dynamic-int4-weight}\n"
+    assert error_of(GOOD + override + "backends: [{name: cpu}]\n") == (
+        "recipes/x.yaml:7:13: quantize.modules.ffn.*: int8-dynamic-int4-weight needs backends: [{name: xnnpack}]:"
+        " ExecuTorch runs int4 linear weights only inside the XNNPACK delegate; backends lists cpu"
+    )
+
+
+def test_int4_weights_with_xnnpack_wait_for_the_backends_stage() -> None:
+    text = GOOD + "quantize: {scheme: int8-dynamic-int4-weight}\nbackends: [{name: xnnpack}]\n"
+    assert error_of(text).endswith("backends[0]: not supported yet: backends")
+
+
+def test_quantize_modules_through_extends_put_the_extending_recipes_globs_first() -> None:
+    write("base/q.yaml", "quantize:\n  scheme: int8-static\n  modules: {'a*': float, 'b*': int8-dynamic}\n")
+    text = "extends: base/q.yaml\n" + GOOD + "quantize:\n  modules: {'c*': float, 'b*': int8-weight-only}\n"
+    recipe = load_recipe(write("x.yaml", text))
+    assert recipe.quantize is not None
+    assert recipe.quantize.modules == (
+        ModuleOverride("c*", "float"), ModuleOverride("b*", "int8-weight-only"), ModuleOverride("a*", "float")
     )
 
 

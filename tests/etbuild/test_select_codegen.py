@@ -196,12 +196,12 @@ def test_unknown_kernel_and_backends_are_refused(work):
         write_runtime(["aten::nonexistent.out"], work / "none", source=SOURCE)
     assert str(err.value) == "no kernel library of etbuild has a kernel for aten::nonexistent.out"
     call = CallSite("x.pte", "forward", 0, (), "v1/")
-    delegated = build({"aten::relu.out": [call]}, ["XnnpackBackend"], ["x.pte"])
+    delegated = build({"aten::relu.out": [call]}, ["VulkanBackend", "XnnpackBackend"], ["x.pte"])
     with pytest.raises(StageError) as err:
         generate_runtime(delegated, work / "none", source=SOURCE)
     assert str(err.value) == (
-        "recipes/mlp.yaml: the programs use backends XnnpackBackend; "
-        "trimmed runtimes cannot ship backends yet (etbuild's runtime registers none)"
+        "recipes/mlp.yaml: the programs delegate to backends VulkanBackend, which etbuild's runtime does not "
+        "have (it has: XnnpackBackend)"
     )
 
 

@@ -24,9 +24,10 @@ from typing import Any
 from etbuild.backends.xnnpack.format.graph import MIRROR_TYPES, XNNGraph
 from etbuild.errors import InvalidProgram
 from etbuild.runtime.format.fbs import Schema, load_schema
-from etbuild.runtime.format.reader import Layout, decode, layout
+from etbuild.runtime.format.reader import Layout, decode, schema_layout
 from etbuild.runtime.format.writer import encode
 
+SCHEMA_FILE = "xnnpack.fbs"  # in etbuild.schema
 MAGIC = b"XH00"
 HEADER_LENGTH = 30
 HEADER_PADDED = 32
@@ -56,15 +57,15 @@ class Blob:
 @cache
 def xnnpack_schema() -> Schema:
     """`schema/xnnpack.fbs`, parsed once."""
-    from etbuild.schema import XNNPACK_FBS
+    from etbuild.schema import SCHEMA_DIR
 
-    return load_schema(XNNPACK_FBS)
+    return load_schema(SCHEMA_DIR / SCHEMA_FILE)
 
 
 @cache
 def graph_layout() -> Layout:
     """The reader's layout of the XNNPACK graph, decoding into the mirror types of graph.py."""
-    return layout(xnnpack_schema(), MIRROR_TYPES)
+    return schema_layout(SCHEMA_FILE, MIRROR_TYPES)
 
 
 def read_header(blob: Any) -> Header | None:

@@ -175,7 +175,8 @@ def test_malformed_blob_inside_a_program_names_the_delegate():
 def test_registered_backend_whose_package_is_not_shipped(monkeypatch):
     from etbuild.backends import registry
 
-    monkeypatch.setitem(registry.BACKENDS, "TrimmedBackend", "etbuild.backends.trimmed_away.runtime")
+    away = registry.Backend(id="TrimmedBackend", runtime="etbuild.backends.trimmed_away.runtime", aot="", options="")
+    monkeypatch.setitem(registry.BACKENDS, "trimmed", away)
     gb, _, _ = fc_graph()
     pte = gb.pte([float_tensor(2, 4), float_tensor(2, 3)], backend_id="TrimmedBackend")
     with pytest.raises(InvalidProgram, match="backend 'TrimmedBackend' is not shipped with this"):

@@ -164,7 +164,8 @@ def test_half_precision_values_round_at_every_node():
 
 
 def test_registry_table_and_lookup():
-    assert registry.BACKENDS == {"XnnpackBackend": "etbuild.backends.xnnpack.runtime"}
+    assert {name: b.id for name, b in registry.BACKENDS.items()} == {"xnnpack": "XnnpackBackend"}
+    assert registry.backend_ids() == ["XnnpackBackend"]
     assert registry.backend("XnnpackBackend") is BACKEND and isinstance(BACKEND, XnnpackBackend)
     assert registry.backend("VulkanBackend") is None
 

@@ -1,0 +1,39 @@
+"""Runs a program's samples in ExecuTorch's runtime: the subprocess of `etbuild.oracle.run_samples_in_executorch`.
+
+    python -m etbuild.oracle_samples PTE IN.npz OUT.npz METHOD
+
+It imports only numpy, torch and the pybindings' extension module, which
+`executorch.extension.pybindings.portable_lib` re-exports after importing all of
+`executorch.exir` (8 s of CPU here, for nothing a run needs).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+
+def run_samples(pte: str, inputs_npz: str, out_npz: str, method: str) -> None:
+    """Each sample's outputs, in order on one loaded method."""
+    from executorch.extension.pybindings import _C
+
+    data = Path(pte).read_bytes()  # ExecuTorch's program reads these bytes, not a copy: keep them alive
+    loaded = _C._load_for_executorch_from_buffer(data)
+    with np.load(inputs_npz) as npz:
+        arity = len([k for k in npz.files if k.startswith("s0_in")])
+        count = len(npz.files) // arity if arity else 0
+        samples = [[torch.from_numpy(npz[f"s{j}_in{k}"]) for k in range(arity)] for j in range(count)]
+    outputs = {}
+    for j, sample in enumerate(samples):
+        for k, out in enumerate(loaded.run_method(method, tuple(sample))):
+            outputs[f"s{j}_out{k}"] = out.numpy() if isinstance(out, torch.Tensor) else np.asarray(out)
+    np.savez(out_npz, **outputs)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 5:
+        sys.exit("usage: python -m etbuild.oracle_samples PTE IN.npz OUT.npz METHOD")
+    run_samples(*sys.argv[1:5])

@@ -1,0 +1,88 @@
+"""One method through torchao's pt2e flow, with our policy: capture → prepare → calibrate →
+convert → weight rewrites → re-export.
+
+`Plan` says what to quantize; `quantize(ep, plan, samples)` gives the converted GraphModule
+(fake-quantized: it computes what the program will), and `reexport` turns it back into an
+ExportedProgram for the lower stage. `float_reference(ep)` is the same capture with the
+conv/BatchNorm folding prepare applies and nothing quantized: the float graph the report
+compares with, node for node.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+from torch.fx import GraphModule, Node
+
+from etbuild.quantize import weights
+from etbuild.quantize.ao import convert_pt2e, prepare_pt2e
+from etbuild.quantize.modules import SchemeMap
+from etbuild.quantize.quantizer import EtbuildQuantizer
+from etbuild.quantize.schemes import FLOAT, INT4
+
+EMBEDDING_BITS = {"int8": 8, "int4": 4}
+
+
+@dataclass(frozen=True)
+class Plan:
+    """What to quantize: schemes per node, weights per channel or not, int4 group size, embedding
+    tables (None, `int8`, `int4`), and the nodes the accuracy fallback keeps float."""
+
+    schemes: SchemeMap
+    per_channel: bool = True
+    group_size: int = 32
+    embeddings: str | None = None
+    keep_float: frozenset[str] = field(default_factory=frozenset)
+
+    def quantizer(self) -> EtbuildQuantizer:
+        return EtbuildQuantizer(self.schemes, self.per_channel, self.keep_float)
+
+    def scheme_of(self, node: Node) -> str:
+        """The scheme of `node` before the quantizer's own choices (`float` when kept float)."""
+        return FLOAT if node.name in self.keep_float else self.schemes.scheme_of(node)
+
+
+def captured(ep: ExportedProgram) -> GraphModule:
+    """A fresh GraphModule of the exported method (prepare and convert edit theirs in place)."""
+    return copy.deepcopy(ep).module()
+
+
+def float_reference(ep: ExportedProgram) -> GraphModule:
+    """The captured graph with conv/BatchNorm folded and nothing quantized."""
+    return prepare_pt2e(captured(ep), EtbuildQuantizer(SchemeMap(FLOAT), per_channel=True))
+
+
+def prepared(ep: ExportedProgram, plan: Plan, samples: Sequence[tuple[Any, ...]]) -> GraphModule:
+    """The annotated, observed graph after running `samples` through it."""
+    model = prepare_pt2e(captured(ep), plan.quantizer())
+    with torch.no_grad():
+        for sample in samples:
+            model(*sample)
+    return model
+
+
+def converted(observed: GraphModule, plan: Plan) -> GraphModule:
+    """The quantized graph of an observed one, which it consumes: convert works in place, and
+    a deep copy would not do (the copy's annotations still name the original's nodes)."""
+    model = convert_pt2e(observed)
+    weights.int4_linears(model, lambda n: plan.scheme_of(n) == INT4, plan.group_size)
+    if plan.embeddings is not None:
+        bits = EMBEDDING_BITS[plan.embeddings]
+        weights.embeddings(model, bits, lambda n: plan.scheme_of(n) != FLOAT, plan.group_size)
+    weights.drop_unused_constants(model)
+    return model
+
+
+def quantize(ep: ExportedProgram, plan: Plan, samples: Sequence[tuple[Any, ...]]) -> GraphModule:
+    """The converted graph of `ep` under `plan`, calibrated on `samples`."""
+    return converted(prepared(ep, plan, samples), plan)
+
+
+def reexport(model: GraphModule, inputs: tuple[Any, ...], dynamic_shapes: Any) -> ExportedProgram:
+    """The converted graph exported again, as the lower stage reads methods."""
+    return torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes, strict=False)

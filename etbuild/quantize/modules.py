@@ -1,0 +1,84 @@
+"""Which scheme each graph node gets: the recipe's scheme, or the first `quantize.modules` glob
+that matches the node's module.
+
+A node's module is the innermost entry of its `nn_module_stack` (the path `named_modules`
+gives, `""` for the model itself). A glob (fnmatch: `*` crosses dots) matches a node when it
+matches the node's module or any module that contains it, so `head` covers `head.fc` too.
+The globs are tried in the recipe's order and the first that matches wins; `float` keeps the
+node's op float. A glob that matches no module of the graph is a RecipeError naming it.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from torch.fx import Graph, Node
+
+from etbuild.errors import did_you_mean
+from etbuild.recipe import ModuleOverride
+
+MODULE_STACK = "nn_module_stack"
+
+
+def module_path(node: Node) -> str:
+    """The path of the innermost module that ran `node` (`""`: the model itself)."""
+    stack = node.meta.get(MODULE_STACK) or {}
+    if not stack:
+        return ""
+    path, _ = list(stack.values())[-1]
+    return str(path)
+
+
+def enclosing(path: str) -> list[str]:
+    """`"a.b.c"` -> `["a.b.c", "a.b", "a"]`: the module and those that contain it (not the root)."""
+    parts = path.split(".") if path else []
+    return [".".join(parts[:i]) for i in range(len(parts), 0, -1)]
+
+
+def graph_modules(graphs: Iterable[Graph]) -> list[str]:
+    """Every module path that runs an operator in the graphs, with the modules containing them, sorted."""
+    paths: set[str] = set()
+    for graph in graphs:
+        for node in graph.nodes:
+            for path, _ in (node.meta.get(MODULE_STACK) or {}).values():
+                paths.update(enclosing(str(path)))
+    return sorted(paths)
+
+
+@dataclass(frozen=True)
+class SchemeMap:
+    """The recipe's scheme and its per-module overrides, first match wins."""
+
+    default: str
+    overrides: tuple[ModuleOverride, ...] = ()
+
+    def scheme_of(self, node: Node) -> str:
+        return self.for_path(module_path(node))
+
+    def for_path(self, path: str) -> str:
+        for override in self.overrides:
+            if any(fnmatch.fnmatchcase(p, override.module) for p in enclosing(path)):
+                return override.scheme
+        return self.default
+
+    def with_float(self, paths: Sequence[str]) -> SchemeMap:
+        """This map with `paths` (exact module paths) kept float ahead of every other override."""
+        kept = tuple(ModuleOverride(_literal(p), "float") for p in paths)
+        return SchemeMap(self.default, kept + self.overrides)
+
+
+def _literal(path: str) -> str:
+    """An fnmatch pattern that matches `path` only."""
+    return "".join(f"[{c}]" if c in "*?[" else c for c in path)
+
+
+def unmatched_glob(overrides: Sequence[ModuleOverride], modules: Sequence[str]) -> tuple[str, str] | None:
+    """The first glob that matches none of `modules` and what to say about it, or None."""
+    for override in overrides:
+        if not any(fnmatch.fnmatchcase(m, override.module) for m in modules):
+            shown = ", ".join(modules[:12]) + (", ..." if len(modules) > 12 else "")
+            hint = did_you_mean(override.module, list(modules))
+            return override.module, f"matches no module of the model{hint} (its modules: {shown})"
+    return None

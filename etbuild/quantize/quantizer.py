@@ -1,0 +1,137 @@
+"""etbuild's pt2e Quantizer: annotates a captured ATen graph with the recipe's schemes.
+
+torchao's `prepare_pt2e` reads the annotations this writes; the policy is ours. Per node, the
+scheme comes from the `SchemeMap` (the recipe's scheme or a module override); nodes named in
+`keep_float` (the accuracy fallback) stay float. What is annotated, by op:
+
+- weighted ops (`linear`, `conv1d`, `conv2d`, depthwise included) with a constant weight: the
+  weight (per channel or per tensor), the activation input (static or dynamic), and, for a
+  static scheme, the output. A ReLU or hardtanh (ReLU6) that is the op's only user and has
+  the same scheme takes the output parameters instead (the fused pattern backends run as one
+  quantized op);
+- `matmul`, `bmm`, `add`, `mul` (static schemes): every float tensor input and the output,
+  with the same fusion;
+- ops that do not change the range much (ReLU, pooling, mean, reshapes, permutes, dropout;
+  static schemes): input and output share the parameters of their input's producer, which
+  must itself be quantized.
+
+The converted graph is the standard pt2e form: `dequantize_per_channel` on int8 constant
+weights, `quantize_per_tensor` → `dequantize_per_tensor` pairs on activations (the `.tensor`
+forms after `choose_qparams` for dynamic ones), float ops in between.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.fx import GraphModule, Node
+
+from etbuild.quantize.ao import (
+    ANNOTATION,
+    QuantizationAnnotation,
+    QuantizationSpecBase,
+    Quantizer,
+    SharedQuantizationSpec,
+)
+from etbuild.quantize.modules import SchemeMap
+from etbuild.quantize.schemes import FLOAT, INT4, Specs, specs
+
+aten = torch.ops.aten
+
+WEIGHTED = frozenset({
+    aten.linear.default, aten.conv1d.default, aten.conv2d.default, aten.conv1d.padding, aten.conv2d.padding,
+})
+ACTIVATION_OPS = frozenset({aten.matmul.default, aten.bmm.default, aten.add.Tensor, aten.mul.Tensor})
+FUSED_ACTIVATIONS = frozenset({aten.relu.default, aten.relu_.default, aten.hardtanh.default, aten.hardtanh_.default})
+SHARED = frozenset({
+    aten.relu.default, aten.relu_.default, aten.hardtanh.default, aten.hardtanh_.default,
+    aten.max_pool1d.default, aten.max_pool2d.default, aten.avg_pool1d.default, aten.avg_pool2d.default,
+    aten.adaptive_avg_pool1d.default, aten.adaptive_avg_pool2d.default, aten.mean.dim,
+    aten.flatten.using_ints, aten.view.default, aten.reshape.default, aten.permute.default, aten.transpose.int,
+    aten.squeeze.dim, aten.unsqueeze.default, aten.dropout.default,
+})
+LAYER_OPS = WEIGHTED | ACTIVATION_OPS
+"""The ops whose quantization the report measures one by one ("layers")."""
+
+
+def is_annotated(node: Node) -> bool:
+    annotation = node.meta.get(ANNOTATION)
+    return annotation is not None and annotation._annotated
+
+
+def _float_tensor(arg: Any) -> bool:
+    value = arg.meta.get("val") if isinstance(arg, Node) else None
+    return isinstance(value, torch.Tensor) and value.is_floating_point()
+
+
+def _annotate(node: Node, inputs: dict[Node, QuantizationSpecBase], output: QuantizationSpecBase | None) -> None:
+    node.meta[ANNOTATION] = QuantizationAnnotation(input_qspec_map=inputs, output_qspec=output, _annotated=True)
+
+
+class EtbuildQuantizer(Quantizer):
+    """Annotates by `schemes` (per node), weights per channel or per tensor; `keep_float` names nodes left float."""
+
+    def __init__(self, schemes: SchemeMap, per_channel: bool, keep_float: frozenset[str] = frozenset()) -> None:
+        super().__init__()
+        self.schemes, self.per_channel, self.keep_float = schemes, per_channel, keep_float
+
+    def scheme_of(self, node: Node) -> str:
+        """The scheme `node` is quantized with (`float`: none)."""
+        if node.name in self.keep_float:
+            return FLOAT
+        scheme = self.schemes.scheme_of(node)
+        return FLOAT if scheme == INT4 and node.target is aten.linear.default else scheme  # int4.py rewrites it
+
+    def annotate(self, model: GraphModule) -> GraphModule:
+        for node in model.graph.nodes:
+            if node.op != "call_function" or is_annotated(node):
+                continue
+            scheme = self.scheme_of(node)
+            if scheme == FLOAT:
+                continue
+            s = specs(scheme, self.per_channel)
+            if node.target in WEIGHTED:
+                self._weighted(node, s)
+            elif node.target in ACTIVATION_OPS and s.static:
+                self._activation_op(node, s)
+            elif node.target in SHARED and s.static:
+                _shared(node)
+        return model
+
+    def validate(self, model: GraphModule) -> None:
+        """Nothing to check: every annotation is made from a supported pattern."""
+
+    def _weighted(self, node: Node, s: Specs) -> None:
+        x, weight = node.args[0], node.args[1]
+        if not (_float_tensor(x) and isinstance(weight, Node) and weight.op == "get_attr"):
+            return
+        inputs: dict[Node, QuantizationSpecBase] = {weight: s.weight}
+        if s.inputs is not None and isinstance(x, Node) and x.name not in self.keep_float:
+            inputs[x] = s.inputs
+        _annotate(node, inputs, self._output(node, s))
+
+    def _activation_op(self, node: Node, s: Specs) -> None:
+        tensors = [a for a in node.args[:2] if _float_tensor(a) and a.name not in self.keep_float]
+        if tensors and s.inputs is not None:
+            _annotate(node, dict.fromkeys(tensors, s.inputs), self._output(node, s))
+
+    def _output(self, node: Node, s: Specs) -> QuantizationSpecBase | None:
+        """The output spec of a quantized op: on the op, or on the activation fused after it."""
+        users = list(node.users)
+        if not s.static or all(u.name in self.keep_float for u in users):
+            return None
+        fused = users[0] if len(users) == 1 else None
+        if fused is not None and fused.target in FUSED_ACTIVATIONS and self.scheme_of(fused) == self.scheme_of(node):
+            _annotate(fused, {}, s.output)
+            return None
+        return s.output
+
+
+def _shared(node: Node) -> None:
+    """Input and output share the parameters of the input's producer, when that is quantized."""
+    source = node.args[0]
+    annotation = source.meta.get(ANNOTATION) if isinstance(source, Node) else None
+    if isinstance(source, Node) and annotation is not None and annotation.output_qspec is not None:
+        shared = SharedQuantizationSpec(source)
+        _annotate(node, {source: shared}, shared)

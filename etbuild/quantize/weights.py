@@ -1,0 +1,149 @@
+"""Weight quantization outside pt2e: int4 linear weights and int8/int4 embedding tables.
+
+pt2e's specs cannot say "int4 in groups along the input dimension", and embedding tables need
+no calibration, so these two rewrite the converted graph directly, in the same standard form:
+a constant int8 tensor and its scales feed a `quantized_decomposed` dequantize node, which
+feeds the float op. Weights are symmetric (zero point 0): each group's scale is the smallest
+that keeps its values within [qmin, qmax], and values are rounded by torch's own
+`quantize_per_channel_group` (half to even). The forms:
+
+- int4 linear (`int8-dynamic-int4-weight`): `choose_qparams_per_token_asymmetric` →
+  `quantize_per_token` → `dequantize_per_token` on the input (int8 per token, as XNNPACK's
+  dynamic linear takes it) and `dequantize_per_channel_group` (range [-8, 7], groups of
+  `group_size` along the input dimension, scales rounded up to bfloat16 as XNNPACK keeps them)
+  on the weight. ExecuTorch runs int4 linear weights only inside the XNNPACK delegate, which
+  fuses this pattern.
+- embeddings: `dequantize_per_channel_group` → `embedding`, int8 (range [-128, 127], one scale
+  per row) or int4 (range [-8, 7], groups of `group_size` along the row when it divides the
+  row, else one per row). Lowering fuses the pair into ExecuTorch's `embedding_byte` /
+  `embedding_4bit` (`etbuild/lowering/quantized_embeddings.py`).
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import torch
+from torch.fx import GraphModule, Node
+
+from etbuild.errors import StageError
+from etbuild.quantize.modules import MODULE_STACK, module_path
+
+aten = torch.ops.aten
+qd = torch.ops.quantized_decomposed
+
+INT4_RANGE = (-8, 7)
+INT8_RANGE = (-128, 127)
+EPS = 2**-12
+_CONSTANT_PREFIX = "_etbuild_q"
+
+
+def group_quantize(
+    weight: torch.Tensor, group_size: int, qrange: tuple[int, int], bf16_scales: bool = False
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """A 2-d float weight as int8 values in `qrange` and float32 scales of shape (rows, columns // group_size);
+    with `bf16_scales`, each scale rounded up to a bfloat16 value (see `bf16_ceil`)."""
+    qmin, qmax = qrange
+    rows, columns = weight.shape
+    groups = weight.detach().float().reshape(rows, columns // group_size, group_size)
+    scales = torch.maximum(groups.amax(-1) / qmax, groups.amin(-1) / qmin).clamp(min=EPS)
+    if bf16_scales:
+        scales = bf16_ceil(scales)
+    zeros = torch.zeros_like(scales, dtype=torch.int64)
+    q = qd.quantize_per_channel_group(weight.detach().float(), scales, zeros, qmin, qmax, torch.int8, group_size)
+    return q, scales
+
+
+def bf16_ceil(scales: torch.Tensor) -> torch.Tensor:
+    """Positive float32 scales rounded up to the nearest bfloat16 value (clearing the low 16 bits of
+    the float32 pattern, carrying into the high ones). XNNPACK keeps int4 group scales in bfloat16
+    (XNNPACK-FORMAT.md §4), so the converted model computes with the scales the delegate gets, and
+    rounding up keeps every value of a group within its range."""
+    bits = scales.contiguous().view(torch.int32).to(torch.int64)
+    return ((bits + 0xFFFF) & ~0xFFFF).to(torch.int32).view(torch.float32)
+
+
+def _constant(gm: GraphModule, tensor: torch.Tensor) -> Node:
+    """A get_attr node for a new buffer of `gm` holding `tensor`."""
+    name = f"{_CONSTANT_PREFIX}{len([b for b in gm._buffers if b.startswith(_CONSTANT_PREFIX)])}"
+    gm.register_buffer(name, tensor)
+    return gm.graph.get_attr(name)
+
+
+def _call(gm: GraphModule, op: Any, args: tuple[Any, ...], like: Node) -> Node:
+    node = gm.graph.call_function(op, args)
+    if MODULE_STACK in like.meta:
+        node.meta[MODULE_STACK] = like.meta[MODULE_STACK]
+    return node
+
+
+def _weight(gm: GraphModule, node: Node, index: int) -> torch.Tensor | None:
+    """The float 2-d constant at argument `index` of `node`, or None."""
+    arg = node.args[index]
+    if not (isinstance(arg, Node) and arg.op == "get_attr"):
+        return None
+    value = gm.get_parameter(arg.target) if arg.target in dict(gm.named_parameters()) else gm.get_buffer(arg.target)
+    return value if value.is_floating_point() and value.dim() == 2 else None
+
+
+def _dequantized(gm: GraphModule, node: Node, weight: torch.Tensor, group: int, qrange: tuple[int, int],
+                 bf16_scales: bool = False) -> Node:
+    """Nodes computing `weight` back from its int8 groups, inserted before `node`."""
+    q, scales = group_quantize(weight, group, qrange, bf16_scales)
+    with gm.graph.inserting_before(node):
+        args = (_constant(gm, q), _constant(gm, scales), None, *qrange, torch.int8, group, torch.float32)
+        return _call(gm, qd.dequantize_per_channel_group.default, args, node)
+
+
+def int4_linears(gm: GraphModule, wanted: Callable[[Node], bool], group_size: int) -> int:
+    """Rewrite each wanted linear with a constant weight to int4 weights and int8 per-token inputs; the count."""
+    count = 0
+    for node in list(gm.graph.nodes):
+        weight = _weight(gm, node, 1) if node.target is aten.linear.default and wanted(node) else None
+        if weight is None:
+            continue
+        if weight.shape[1] % group_size:
+            raise StageError(
+                f"linear {module_path(node) or node.name} has {weight.shape[1]} input features, not a multiple of "
+                f"quantize.group_size {group_size}; choose a group size that divides it"
+            )
+        x = node.args[0]
+        with gm.graph.inserting_before(node):
+            qparams = _call(gm, qd.choose_qparams_per_token_asymmetric.default, (x, torch.int8), node)
+            scale, zero = (_call(gm, operator.getitem, (qparams, i), node) for i in (0, 1))
+            per_token = (scale, zero, *INT8_RANGE, torch.int8)
+            xq = _call(gm, qd.quantize_per_token.default, (x, *per_token), node)
+            xdq = _call(gm, qd.dequantize_per_token.default, (xq, *per_token, torch.float32), node)
+        node.args = (xdq, _dequantized(gm, node, weight, group_size, INT4_RANGE, bf16_scales=True), *node.args[2:])
+        count += 1
+    return count
+
+
+def embeddings(gm: GraphModule, bits: int, wanted: Callable[[Node], bool], group_size: int) -> int:
+    """Store each wanted embedding table with a constant weight as int8 or int4; the count."""
+    qrange = INT8_RANGE if bits == 8 else INT4_RANGE
+    count = 0
+    for node in list(gm.graph.nodes):
+        weight = _weight(gm, node, 0) if node.target is aten.embedding.default and wanted(node) else None
+        if weight is None:
+            continue
+        columns = weight.shape[1]
+        if bits == 4 and columns % 2:
+            raise StageError(f"embedding {module_path(node) or node.name} has an odd row length {columns}; "
+                             "int4 tables pack two values per byte")
+        group = group_size if bits == 4 and columns % group_size == 0 else columns
+        node.args = (_dequantized(gm, node, weight, group, qrange), *node.args[1:])
+        count += 1
+    return count
+
+
+def drop_unused_constants(gm: GraphModule) -> None:
+    """Delete parameters and buffers no get_attr reads (the float weights conversion replaced)."""
+    used = {n.target for n in gm.graph.nodes if n.op == "get_attr"}
+    for name in [n for n, _ in (*gm.named_parameters(), *gm.named_buffers()) if n not in used]:
+        owner_path, _, attr = name.rpartition(".")
+        owner = gm.get_submodule(owner_path) if owner_path else gm
+        delattr(owner, attr)
+    gm.recompile()

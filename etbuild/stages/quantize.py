@@ -1,0 +1,153 @@
+"""Quantize stage: float ATen methods → quantized ATen methods, by the recipe's `quantize:` section.
+
+Takes: `export/<method>.pt2` (dialect `aten`), the recipe's `model` and `quantize` sections,
+the calibration file, and `verify.samples`/`verify.seed` (the samples the accuracy gate is
+measured on, the same ones verify uses). Gives: `quantized/<method>.pt2`, still dialect `aten`
+but with `quantized_decomposed` quantize/dequantize ops and int8 constant weights (the
+standard pt2e q/dq form, see `etbuild.quantize.quantizer`), and `quantized/layers.json`
+(schemes per module, per-layer SNR against float, outputs, weight bytes before and after,
+the layers the fallback kept float).
+
+Per method: capture, annotate with etbuild's Quantizer, calibrate, convert (torchao's pt2e),
+rewrite int4 linear weights and embedding tables, measure against the float graph on the
+verify samples, and, when the gate fails with `accuracy.fallback: auto`, keep the most
+sensitive layers float until it holds. A gate that still fails is a VerificationError naming
+the layer that loses the most; `layers.json` is written first.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.export import ExportedProgram
+
+from etbuild.errors import VerificationError
+from etbuild.fsutil import atomic_path, write_json
+from etbuild.model import dynamic_shapes, example_inputs, sample_inputs
+from etbuild.quantize import fallback, flow, report
+from etbuild.quantize.accuracy import compare
+from etbuild.quantize.calibration import calibration_inputs
+from etbuild.quantize.checks import worst_layer
+from etbuild.quantize.metrics import db, gate_holds, gate_value
+from etbuild.quantize.modules import MODULE_STACK, SchemeMap, graph_modules, unmatched_glob
+from etbuild.recipe import QuantizeConfig, Recipe
+
+METHOD_MODULE = "etbuild.stages.export.MethodModule"
+"""The wrapper export puts around a method other than forward; its model sits at `model.`."""
+
+
+def run_quantize(recipe: Recipe, exports: Mapping[str, Path], outs: Mapping[str, Path], layers_json: Path) -> None:
+    """Quantize every method, save each `.pt2` atomically, write `layers.json`."""
+    cfg = _config(recipe)
+    methods = {name: _model_relative(torch.export.load(str(path))) for name, path in exports.items()}
+    _check_globs(recipe, cfg, methods)
+    schemes = SchemeMap(cfg.scheme, cfg.modules)
+    results = {name: quantize_method(recipe, name, ep, schemes) for name, ep in methods.items()}
+    write_json(layers_json, {**_settings(cfg), "methods": {name: r.record for name, r in results.items()}})
+    failed = [(name, r) for name, r in results.items() if not r.record["gate"]["passed"]]
+    if failed:
+        raise VerificationError(_gate_message(recipe, cfg, failed, layers_json))
+    for name, out in outs.items():
+        with atomic_path(out) as tmp:
+            torch.export.save(results[name].exported, str(tmp))
+
+
+class MethodResult:
+    """One quantized method: its re-exported program and its report record."""
+
+    def __init__(self, exported: ExportedProgram | None, record: dict[str, Any]) -> None:
+        self.exported, self.record = exported, record
+
+
+def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: SchemeMap) -> MethodResult:
+    """Quantize one method and measure it on the verify samples."""
+    cfg = _config(recipe)
+    plan = flow.Plan(schemes, cfg.per_channel, cfg.group_size, cfg.embeddings)
+    inputs = fallback.Inputs(calibration_inputs(recipe, method),
+                             sample_inputs(recipe, recipe.verify.samples, recipe.verify.seed, method))
+    observed = flow.prepared(ep, plan, inputs.calibration)
+    gate = cfg.accuracy
+    spare = copy.deepcopy(observed) if gate is not None and gate.fallback == "auto" else None
+    model, kept = flow.converted(observed, plan), ()
+    reference = flow.float_reference(ep)
+    comparison = compare(reference, model, inputs.evaluation)
+    value = _gate_value(gate, comparison)
+    if spare is not None and not gate_holds(gate, value):
+        found = fallback.fall_back(ep, plan, spare, gate, inputs)
+        plan, model, kept = found.plan, found.model, found.kept
+        comparison = compare(reference, model, inputs.evaluation)
+        value = _gate_value(gate, comparison)
+    record = _record(plan, reference, model, comparison, kept)
+    record["gate"] = {"value": value if gate is None or gate.top1_agreement is not None else db(value),
+                      "passed": gate is None or gate_holds(gate, value)}
+    exported = flow.reexport(model, example_inputs(recipe, method), dynamic_shapes(recipe, method))
+    return MethodResult(exported, record)
+
+
+def _config(recipe: Recipe) -> QuantizeConfig:
+    if recipe.quantize is None:
+        raise recipe.error("quantize", "the quantize stage needs a quantize section")
+    return recipe.quantize
+
+
+def _gate_value(gate: Any, comparison: Any) -> float:
+    if gate is None:
+        return float("nan")
+    return gate_value(gate, comparison.reference, comparison.quantized)
+
+
+def _record(plan: flow.Plan, reference: Any, model: Any, comparison: Any, kept: tuple[str, ...]) -> dict[str, Any]:
+    by_name = {n.name: n for n in reference.graph.nodes}
+    return {
+        "modules": report.module_schemes(reference.graph.nodes, plan),
+        "layers": [report.layer_record(layer, plan.scheme_of(by_name[layer.node])) for layer in comparison.layers],
+        "outputs": report.output_records(comparison),
+        "kept_float": [{"node": n, "module": report.module_path(by_name[n]) or "<root>",
+                        "op": str(by_name[n].target).removeprefix("aten.")} for n in kept],
+        "weight_bytes": {"float": report.constant_bytes(reference), "quantized": report.constant_bytes(model)},
+    }
+
+
+def _settings(cfg: QuantizeConfig) -> dict[str, Any]:
+    accuracy = cfg.accuracy
+    gate = None if accuracy is None else {
+        k: v for k, v in (("min_snr_db", accuracy.min_snr_db), ("top1_agreement", accuracy.top1_agreement),
+                          ("fallback", accuracy.fallback)) if v is not None}
+    return {"scheme": cfg.scheme, "per_channel": cfg.per_channel, "group_size": cfg.group_size,
+            "embeddings": cfg.embeddings, "accuracy": gate,
+            "overrides": [{"module": o.module, "scheme": o.scheme} for o in cfg.modules]}
+
+
+def _gate_message(recipe: Recipe, cfg: QuantizeConfig, failed: list[tuple[str, MethodResult]], out: Path) -> str:
+    gate = cfg.accuracy
+    top1 = gate.top1_agreement is not None
+    want = f"top1_agreement {gate.top1_agreement}" if top1 else f"min_snr_db {gate.min_snr_db}"
+    parts = [f"method {method} reaches {result.record['gate']['value']}{worst_layer(result.record['layers'])}"
+             for method, result in failed]
+    hint = "" if gate.fallback == "auto" else "; accuracy.fallback: auto keeps the most sensitive layers float"
+    return (f"{recipe.where('quantize.accuracy')}: quantize.accuracy: {want} fails on the {recipe.verify.samples} "
+            f"verify samples against the float model: {'; '.join(parts)}{hint} (see {out})")
+
+
+def _check_globs(recipe: Recipe, cfg: QuantizeConfig, methods: Mapping[str, ExportedProgram]) -> None:
+    """Every `quantize.modules` glob matches a module of some method."""
+    found = unmatched_glob(cfg.modules, graph_modules(ep.graph for ep in methods.values()))
+    if found is not None:
+        glob, message = found
+        raise recipe.error(("quantize", "modules", glob), message)
+
+
+def _model_relative(ep: ExportedProgram) -> ExportedProgram:
+    """Module paths relative to the model: export wraps a method other than forward in a
+    MethodModule, which prefixes every path with `model.`."""
+    for node in ep.graph.nodes:
+        stack = node.meta.get(MODULE_STACK)
+        if stack and list(stack.values())[0][1] == METHOD_MODULE:
+            node.meta[MODULE_STACK] = {
+                key: (path.removeprefix("model."), kind) for key, (path, kind) in list(stack.items())[1:]
+            }
+    return ep

@@ -1,0 +1,242 @@
+"""The XNNPACK backend's AOT half: what the partition step delegates, what it leaves out and why,
+and the programs it makes, run in our runtime against eager torch."""
+
+from __future__ import annotations
+
+import io
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from etbuild.build import build
+from etbuild.lowering.partition_svg import partition_svg
+from etbuild.pipeline import compile_exported
+from etbuild.recipe import BackendConfig
+from etbuild.runtime import Program
+from etbuild.runtime.format.pte import read_program
+from etbuild.runtime.inspect import describe, format_description
+
+XNNPACK = (BackendConfig("xnnpack", {}),)
+
+
+class Block(torch.nn.Module):
+    """A pre-norm transformer block: layer norms, multi-head attention, an MLP with GELU."""
+
+    def __init__(self, dim: int = 32, heads: int = 4) -> None:
+        super().__init__()
+        self.heads = heads
+        self.norm1, self.norm2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
+        self.qkv, self.out = torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 2 * dim), torch.nn.GELU(), torch.nn.Linear(2 * dim, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        q, k, v = self.qkv(self.norm1(x)).reshape(b, t, 3, self.heads, d // self.heads).permute(2, 0, 3, 1, 4)
+        attn = torch.softmax(q @ k.transpose(-2, -1) * (d // self.heads) ** -0.5, dim=-1)
+        x = x + self.out((attn @ v).transpose(1, 2).reshape(b, t, d))
+        return x + self.mlp(self.norm2(x))
+
+
+class WithCumsum(torch.nn.Module):
+    """Linear, a cumulative sum (no XNNPACK node), then a head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.body, self.head = torch.nn.Linear(8, 16), torch.nn.Linear(16, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.cumsum(self.body(x).relu(), dim=1))
+
+
+def _compile(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], backends=XNNPACK):
+    exported = torch.export.export(module.eval(), inputs)
+    return compile_exported({"forward": exported}, backends=backends)
+
+
+def _check_against_eager(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], pte: bytes, atol: float):
+    with torch.no_grad():
+        expected = module(*inputs).numpy()
+    (actual,) = Program(pte).load_method("forward")(*[t.numpy() for t in inputs])
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=atol)
+
+
+def test_a_transformer_block_is_one_delegate_with_nothing_outside():
+    torch.manual_seed(0)
+    module, inputs = Block(), (torch.randn(2, 5, 32),)
+    compiled = _compile(module, inputs)
+    method = compiled.report.methods[0]
+    assert (len(method.partitions), method.outside, method.delegated_nodes) == (1, (), method.compute_nodes)
+    program, _ = read_program(compiled.pte)
+    plan = program.execution_plan[0]
+    assert [d.id for d in plan.delegates] == ["XnnpackBackend"] and not plan.operators
+    kinds = method.partitions[0].backend_nodes
+    assert {"ReciprocalSquareRoot", "Softmax", "BatchMatrixMultiply", "FullyConnected"} <= set(kinds)
+    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
+
+
+def test_without_decompose_layer_norm_stays_outside_and_splits_the_block():
+    torch.manual_seed(0)
+    module, inputs = Block(), (torch.randn(2, 5, 32),)
+    compiled = _compile(module, inputs, (BackendConfig("xnnpack", {"decompose": False}),))
+    method = compiled.report.methods[0]
+    reasons = {o.operator: o.reason for o in method.outside}
+    assert reasons["aten::native_layer_norm"] == "taken only decomposed (option decompose is false)"
+    assert len(method.partitions) > 1
+    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
+
+
+def test_an_operator_without_a_node_is_left_outside_with_its_reason_and_runs_on_kernels():
+    torch.manual_seed(0)
+    module, inputs = WithCumsum(), (torch.randn(3, 8),)
+    compiled = _compile(module, inputs)
+    method = compiled.report.methods[0]
+    assert [(o.operator, o.reason) for o in method.outside] == [("aten::cumsum", "XNNPACK has no node for it")]
+    assert [p.operators for p in method.partitions] == [{"aten::addmm": 1, "aten::relu": 1}, {"aten::addmm": 1}]
+    json = compiled.report.to_json()["methods"]["forward"]
+    assert json["outside"][0]["reason"] == "aten::cumsum: XNNPACK has no node for it"
+    assert json["delegates"] == 2 and json["delegated_share"] == pytest.approx(3 / 4)
+    program, _ = read_program(compiled.pte)
+    assert [op.name for op in program.execution_plan[0].operators] == ["aten::cumsum"]
+    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
+
+
+def test_options_exclude_and_min_nodes_keep_calls_outside_and_say_so():
+    torch.manual_seed(0)
+    module, inputs = WithCumsum(), (torch.randn(3, 8),)
+    compiled = _compile(module, inputs, (BackendConfig("xnnpack", {"exclude": ("head*",), "min_nodes": 2}),))
+    outside = {(o.operator, o.reason) for o in compiled.report.methods[0].outside}
+    assert ("aten::addmm", "its module matches option exclude 'head*'") in outside
+    assert [p.operators for p in compiled.report.methods[0].partitions] == [{"aten::addmm": 1, "aten::relu": 1}]
+    compiled = _compile(module, inputs, (BackendConfig("xnnpack", {"min_nodes": 3}),))
+    assert compiled.report.methods[0].partitions == ()
+    assert ("aten::relu", "its partition has 2 call(s), fewer than option min_nodes (3)") in {
+        (o.operator, o.reason) for o in compiled.report.methods[0].outside}
+    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
+
+
+def test_float64_stays_outside_with_its_dtype():
+    module, inputs = torch.nn.Linear(4, 3).double(), (torch.randn(2, 4, dtype=torch.float64),)
+    compiled = _compile(module, inputs)
+    assert {o.reason for o in compiled.report.methods[0].outside} == {"float64 not supported"}
+    assert compiled.report.methods[0].partitions == ()
+
+
+def test_partition_svg_colours_each_partition_and_inspect_lists_the_delegates(tmp_path):
+    torch.manual_seed(0)
+    compiled = _compile(WithCumsum(), (torch.randn(3, 8),))
+    svg = partition_svg(compiled.report.methods[0], "forward")
+    assert svg.startswith("<svg") and "aten::cumsum" in svg
+    pte = tmp_path / "m.pte"
+    pte.write_bytes(compiled.pte)
+    summary = describe(pte)
+    delegates = summary["methods"][0]["delegates"]
+    assert [d["backend"] for d in delegates] == ["XnnpackBackend"] * 2
+    assert all(d["blob_bytes"] > 0 and d["location"] == "segment" for d in delegates)
+    assert summary["named_data"] >= 3 and summary["named_data_bytes"] >= (8 * 16 + 16 * 4) * 4
+    text = format_description(summary)
+    assert f"delegate 1: XnnpackBackend, blob {delegates[1]['blob_bytes']:,} bytes (segment)" in text
+
+
+def test_torch_multihead_attention_runs_right_with_what_xnnpack_lacks_outside():
+    torch.manual_seed(0)
+    attn = torch.nn.MultiheadAttention(16, 2, batch_first=True).eval()
+
+    class SelfAttention(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return attn(x, x, x, need_weights=False)[0]
+
+    module, inputs = SelfAttention(), (torch.randn(2, 5, 16),)
+    compiled = _compile(module, inputs)
+    assert compiled.report.methods[0].partitions
+    assert all(o.reason for o in compiled.report.methods[0].outside)
+    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
+
+
+TINY = """\
+name: tiny
+model:
+  factory: etbuild.zoo:mlp
+  kwargs: {sizes: [12, 24, 6]}
+  inputs: [{shape: [3, 12], dtype: float32}]
+operators: {allow: ["aten::relu*"]}
+verify: {samples: 2, rtol: 1.0e-4, atol: 1.0e-5}
+"""
+
+
+def test_the_allowlist_applies_outside_delegates_and_the_op_list_records_the_backends(tmp_path):
+    recipe = tmp_path / "tiny.yaml"
+    recipe.write_text(TINY + "backends: [{name: xnnpack}]\n")
+    result = build([recipe], tmp_path / "build", stream=io.StringIO())
+    assert result.exit_code == 0, result.failed
+    select = json.loads((tmp_path / "build" / "tiny" / "select.json").read_text())
+    assert (select["backends"], select["operators"]) == (["XnnpackBackend"], {})
+    recipe.write_text(TINY)
+    result = build([recipe], tmp_path / "build", stream=io.StringIO())
+    assert "the program calls operators outside the allowlist:\n  aten::addmm.out (2 calls)" in result.failed[
+        "select:tiny"]
+
+
+@pytest.mark.parametrize("scheme", ["int8-dynamic-int4-weight", "int8-static"])
+def test_quantized_linears_delegate_as_quantized_nodes_equal_to_the_converted_model(scheme):
+    from etbuild.quantize.flow import Plan, quantize, reexport
+    from etbuild.quantize.modules import SchemeMap
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.ReLU(), torch.nn.Linear(96, 32)).eval()
+    inputs = (torch.randn(4, 64),)
+    samples = [(torch.randn(4, 64),) for _ in range(4)]
+    converted = quantize(torch.export.export(module, inputs), Plan(SchemeMap(scheme)), samples)
+    compiled = _compile_exported(reexport(converted, inputs, None))
+    method = compiled.report.methods[0]
+    assert (len(method.partitions), method.outside) == (1, ())
+    kinds = method.partitions[0].backend_nodes
+    assert kinds["FullyConnected"] == 2 and kinds["Convert"] >= 1
+    blob_types = _filter_datatypes(compiled.pte)
+    assert blob_types == ({"qbint4"} if scheme == "int8-dynamic-int4-weight" else {"qcint8"})
+    with torch.no_grad():
+        expected = converted(*samples[0]).numpy()
+    (actual,) = Program(compiled.pte).load_method("forward")(*[t.numpy() for t in samples[0]])
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=0.05 * float(np.abs(expected).max()))
+
+
+def _compile_exported(exported):
+    return compile_exported({"forward": exported}, backends=XNNPACK)
+
+
+def _filter_datatypes(pte: bytes) -> set[str]:
+    """The datatypes of the FullyConnected filters in a program's delegates."""
+    from etbuild.backends.xnnpack.format import graph as g
+    from etbuild.backends.xnnpack.format.blob import read_blob
+    from etbuild.runtime.format.pte import segment_bytes
+
+    program, header = read_program(pte)
+    names = {v: k.lower() for k, v in vars(g.XNNDatatype).items() if k.isupper()}
+    found = set()
+    for d in program.execution_plan[0].delegates:
+        graph = read_blob(segment_bytes(pte, program, header, d.processed.index)).graph
+        for n in graph.xnodes:
+            if isinstance(n.node, g.FullyConnected):
+                value = graph.xvalues[n.node.filter_id].value
+                found.add(names[getattr(value, "tensor_value", value).datatype])
+    return found
+
+
+def test_verify_says_plainly_when_it_cannot_run_a_delegated_program_in_executorch(monkeypatch):
+    from etbuild.stages import verify
+
+    monkeypatch.setattr(verify, "executorch_installed", lambda: False)
+    assert verify._in_executorch(None, None, None) == {
+        "skipped": "the executorch oracle is not installed (pip install -e '.[interop]')"}
+
+
+def test_has_delegates(tmp_path):
+    from etbuild.stages.verify import has_delegates
+
+    torch.manual_seed(0)
+    module, inputs = WithCumsum(), (torch.randn(3, 8),)
+    for backends, expected in ((XNNPACK, True), ((), False)):
+        pte = tmp_path / "m.pte"
+        pte.write_bytes(_compile(module, inputs, backends).pte)
+        assert has_delegates(pte) is expected
