@@ -39,10 +39,10 @@ from etbuild.lowering.zero_points import drop_zero_points
 LOWERING = Pipeline("lower", (
     Step("decompose", "ATen → core ATen with torch's default decomposition table",
          ATEN, CORE_ATEN, each_method(decompose)),
-    Step("move-weight-permutes", "permute(dequantize(int8 constant)) → dequantize(permute(int8 constant))",
-         CORE_ATEN, CORE_ATEN, each_method(move_weight_permutes)),
     Step("fit-operator-set", "decompose each call whose out-variant ExecuTorch's runtime lacks into calls it has",
          CORE_ATEN, CORE_ATEN, each_method(fit_operator_set)),
+    Step("move-weight-permutes", "permute(dequantize(int8 constant)) → dequantize(permute(int8 constant))",
+         CORE_ATEN, CORE_ATEN, each_method(move_weight_permutes)),
     Step("fold-constants", "compute once, at build time, every node that reads only constants",
          CORE_ATEN, CORE_ATEN, each_method(fold_constants)),
     Step("drop-assertions", "check at build time what can be, then drop, the calls that compute nothing",
