@@ -49,11 +49,11 @@ from etbuild.recipe.config import BackendConfig
 LOWERING = Pipeline("lower", (
     Step("decompose", "ATen → core ATen with torch's default decomposition table",
          ATEN, CORE_ATEN, each_method(decompose)),
-    Step("move-weight-permutes", "permute(dequantize(int8 constant)) → dequantize(permute(int8 constant))",
-         CORE_ATEN, CORE_ATEN, each_method(move_weight_permutes)),
     Step("fit-operator-set", "decompose each call whose out-variant ExecuTorch's runtime lacks (and no backend of the "
          "recipe may take) into calls it has",
          CORE_ATEN, CORE_ATEN, fit_program),
+    Step("move-weight-permutes", "permute(dequantize(int8 constant)) → dequantize(permute(int8 constant))",
+         CORE_ATEN, CORE_ATEN, each_method(move_weight_permutes)),
     Step("fold-constants", "compute once, at build time, every node that reads only constants",
          CORE_ATEN, CORE_ATEN, fold_constants),
     Step("drop-assertions", "check at build time what can be, then drop, the calls that compute nothing",

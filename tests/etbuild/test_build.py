@@ -199,7 +199,7 @@ def test_dump_after_a_step_writes_its_graph_without_staling_the_build(project):
     _build(recipe, root)
     dumped = build([recipe], root, stream=io.StringIO(), dump_after=["fold-constants"])
     assert (dumped.executed, dumped.up_to_date) == (["lower:tiny"], [s for s in STAGES if s != "lower:tiny"])
-    dump = root / "tiny" / "dump" / "03-fold-constants.py"
+    dump = root / "tiny" / "dump" / "04-fold-constants.py"
     assert [p.name for p in dump.parent.iterdir()] == [dump.name]
     text = dump.read_text()
     assert text.startswith(
@@ -218,7 +218,7 @@ def test_cli_dump_after_an_unknown_step_lists_the_steps(project, capsys):
     recipe, root = project
     assert main(["build", str(recipe), "--build-dir", str(root), "--dump-after", "all", "--dump-after", "fold"]) == 2
     assert capsys.readouterr().err == (
-        "error: unknown lower step 'fold'; the steps are: decompose, move-weight-permutes, fit-operator-set, "
+        "error: unknown lower step 'fold'; the steps are: decompose, fit-operator-set, move-weight-permutes, "
         "fold-constants, drop-assertions, fuse-batch-norm, drop-zero-points, fuse-quantized-embeddings, partition, "
         "to-program (or 'all')\n"
     )

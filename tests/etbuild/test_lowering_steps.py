@@ -38,7 +38,7 @@ def _step(name: str, run=lambda form: form, takes=CORE_ATEN, gives=CORE_ATEN) ->
 
 def test_the_lowering_reads_as_named_steps_that_chain():
     assert LOWERING.names == (
-        "decompose", "move-weight-permutes", "fit-operator-set", "fold-constants", "drop-assertions",
+        "decompose", "fit-operator-set", "move-weight-permutes", "fold-constants", "drop-assertions",
         "fuse-batch-norm", "drop-zero-points", "fuse-quantized-embeddings", "partition", "to-program",
     )
     assert all(step.doc and "\n" not in step.doc for step in LOWERING.steps)
@@ -58,7 +58,7 @@ def test_an_unknown_step_lists_the_valid_names():
         LOWERING.select(["decompose", "fold-constant"])
     assert str(err.value) == (
         "unknown lower step 'fold-constant' — did you mean 'fold-constants'?; the steps are: decompose, "
-        "move-weight-permutes, fit-operator-set, fold-constants, drop-assertions, fuse-batch-norm, drop-zero-points, "
+        "fit-operator-set, move-weight-permutes, fold-constants, drop-assertions, fuse-batch-norm, drop-zero-points, "
         "fuse-quantized-embeddings, partition, to-program (or 'all')"
     )
 
