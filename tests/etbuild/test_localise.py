@@ -48,10 +48,11 @@ class Net(torch.nn.Module):
 
 
 def _wrong(kernels: dict[str, KernelInfo], name: str, fn: Any) -> dict[str, KernelInfo]:
-    """The registry with the kernel `name` replaced by fn (same arguments, other numbers)."""
+    """The registry with the kernel `name` replaced by fn (same arguments, other numbers; no
+    load-time fast path or view, which would compute what the real kernel does)."""
     info = kernels[name]
     fn.__annotations__ = info.fn.__annotations__
-    return {**kernels, name: dataclasses.replace(info, fn=fn)}
+    return {**kernels, name: dataclasses.replace(info, fn=fn, fast=None, view=None)}
 
 
 def _scaled_relu(self: np.ndarray, out: np.ndarray) -> np.ndarray:
@@ -138,7 +139,7 @@ def test_a_failing_verify_reports_the_first_divergence(tmp_path, monkeypatch):
     wrong = _wrong(load_all(), "aten::relu.out", _scaled_relu)
     # the wrong kernel in both runtimes: the trimmed one verify runs, and the full one localisation runs
     monkeypatch.setattr("etbuild.runtime.program.load_all", lambda: wrong)
-    monkeypatch.setattr(verify, "run_trimmed_samples", _in_process)
+    monkeypatch.setattr(verify, "trimmed_runner", lambda runtime: _in_process)
     with pytest.raises(VerificationError) as err:
         verify.run_verify(recipe, a.pte, a.runtime_zip, a.verify, a.exports, a.debug_map)
     message = str(err.value)
@@ -156,18 +157,23 @@ def test_a_verify_failure_without_a_divergence_says_where_to_look(tmp_path, monk
     recipe = load_recipe(recipe_path)
     a = Artifacts.of(recipe, tmp_path / "build")
 
-    def off_by_one(runtime: Path, pte: Path, samples: list[Any], method: str) -> list[list[np.ndarray]]:
-        return [[o + 1 for o in outs] for outs in _in_process(runtime, pte, samples, method)]
+    def off_by_one(pte: Path, ins: Path, outs: Path, method: str) -> None:
+        _in_process(pte, ins, outs, method, shift=1.0)
 
-    monkeypatch.setattr(verify, "run_trimmed_samples", off_by_one)
+    monkeypatch.setattr(verify, "trimmed_runner", lambda runtime: off_by_one)
     with pytest.raises(VerificationError, match="every value matches the lowered torch graph"):
         verify.run_verify(recipe, a.pte, a.runtime_zip, a.verify, a.exports, a.debug_map)
     assert json.loads(a.verify.read_text())["first_divergence"]["forward"] == {"note": NO_DIVERGENCE}
 
 
-def _in_process(runtime: Path, pte: Path, samples: list[Any], method: str) -> list[list[np.ndarray]]:
+def _in_process(pte: Path, ins: Path, outs: Path, method: str, shift: float = 0.0) -> None:
+    """A verify runner (`s<j>_in<k>` → `s<j>_out<k>`) in this process's full runtime, outputs + shift."""
     m = Program.load(pte).load_method(method)
-    return [m(*[x.numpy() for x in s]) for s in samples]
+    with np.load(ins) as npz:
+        count = len({k.split("_")[0] for k in npz.files})
+        samples = [[npz[f"s{j}_in{k}"] for k in range(len([f for f in npz.files if f.startswith(f"s{j}_")]))]
+                   for j in range(count)]
+    np.savez(outs, **{f"s{j}_out{k}": o + shift for j, s in enumerate(samples) for k, o in enumerate(m(*s))})
 
 
 class Stateful(torch.nn.Module):
