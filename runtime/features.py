@@ -25,12 +25,13 @@ LIVE_VALUES = True  # values whose object changes while a method runs (prim-op r
 # unplanned or dynamic tensors): read live, and kept in sync in the lists that hold them
 MEMORY_LEVELS = True  # more than one planned memory buffer; caller buffers by memory level name
 MUTABLE_STATE = True  # tensors whose initial state comes from a mutable-data segment
+PRELOAD = True  # instructions that read only constants (dequantized weights), run once at load
 SCALAR_INPUTS = True  # method inputs that are Int, Double or Bool values
 VALUE_LISTS = True  # IntList, DoubleList, BoolList, TensorList and OptionalTensorList values
 
 NAMES = (
     "CONTROL_FLOW", "DELEGATES", "DIM_ORDER", "DTYPE_PROMOTION", "DYNAMIC_SHAPES", "LIVE_VALUES", "MEMORY_LEVELS",
-    "MUTABLE_STATE", "SCALAR_INPUTS", "VALUE_LISTS",
+    "MUTABLE_STATE", "PRELOAD", "SCALAR_INPUTS", "VALUE_LISTS",
 )
 
 

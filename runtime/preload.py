@@ -59,8 +59,7 @@ def preloadable(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -> l
     values = plan.values
     known = {i for i, ev in enumerate(values) if _is_constant(ev.val)}
     written = _written(plan, instructions)
-    kept = set(plan.outputs) | {j for i, ev in enumerate(values) if isinstance(ev.val, LIST_TYPES)
-                                for j in list_items(plan, i)}
+    kept: set[int] | None = None  # the values a call must not own: outputs and list items (found when needed)
     found = []
     for pc, ins in enumerate(instructions):
         call = ins.instr_args
@@ -74,7 +73,12 @@ def preloadable(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -> l
         reads = [i for i in call.args[:-1] if i != ret and 0 <= i < len(values)
                  and isinstance(values[i].val, fb.Tensor)]
         static = isinstance(result, fb.Tensor) and result.shape_dynamism == fb.TensorShapeDynamism.STATIC
-        if static and written[ret] == 1 and ret not in kept and all(i in known for i in reads):
+        if not (static and written[ret] == 1 and all(i in known for i in reads)):
+            continue
+        if kept is None:
+            kept = set(plan.outputs) | {j for i, ev in enumerate(values) if isinstance(ev.val, LIST_TYPES)
+                                        for j in list_items(plan, i)}
+        if ret not in kept:
             known.add(ret)
             found.append(pc)
     return found

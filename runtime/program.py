@@ -25,7 +25,7 @@ from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, read_program, segment_bytes
 from etbuild.runtime.inputs import input_setters
 from etbuild.runtime.preload import preload as preload_constants
-from etbuild.runtime.state import state_memory_ids
+from etbuild.runtime.state import with_state
 from etbuild.runtime.values import ConstantData, materialize, unplanned_outputs
 
 DEFAULT_BUDGET_FACTOR = 1000  # a call may run this many times its chain's instructions (loops)
@@ -74,24 +74,6 @@ class Program:
         if unknown:
             raise MethodInputError(f"no memory level {', '.join(map(repr, unknown))}; levels: {', '.join(names)}")
         return [buffers.get(n) for n in names]
-
-    def _with_state(self, plan: fb.ExecutionPlan, buffers: Sequence[Any] | None, limit: int) -> Sequence[Any] | None:
-        """The caller's buffers with this program's state arenas where the caller gave none."""
-        if self._state is None:
-            sizes = state_memory_ids(self.program)
-            if any(size < 0 for size in sizes.values()):
-                return buffers  # _arenas refuses the negative size
-            total = sum(sizes.values())
-            if total > limit:
-                raise InvalidProgram(f"its state memory, {total} bytes, exceeds max_planned_bytes ({limit})")
-            self._state = {memory_id: np.zeros(size, dtype=np.uint8) for memory_id, size in sizes.items()}
-        count = len(plan.non_const_buffer_sizes) - 1
-        if not self._state or count < 1:
-            return buffers
-        given = list(buffers) if buffers is not None else [None] * count
-        if len(given) != count:
-            return given  # _arenas names the mismatch
-        return [self._state.get(i + 1) if buf is None else buf for i, buf in enumerate(given)]
 
     @property
     def method_names(self) -> list[str]:
@@ -159,7 +141,7 @@ class Program:
         limit = default_max_planned_bytes() if max_planned_bytes is None else max_planned_bytes
         try:
             if features.MUTABLE_STATE:
-                buffers = self._with_state(plan, buffers, limit)
+                buffers = with_state(self, plan, buffers, limit)
             owned = unplanned_outputs(plan) if features.LIVE_VALUES else {}
             arenas = _arenas(plan, buffers, limit, sum(owned.values()), self.level_names.get(name))
             registry = kernels if kernels is not None else load_all()
@@ -279,7 +261,9 @@ class Method:
         instructions = plan.chains[0].instructions
         self.delegates = dict(delegates or {})  # delegate index -> its backend's handle
         binder = Binder(self.values, kernels.get, self.delegates)
-        preloaded = preload_constants(plan, instructions, self.values.objects, binder.kernel_step) if preload else []
+        preloaded = []
+        if features.PRELOAD and preload:
+            preloaded = preload_constants(plan, instructions, self.values.objects, binder.kernel_step)
         self.steps = binder.bind(instructions)
         for pc in preloaded:
             self.steps[pc] = _skip

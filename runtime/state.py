@@ -12,6 +12,12 @@ initial value of the state it names into the arena: load every method before the
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from etbuild.errors import InvalidProgram
 from etbuild.runtime.format import program as fb
 
 
@@ -34,3 +40,23 @@ def state_memory_ids(program: fb.Program) -> dict[int, int]:
         if planned:
             sizes[memory_id] = max(planned)
     return sizes
+
+
+def with_state(program: Any, plan: fb.ExecutionPlan, buffers: Sequence[Any] | None, limit: int) -> Sequence[Any] | None:
+    """The caller's buffers with the state arenas of `program` (a runtime Program, which keeps
+    them: one per Program, made at its first load) where the caller gave none."""
+    if program._state is None:
+        sizes = state_memory_ids(program.program)
+        if any(size < 0 for size in sizes.values()):
+            return buffers  # _arenas refuses the negative size
+        total = sum(sizes.values())
+        if total > limit:
+            raise InvalidProgram(f"its state memory, {total} bytes, exceeds max_planned_bytes ({limit})")
+        program._state = {memory_id: np.zeros(size, dtype=np.uint8) for memory_id, size in sizes.items()}
+    count = len(plan.non_const_buffer_sizes) - 1
+    if not program._state or count < 1:
+        return buffers
+    given = list(buffers) if buffers is not None else [None] * count
+    if len(given) != count:
+        return given  # _arenas names the mismatch
+    return [program._state.get(i + 1) if buf is None else buf for i, buf in enumerate(given)]

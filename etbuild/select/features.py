@@ -10,6 +10,7 @@ from etbuild.errors import InternalError
 from etbuild.runtime import features
 from etbuild.runtime.binding import rebound_values
 from etbuild.runtime.format import program as fb
+from etbuild.runtime.preload import preloadable
 from etbuild.runtime.values import LIST_TYPES
 
 VALUE_LIST_TYPES = (*LIST_TYPES, fb.DoubleList, fb.BoolList)
@@ -39,6 +40,7 @@ def plan_features(plan: fb.ExecutionPlan) -> set[str]:
         "LIVE_VALUES": bool(rebound_values(plan, instructions)),
         "MEMORY_LEVELS": len(plan.non_const_buffer_sizes) > 2,
         "MUTABLE_STATE": any(t.allocation_info is not None and t.data_buffer_idx > 0 for t in tensors),
+        "PRELOAD": bool(preloadable(plan, instructions)),
         "SCALAR_INPUTS": any(not isinstance(values[i], fb.Tensor) for i in plan.inputs if 0 <= i < len(values)),
         "VALUE_LISTS": any(isinstance(v, VALUE_LIST_TYPES) for v in values),
     }

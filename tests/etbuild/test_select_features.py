@@ -56,8 +56,20 @@ def test_each_feature_is_found_from_what_needs_it(name):
     assert plan_features(plan(values, instructions, inputs)) == expected
 
 
+def test_a_call_reading_only_constants_is_preloaded():
+    """A dequantize of a constant (an int8 weight) runs once at load: PRELOAD."""
+    weight = fb.EValue(fb.Tensor(scalar_type=fb.ScalarType.CHAR, sizes=[2, 3], data_buffer_idx=1))
+    values = [tensor(), weight, fb.EValue(fb.Double(0.1)), fb.EValue(fb.Int(0)), fb.EValue(fb.Int(-128)),
+              fb.EValue(fb.Int(127)), fb.EValue(fb.Int(fb.ScalarType.CHAR)), tensor()]
+    dequantize = fb.KernelCall(1, [1, 2, 3, 4, 5, 6, 7])
+    p = plan(values, [dequantize])
+    p.operators.append(fb.Operator("quantized_decomposed::dequantize_per_tensor", "out"))
+    p.outputs = [0]
+    assert plan_features(p) == {"PRELOAD", "DTYPE_PROMOTION"}  # int8 in, float out
+
+
 def test_every_runtime_feature_has_a_test():
-    assert set(CASES) - {"straight"} | {"MEMORY_LEVELS"} == set(features.NAMES)
+    assert set(CASES) - {"straight"} | {"MEMORY_LEVELS", "PRELOAD"} == set(features.NAMES)
 
 
 def test_more_than_one_memory_buffer_needs_memory_levels():
