@@ -99,7 +99,7 @@ def test_operator_executorch_lacks_fails_the_build_naming_it(tmp_path):
     assert result.exit_code != 0
     assert result.executed == ["export:bessel", "lower:bessel"]
     assert result.failed["lower:bessel"] == (
-        "lower step 'fit-operator-set' (after decompose, move-weight-permutes): operator prims.bessel_j0.default has "
+        "lower step 'fit-operator-set' (after decompose): operator prims.bessel_j0.default has "
         "no out-variant to "
         "call (ExecuTorch's runtime calls only out-variants), and neither etbuild nor torch has a decomposition of "
         "it; torch's decomposition of aten.special_bessel_j0.default, which the model calls, calls it; to build "

@@ -83,7 +83,7 @@ def test_an_error_inside_a_step_names_the_step_the_steps_before_the_method_and_t
     with pytest.raises(StageError) as err:
         lower({"forward": exported})
     assert str(err.value) == (
-        "lower step 'fit-operator-set' (after decompose, move-weight-permutes): operator "
+        "lower step 'fit-operator-set' (after decompose): operator "
         "etbuild_test.twice.default has no "
         "out-variant to call (ExecuTorch's runtime calls only out-variants), and neither etbuild nor torch has "
         "a decomposition of it; to build this model, express etbuild_test.twice.default with operators "
