@@ -26,7 +26,7 @@ def test_a_release_on_two_dask_workers_then_a_fresh_tree_from_the_bucket(dask_cl
                              cache=cache, executor=executor, stream=io.StringIO())
     finally:
         executor.close()
-    tasks = sorted(f"{s}:{p}" for s in STAGES for p in RECIPES)
+    tasks = sorted(f"{s}:{p}" for s in STAGES if s != "quantize" for p in RECIPES)  # no quantize: section
     assert sorted(first.build.rebuilt) == tasks and set(first.build.cache.values()) == {"miss"}
     again = make_release(release, dist_root=tmp_path / "dist2", build_root=tmp_path / "build2", jobs=2, cache=cache,
                          stream=io.StringIO())
