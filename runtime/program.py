@@ -137,6 +137,8 @@ class Program:
             arenas = _arenas(plan, buffers, limit, sum(owned.values()), self.level_names.get(name))
             registry = kernels if kernels is not None else load_all()
             delegates = _delegates(self, plan) if features.DELEGATES and plan.delegates else {}
+            if delegates:
+                _check_delegate_memory(delegates, limit - sum(a.nbytes for a in arenas) - sum(owned.values()))
             return Method(
                 plan, arenas, self.constant_data(), registry,
                 budget_factor=budget_factor, time_limit=time_limit, owned=owned, delegates=delegates,
@@ -168,6 +170,14 @@ def _delegates(program: Program, plan: fb.ExecutionPlan) -> dict[int, Any]:
         return processed_blob(program.data, program.program, program.header, ref, where)
 
     return init_delegates(plan, blob, program._named)
+
+
+def _check_delegate_memory(handles: Mapping[int, Any], left: int) -> None:
+    """The delegates' working memory must fit in what the plan leaves of the memory limit."""
+    held = sum(h.planned_bytes for h in handles.values())
+    if held > left:
+        raise InvalidProgram(f"its delegates hold {held} bytes of working memory, more than the {left} bytes"
+                             " that max_planned_bytes leaves beside the planned memory")
 
 
 def _level_list(names: list[str] | None, count: int) -> list[str]:

@@ -1,6 +1,6 @@
 """Load and run mutants in etbuild's runtime and tally what happens (torch-free).
 
-    python -m tests.fuzz.harness --mutator bytes --count 1000 --seed 0 A.pte B.pte … [--json]
+    python -m tests.fuzz.harness --mutator bytes --count 1000 --seed 0 [--start 0] A.pte B.pte … [--json]
 
 Mutant k of a campaign is sample `k % len(samples)` mutated with `random.Random(f"{seed}:{k}")`,
 so any mutant can be rebuilt from its seed and number (`mutant(...)`). Each mutant is loaded
@@ -36,9 +36,12 @@ from etbuild.errors import EtbuildError, KernelError
 from etbuild.runtime import Method, Program
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.tensor import SCALAR_TYPE_TO_DTYPE
+from tests.fuzz.blob_mutators import BlobByteMutator, BlobStructureMutator
 from tests.fuzz.mutators import ByteMutator, Mutator, StructureMutator
 
-MUTATORS: dict[str, Mutator] = {m.name: m for m in (ByteMutator(), StructureMutator())}
+MUTATORS: dict[str, Mutator] = {
+    m.name: m for m in (ByteMutator(), StructureMutator(), BlobByteMutator(), BlobStructureMutator())
+}
 SLOW_S = 1.0  # a call slower than this breaks the contract
 WATCHDOG_S = 10.0  # a call is interrupted after this
 MAX_PLANNED_BYTES = 256 << 20  # the caller's memory limit for every mutant
@@ -146,11 +149,13 @@ def _equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def campaign(samples: list[bytes], mutator: Mutator, count: int, seed: int, progress: Path | None = None) -> Tally:
-    """Run `count` mutants of the samples; see the module docstring. `progress` holds the number
-    of the mutant being run, for a parent process to name the one that crashed the interpreter."""
+def campaign(samples: list[bytes], mutator: Mutator, count: int, seed: int, progress: Path | None = None,
+             start: int = 0) -> Tally:
+    """Run mutants start .. start+count-1 of the samples (see the module docstring): a campaign
+    run in chunks sees the same mutants. `progress` holds the number of the mutant being run,
+    for a parent process to name the one that crashed the interpreter."""
     tally = Tally()
-    start = time.perf_counter()
+    began = time.perf_counter()
 
     def watchdog(signum: int, frame: Any) -> None:
         raise Hang()
@@ -159,7 +164,7 @@ def campaign(samples: list[bytes], mutator: Mutator, count: int, seed: int, prog
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            for k in range(count):
+            for k in range(start, start + count):
                 if progress is not None:
                     progress.write_text(str(k))
                 data = mutant(samples, mutator, seed, k)
@@ -172,7 +177,7 @@ def campaign(samples: list[bytes], mutator: Mutator, count: int, seed: int, prog
                     signal.setitimer(signal.ITIMER_REAL, 0)
     finally:
         signal.signal(signal.SIGALRM, previous)
-    tally.seconds = time.perf_counter() - start
+    tally.seconds = time.perf_counter() - began
     return tally
 
 
@@ -182,11 +187,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mutator", choices=sorted(MUTATORS), required=True)
     p.add_argument("--count", type=int, required=True)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--start", type=int, default=0, help="the first mutant's number (to run a campaign in chunks)")
     p.add_argument("--json", action="store_true", help="print the tally as JSON")
     p.add_argument("--progress", type=Path, help="a file that holds the number of the mutant being run")
     args = p.parse_args(argv)
     samples = [s.read_bytes() for s in args.samples]
-    tally = campaign(samples, MUTATORS[args.mutator], args.count, args.seed, args.progress)
+    tally = campaign(samples, MUTATORS[args.mutator], args.count, args.seed, args.progress, args.start)
     if args.json:
         print(tally.as_json())
     else:
