@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from etbuild.fsutil import write_json
 from tests.fuzz.corpus import ROOT, Corpus
 
 pytestmark = pytest.mark.fuzz
@@ -31,6 +32,7 @@ COUNTS = {
     "xnnpack": {"bytes": 2000, "structure": 400, "blob-bytes": 2000, "blob-structure": 800},
 }
 SEED = 0
+RESULTS = ROOT / "build" / "fuzz" / "results"  # each campaign's tally, for `python -m tests.fuzz.report`
 
 
 def run_campaign(corpus: Corpus, mutator: str, tmp_path: Path, count: int) -> dict:
@@ -47,6 +49,7 @@ def run_campaign(corpus: Corpus, mutator: str, tmp_path: Path, count: int) -> di
         last = progress.read_text() if progress.exists() else "?"
         pytest.fail(f"the harness died ({proc.returncode}) at mutant {last} (seed {SEED}, {mutator}):\n{proc.stderr}")
     tally = json.loads(proc.stdout.strip().splitlines()[-1])
+    write_json(RESULTS / f"{corpus.name}-{mutator}.json", {**tally, "samples": len(corpus.samples), "seed": SEED})
     print(f"\n{corpus.name}/{mutator}: {tally['mutants']} mutants in {tally['seconds']:.0f} s, "
           f"slowest call {tally['slowest_call_s']:.3f} s: {tally['outcomes']}; raw causes: {tally['raw_causes']}")
     return tally

@@ -14,6 +14,8 @@ from etbuild.backends.xnnpack.runtime import BACKEND
 from etbuild.errors import InvalidProgram
 from etbuild.runtime import Program
 from tests.backends.xnnpack.graphs import DT, GraphBuilder, fc_graph, float_tensor
+from tests.fuzz.blob_mutators import BlobByteMutator, BlobStructureMutator
+from tests.fuzz.harness import campaign
 
 
 def _init(blob: bytes, named: dict[str, bytes]) -> None:
@@ -180,3 +182,12 @@ def test_registered_backend_whose_package_is_not_shipped(monkeypatch):
     pte = gb.pte([float_tensor(2, 4), float_tensor(2, 3)], backend_id="TrimmedBackend")
     with pytest.raises(InvalidProgram, match="backend 'TrimmedBackend' is not shipped with this"):
         Program(pte).load_method()
+
+
+@pytest.mark.parametrize(("mutator", "count"), [(BlobByteMutator(), 150), (BlobStructureMutator(), 80)])
+def test_seeded_blob_mutants_raise_only_etbuild_errors(mutator, count):
+    """A small sample of the fuzz tier's blob campaigns (tests/fuzz) on a hand-built delegated program."""
+    gb, _, _ = fc_graph()
+    tally = campaign([gb.pte([float_tensor(2, 4), float_tensor(2, 3)])], mutator, count, seed=1234)
+    assert tally.breaches == []
+    assert tally.outcomes["InvalidProgram"] > count // 4  # the mutants do reach the blob checks
