@@ -10,7 +10,8 @@ Outcomes: `ok` (outputs equal the original program's on the same inputs), `ok, o
 (a mutant the format cannot tell from a valid program, such as a changed weight or scalar),
 or the name of the etbuild error raised, or a contract breach: `untyped`
 (any other exception), `memory` (a MemoryError, raw or inside a KernelError), `slow` (a call
-over `SLOW_S`), `hang` (stopped by the watchdog). A KernelError that wraps a raw Python
+over `SLOW_S` of CPU time: on a shared machine wall time counts other processes' work too),
+`hang` (stopped by the watchdog, after `WATCHDOG_S` of wall time). A KernelError that wraps a raw Python
 exception is tallied by that exception's type too (`raw_causes`): kernels fed arguments
 they do not accept. A crash of the interpreter is seen by the parent process (test_fuzz.py),
 which runs each campaign in a child.
@@ -42,7 +43,7 @@ from tests.fuzz.mutators import ByteMutator, Mutator, StructureMutator
 MUTATORS: dict[str, Mutator] = {
     m.name: m for m in (ByteMutator(), StructureMutator(), BlobByteMutator(), BlobStructureMutator())
 }
-SLOW_S = 1.0  # a call slower than this breaks the contract
+SLOW_S = 1.0  # a call taking more CPU seconds than this breaks the contract
 WATCHDOG_S = 10.0  # a call is interrupted after this
 MAX_PLANNED_BYTES = 256 << 20  # the caller's memory limit for every mutant
 MAX_INPUT_ELEMENTS = 1 << 22
@@ -100,7 +101,7 @@ Calls = dict[str, tuple[list[Any], list[Any]]]  # method -> (inputs, outputs of 
 
 
 def run(data: bytes, original: bytes, rng: random.Random) -> tuple[str, str, str | None, float]:
-    """(outcome, message, raw cause, slowest call in s) of loading and calling one program;
+    """(outcome, message, raw cause, slowest call in CPU s) of loading and calling one program;
     a program that runs is `ok` when its outputs are the original's, else `ok, other outputs`."""
     slowest, calls = 0.0, {}
     try:
@@ -109,9 +110,9 @@ def run(data: bytes, original: bytes, rng: random.Random) -> tuple[str, str, str
             method = program.load_method(name, max_planned_bytes=MAX_PLANNED_BYTES)
             args = inputs_for(method, rng)
             for _ in range(2):
-                start = time.perf_counter()
+                start = time.process_time()
                 outs = method(*args)
-                slowest = max(slowest, time.perf_counter() - start)
+                slowest = max(slowest, time.process_time() - start)
             calls[name] = (args, outs)
     except MemoryError as exc:
         return "memory", repr(exc), None, slowest
@@ -124,7 +125,7 @@ def run(data: bytes, original: bytes, rng: random.Random) -> tuple[str, str, str
     except Exception as exc:  # the contract: only etbuild errors
         return "untyped", f"{type(exc).__name__}: {exc}", None, slowest
     if slowest > SLOW_S:
-        return "slow", f"a call took {slowest:.2f} s", None, slowest
+        return "slow", f"a call took {slowest:.2f} s of CPU time", None, slowest
     return ("ok" if _same_outputs(original, calls) else "ok, other outputs"), "", None, slowest
 
 
