@@ -64,6 +64,7 @@ class Tally:
     raw_causes: Counter[str] = field(default_factory=Counter)
     breaches: list[str] = field(default_factory=list)  # "k: outcome: message" of each contract breach
     slowest_call_s: float = 0.0
+    slowest_mutant: int = -1  # the number of the mutant that made the slowest call
 
     def as_json(self) -> str:
         return json.dumps({f.name: getattr(self, f.name) for f in fields(self)})
@@ -71,7 +72,8 @@ class Tally:
     def add(self, k: int, outcome: str, detail: str, cause: str | None, slowest: float) -> None:
         self.mutants += 1
         self.outcomes[outcome] += 1
-        self.slowest_call_s = max(self.slowest_call_s, slowest)
+        if slowest > self.slowest_call_s:
+            self.slowest_call_s, self.slowest_mutant = slowest, k
         if cause:
             self.raw_causes[cause] += 1
         if outcome in BREACHES:

@@ -20,8 +20,13 @@ def row(name: str, tally: dict) -> str:
     outcomes = Counter(tally["outcomes"])
     counts = [outcomes.pop(c, 0) for c in COLUMNS]
     other = sum(outcomes.values())  # breaches, and any other etbuild error
-    cells = [name, tally["mutants"], f"{tally['seconds']:.0f} s", *counts, other, f"{tally['slowest_call_s']:.3f} s"]
+    cells = [name, tally["mutants"], f"{tally['seconds']:.0f} s", *counts, other, _slowest(tally)]
     return "| " + " | ".join(map(str, cells)) + " |"
+
+
+def _slowest(tally: dict) -> str:
+    mutant = tally.get("slowest_mutant", -1)
+    return f"{tally['slowest_call_s']:.3f} s" + (f" (#{mutant})" if mutant >= 0 else "")
 
 
 def main() -> int:

@@ -50,8 +50,9 @@ def run_campaign(corpus: Corpus, mutator: str, tmp_path: Path, count: int) -> di
         pytest.fail(f"the harness died ({proc.returncode}) at mutant {last} (seed {SEED}, {mutator}):\n{proc.stderr}")
     tally = json.loads(proc.stdout.strip().splitlines()[-1])
     write_json(RESULTS / f"{corpus.name}-{mutator}.json", {**tally, "samples": len(corpus.samples), "seed": SEED})
-    print(f"\n{corpus.name}/{mutator}: {tally['mutants']} mutants in {tally['seconds']:.0f} s, "
-          f"slowest call {tally['slowest_call_s']:.3f} s: {tally['outcomes']}; raw causes: {tally['raw_causes']}")
+    print(f"\n{corpus.name}/{mutator}: {tally['mutants']} mutants in {tally['seconds']:.0f} s, slowest call "
+          f"{tally['slowest_call_s']:.3f} s (mutant {tally['slowest_mutant']}): {tally['outcomes']}; "
+          f"raw causes: {tally['raw_causes']}")
     return tally
 
 
