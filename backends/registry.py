@@ -46,11 +46,13 @@ class DelegateHandle(Protocol):
     """An initialised delegate.
 
     arg_count: how many values its DelegateCall passes (inputs and outputs, in its order);
-    output_positions: which of them it writes.
+    output_positions: which of them it writes; planned_bytes: the working memory it holds,
+    which counts against the method's memory limit (`load_method(max_planned_bytes=...)`).
     """
 
     arg_count: int
     output_positions: tuple[int, ...]
+    planned_bytes: int
 
     def execute(self, args: Sequence[Any]) -> Sequence[np.ndarray]:
         """Read the inputs, write the outputs, and return the output arrays in output_positions

@@ -145,7 +145,8 @@ class Program:
             owned = unplanned_outputs(plan) if features.LIVE_VALUES else {}
             arenas = _arenas(plan, buffers, limit, sum(owned.values()), self.level_names.get(name))
             registry = kernels if kernels is not None else load_all()
-            delegates = _delegates(self, plan) if features.DELEGATES and plan.delegates else {}
+            left = limit - sum(plan.non_const_buffer_sizes[1:]) - sum(owned.values())
+            delegates = _delegates(self, plan, left) if features.DELEGATES and plan.delegates else {}
             return Method(
                 plan, arenas, self.constant_data(), registry, budget_factor=budget_factor,
                 time_limit=time_limit, owned=owned, delegates=delegates, preload=preload,
@@ -164,8 +165,9 @@ def default_max_planned_bytes() -> int:
         return 4 << 30
 
 
-def _delegates(program: Program, plan: fb.ExecutionPlan) -> dict[int, Any]:
-    """Each delegate of the plan initialised by its backend (see etbuild.runtime.delegates).
+def _delegates(program: Program, plan: fb.ExecutionPlan, left: int) -> dict[int, Any]:
+    """Each delegate of the plan initialised by its backend (see etbuild.runtime.delegates);
+    their working memory must fit in the `left` bytes of the memory limit.
 
     A function of its own, called only under `features.DELEGATES`, so that a trimmed runtime
     without delegates ships neither it nor the backend registry.
@@ -176,7 +178,12 @@ def _delegates(program: Program, plan: fb.ExecutionPlan) -> dict[int, Any]:
     def blob(ref: fb.BackendDelegateDataReference, where: str) -> memoryview:
         return processed_blob(program.data, program.program, program.header, ref, where)
 
-    return init_delegates(plan, blob, program._named)
+    handles = init_delegates(plan, blob, program._named)
+    held = sum(h.planned_bytes for h in handles.values())
+    if held > left:
+        raise InvalidProgram(f"its delegates hold {held} bytes of working memory, more than the {left} bytes"
+                             " that max_planned_bytes leaves beside the planned memory")
+    return handles
 
 
 def _level_list(names: list[str] | None, count: int) -> list[str]:

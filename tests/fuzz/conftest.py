@@ -5,16 +5,23 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import HAS_EXECUTORCH
-from tests.fuzz.corpus import Corpus, executorch_built, ours
+from tests.fuzz.corpus import ROOT, Corpus, executorch_built, ours, xnnpack_built
 
 
 @pytest.fixture(scope="session")
-def ours_corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
-    return ours(tmp_path_factory.mktemp("fuzz-build"))
+def ours_corpus() -> Corpus:
+    return ours(ROOT / "build" / "fuzz" / "ours")  # etbuild's own build state keeps it up to date
 
 
 @pytest.fixture(scope="session")
-def executorch_corpus(tmp_path_factory: pytest.TempPathFactory) -> Corpus:
+def executorch_corpus() -> Corpus:
     if not HAS_EXECUTORCH:
         pytest.skip("executorch (the interop oracle) is not installed")
-    return executorch_built(tmp_path_factory.mktemp("fuzz-executorch"))
+    return executorch_built()
+
+
+@pytest.fixture(scope="session")
+def xnnpack_corpus() -> Corpus:
+    if not HAS_EXECUTORCH:
+        pytest.skip("executorch (the interop oracle) is not installed")
+    return xnnpack_built()

@@ -8,18 +8,23 @@ returns a Corpus whose mutators edit the blob inside its program.
 
 from __future__ import annotations
 
+import hashlib
 import io
+from collections.abc import Callable
 from contextlib import redirect_stderr, redirect_stdout
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
 from torch._higher_order_ops.scan import scan
 
+from tests.fuzz.blob_mutators import BlobByteMutator, BlobStructureMutator
 from tests.fuzz.mutators import ByteMutator, Mutator, StructureMutator
 
 ROOT = Path(__file__).resolve().parents[2]
 PROGRAM_MUTATORS: tuple[Mutator, ...] = (ByteMutator(), StructureMutator())
+BLOB_MUTATORS: tuple[Mutator, ...] = (BlobByteMutator(), BlobStructureMutator())
 
 
 class RunningSum(torch.nn.Module):
@@ -60,20 +65,65 @@ def ours(build_root: Path) -> Corpus:
     return Corpus("ours", tuple(build_root / r.stem / f"{r.stem}.pte" for r in recipes))
 
 
-def executorch_built(out_dir: Path) -> Corpus:
-    """The zoo recipes' models built by ExecuTorch's own export → to_edge → to_executorch, and a
-    scan, which ExecuTorch lowers to a loop (a backward jump: no zoo recipe has one)."""
-    from etbuild.oracle import executorch_build
+def cached(path: Path, make: Callable[[], bytes]) -> Path | None:
+    """`path`, made by `make` (written atomically) unless an earlier session left it; None when
+    `make` fails (ExecuTorch's own limits), with the reason kept beside it as `<path>.failed`."""
+    failed = path.with_name(path.name + ".failed")
+    if not path.exists() and not failed.exists():
+        from etbuild.fsutil import write_bytes
+
+        try:
+            with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
+                write_bytes(path, make())
+        except Exception as exc:  # noqa: BLE001  (not ours to fix: recorded, and the sample left out)
+            write_bytes(failed, f"{type(exc).__name__}: {exc}\n".encode())
+    return path if path.exists() else None
+
+
+def cache_dir(kind: str) -> Path:
+    """build/fuzz/<kind>/<key>: the key changes with the recipes and the executorch oracle's version."""
+    from importlib.metadata import version
+
+    digest = hashlib.sha256(version("executorch").encode())
+    for path in zoo_recipes():
+        digest.update(path.name.encode() + path.read_bytes())
+    return ROOT / "build" / "fuzz" / kind / digest.hexdigest()[:12]
+
+
+def _edge_program(module: torch.nn.Module | Path) -> bytes:
+    """A recipe's model (by its path) or a module, through ExecuTorch's export → to_edge → to_executorch."""
+    from executorch.exir import to_edge
+
+    from etbuild.oracle import export_methods
     from etbuild.recipe import load_recipe
-    from tests.conftest import executorch_pte
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    samples = []
-    with redirect_stdout(io.StringIO()), redirect_stderr(io.StringIO()):
-        for path in zoo_recipes():
-            recipe = load_recipe(path)
-            samples.append(executorch_build(recipe, out_dir / f"{recipe.name}.pte").path)
-        samples.append(executorch_pte(RunningSum(), (torch.randn(5, 3),), out_dir / "scan.pte"))
-    return Corpus("executorch", tuple(samples))
+    if isinstance(module, Path):
+        exported = export_methods(load_recipe(module))
+    else:
+        exported = torch.export.export(module, (torch.randn(5, 3),))
+    return to_edge(exported).to_executorch().buffer
 
 
+def executorch_built() -> Corpus:
+    """The zoo recipes' models built by ExecuTorch's own export → to_edge → to_executorch, and a
+    scan, which ExecuTorch lowers to a loop (a backward jump: no zoo recipe has one).
+    Cached under build/fuzz/executorch/."""
+    out = cache_dir("executorch")
+    made = [cached(out / f"{p.stem}.pte", partial(_edge_program, p)) for p in zoo_recipes()]
+    made.append(cached(out / "scan.pte", partial(_edge_program, RunningSum())))
+    return Corpus("executorch", tuple(p for p in made if p is not None))
+
+
+def xnnpack_built() -> Corpus:
+    """The zoo recipes' models lowered by ExecuTorch to XNNPACK delegates: float, and static and
+    dynamic int8 where tests/backends/xnnpack lowers them (the quantized node kinds and quant
+    params), one recipe per distinct model. Cached under build/fuzz/xnnpack/; mutated outside
+    and inside the delegate blobs."""
+    from etbuild.recipe import load_recipe
+    from tests.backends.xnnpack.oracle import lower_recipe
+    from tests.backends.xnnpack.test_recipes import CASES
+
+    out = cache_dir("xnnpack")
+    made = [cached(out / f"{path.stem}.{quant or 'float'}.pte", lambda p=path, q=quant: lower_recipe(load_recipe(p), q))
+            for path, quant in CASES]
+    return Corpus("xnnpack", tuple(p for p in made if p is not None), PROGRAM_MUTATORS + BLOB_MUTATORS)

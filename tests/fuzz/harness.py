@@ -1,6 +1,6 @@
 """Load and run mutants in etbuild's runtime and tally what happens (torch-free).
 
-    python -m tests.fuzz.harness --mutator bytes --count 1000 --seed 0 A.pte B.pte … [--json]
+    python -m tests.fuzz.harness --mutator bytes --count 1000 --seed 0 [--start 0] A.pte B.pte … [--json]
 
 Mutant k of a campaign is sample `k % len(samples)` mutated with `random.Random(f"{seed}:{k}")`,
 so any mutant can be rebuilt from its seed and number (`mutant(...)`). Each mutant is loaded
@@ -10,7 +10,8 @@ Outcomes: `ok` (outputs equal the original program's on the same inputs), `ok, o
 (a mutant the format cannot tell from a valid program, such as a changed weight or scalar),
 or the name of the etbuild error raised, or a contract breach: `untyped`
 (any other exception), `memory` (a MemoryError, raw or inside a KernelError), `slow` (a call
-over `SLOW_S`), `hang` (stopped by the watchdog). A KernelError that wraps a raw Python
+over `SLOW_S` of CPU time: on a shared machine wall time counts other processes' work too),
+`hang` (stopped by the watchdog, after `WATCHDOG_S` of wall time). A KernelError that wraps a raw Python
 exception is tallied by that exception's type too (`raw_causes`): kernels fed arguments
 they do not accept. A crash of the interpreter is seen by the parent process (test_fuzz.py),
 which runs each campaign in a child.
@@ -36,10 +37,13 @@ from etbuild.errors import EtbuildError, KernelError
 from etbuild.runtime import Method, Program
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.tensor import SCALAR_TYPE_TO_DTYPE
+from tests.fuzz.blob_mutators import BlobByteMutator, BlobStructureMutator
 from tests.fuzz.mutators import ByteMutator, Mutator, StructureMutator
 
-MUTATORS: dict[str, Mutator] = {m.name: m for m in (ByteMutator(), StructureMutator())}
-SLOW_S = 1.0  # a call slower than this breaks the contract
+MUTATORS: dict[str, Mutator] = {
+    m.name: m for m in (ByteMutator(), StructureMutator(), BlobByteMutator(), BlobStructureMutator())
+}
+SLOW_S = 1.0  # a call taking more CPU seconds than this breaks the contract
 WATCHDOG_S = 10.0  # a call is interrupted after this
 MAX_PLANNED_BYTES = 256 << 20  # the caller's memory limit for every mutant
 MAX_INPUT_ELEMENTS = 1 << 22
@@ -60,6 +64,7 @@ class Tally:
     raw_causes: Counter[str] = field(default_factory=Counter)
     breaches: list[str] = field(default_factory=list)  # "k: outcome: message" of each contract breach
     slowest_call_s: float = 0.0
+    slowest_mutant: int = -1  # the number of the mutant that made the slowest call
 
     def as_json(self) -> str:
         return json.dumps({f.name: getattr(self, f.name) for f in fields(self)})
@@ -67,7 +72,8 @@ class Tally:
     def add(self, k: int, outcome: str, detail: str, cause: str | None, slowest: float) -> None:
         self.mutants += 1
         self.outcomes[outcome] += 1
-        self.slowest_call_s = max(self.slowest_call_s, slowest)
+        if slowest > self.slowest_call_s:
+            self.slowest_call_s, self.slowest_mutant = slowest, k
         if cause:
             self.raw_causes[cause] += 1
         if outcome in BREACHES:
@@ -97,7 +103,7 @@ Calls = dict[str, tuple[list[Any], list[Any]]]  # method -> (inputs, outputs of 
 
 
 def run(data: bytes, original: bytes, rng: random.Random) -> tuple[str, str, str | None, float]:
-    """(outcome, message, raw cause, slowest call in s) of loading and calling one program;
+    """(outcome, message, raw cause, slowest call in CPU s) of loading and calling one program;
     a program that runs is `ok` when its outputs are the original's, else `ok, other outputs`."""
     slowest, calls = 0.0, {}
     try:
@@ -106,9 +112,9 @@ def run(data: bytes, original: bytes, rng: random.Random) -> tuple[str, str, str
             method = program.load_method(name, max_planned_bytes=MAX_PLANNED_BYTES)
             args = inputs_for(method, rng)
             for _ in range(2):
-                start = time.perf_counter()
+                start = time.process_time()
                 outs = method(*args)
-                slowest = max(slowest, time.perf_counter() - start)
+                slowest = max(slowest, time.process_time() - start)
             calls[name] = (args, outs)
     except MemoryError as exc:
         return "memory", repr(exc), None, slowest
@@ -121,7 +127,7 @@ def run(data: bytes, original: bytes, rng: random.Random) -> tuple[str, str, str
     except Exception as exc:  # the contract: only etbuild errors
         return "untyped", f"{type(exc).__name__}: {exc}", None, slowest
     if slowest > SLOW_S:
-        return "slow", f"a call took {slowest:.2f} s", None, slowest
+        return "slow", f"a call took {slowest:.2f} s of CPU time", None, slowest
     return ("ok" if _same_outputs(original, calls) else "ok, other outputs"), "", None, slowest
 
 
@@ -146,11 +152,13 @@ def _equal(a: Any, b: Any) -> bool:
     return type(a) is type(b) and a == b
 
 
-def campaign(samples: list[bytes], mutator: Mutator, count: int, seed: int, progress: Path | None = None) -> Tally:
-    """Run `count` mutants of the samples; see the module docstring. `progress` holds the number
-    of the mutant being run, for a parent process to name the one that crashed the interpreter."""
+def campaign(samples: list[bytes], mutator: Mutator, count: int, seed: int, progress: Path | None = None,
+             start: int = 0) -> Tally:
+    """Run mutants start .. start+count-1 of the samples (see the module docstring): a campaign
+    run in chunks sees the same mutants. `progress` holds the number of the mutant being run,
+    for a parent process to name the one that crashed the interpreter."""
     tally = Tally()
-    start = time.perf_counter()
+    began = time.perf_counter()
 
     def watchdog(signum: int, frame: Any) -> None:
         raise Hang()
@@ -159,7 +167,7 @@ def campaign(samples: list[bytes], mutator: Mutator, count: int, seed: int, prog
     try:
         with warnings.catch_warnings(), np.errstate(all="ignore"):
             warnings.simplefilter("ignore")
-            for k in range(count):
+            for k in range(start, start + count):
                 if progress is not None:
                     progress.write_text(str(k))
                 data = mutant(samples, mutator, seed, k)
@@ -172,7 +180,7 @@ def campaign(samples: list[bytes], mutator: Mutator, count: int, seed: int, prog
                     signal.setitimer(signal.ITIMER_REAL, 0)
     finally:
         signal.signal(signal.SIGALRM, previous)
-    tally.seconds = time.perf_counter() - start
+    tally.seconds = time.perf_counter() - began
     return tally
 
 
@@ -182,11 +190,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--mutator", choices=sorted(MUTATORS), required=True)
     p.add_argument("--count", type=int, required=True)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--start", type=int, default=0, help="the first mutant's number (to run a campaign in chunks)")
     p.add_argument("--json", action="store_true", help="print the tally as JSON")
     p.add_argument("--progress", type=Path, help="a file that holds the number of the mutant being run")
     args = p.parse_args(argv)
     samples = [s.read_bytes() for s in args.samples]
-    tally = campaign(samples, MUTATORS[args.mutator], args.count, args.seed, args.progress)
+    tally = campaign(samples, MUTATORS[args.mutator], args.count, args.seed, args.progress, args.start)
     if args.json:
         print(tally.as_json())
     else:

@@ -95,15 +95,20 @@ def edited(data: bytes, edit: Callable[[fb.Program], Any]) -> bytes:
     payload = b""
     if header is not None:
         payload = data[header.segment_base_offset : header.segment_base_offset + header.segment_data_size]
-    for plan in program.execution_plan:  # the reader's memoryviews, as bytes the encoder can write
+    writable(program)
+    edit(program)
+    return assemble(program, payload)
+
+
+def writable(program: fb.Program) -> None:
+    """The reader's memoryviews in a Program, as bytes the encoder can write."""
+    for plan in program.execution_plan:
         for ev in plan.values:
             if isinstance(ev.val, fb.Tensor):
                 ev.val.dim_order = bytes(ev.val.dim_order)
         for d in plan.delegates:
             for spec in d.compile_specs:
                 spec.value = bytes(spec.value)
-    edit(program)
-    return assemble(program, payload)
 
 
 # ----------------------------------------------------------------------------- field edits

@@ -116,6 +116,18 @@ def test_default_memory_limit_is_a_quarter_of_the_machine(small_mlp_pte):
     )
 
 
+def test_a_4_gib_arena_on_a_small_machine_is_an_invalid_program(small_mlp_pte, monkeypatch):
+    """The issue's case: a 2 MB file asks for a 4 GiB arena (non_const_buffer_sizes[1] = 2^32); on a
+    machine of 8 GiB the default cap is 2 GiB, and loading is refused before allocating anything."""
+    machine = {"SC_PHYS_PAGES": 2 << 20, "SC_PAGE_SIZE": 4096}  # 8 GiB
+    monkeypatch.setattr(os, "sysconf", machine.__getitem__)
+    with pytest.raises(InvalidProgram) as err:
+        Program.from_bytes(_sized(small_mlp_pte.read_bytes(), 1 << 32)).load_method()
+    assert str(err.value) == (
+        f"<bytes>: method 'forward': its planned memory, {1 << 32} bytes, exceeds max_planned_bytes ({2 << 30})"
+    )
+
+
 def test_the_caller_sets_the_memory_limit(small_mlp_pte):
     program = Program.load(small_mlp_pte)
     needed = sum(program.plan("forward").non_const_buffer_sizes)

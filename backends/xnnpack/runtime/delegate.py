@@ -36,9 +36,7 @@ class XnnpackDelegate:
         self.output_positions = tuple(compiled.positions[v.id] for v in compiled.outputs)
         self._lives = self._lifetimes()
         shapes = self._infer([v.dims for v in compiled.inputs])
-        for v in compiled.outputs:
-            if math.prod(shapes[v.id]) != math.prod(v.dims):
-                raise InvalidProgram(f"{v.describe()}: the graph computes it as {list(shapes[v.id])}")
+        _check_sizes(compiled, shapes)
         self._plan(shapes)
         self._quiet = any(op.special for op in compiled.ops)
         self._args: list[Any] | None = None
@@ -136,6 +134,11 @@ class XnnpackDelegate:
             touch(v.id, len(g.ops))
         return {r: Interval(*s) for r, s in span.items()}
 
+    @property
+    def planned_bytes(self) -> int:
+        """The bytes of its arena (what the method's memory limit counts)."""
+        return self._arena.nbytes
+
     def _bytes(self, root: int, shapes: dict[int, Shape]) -> int:
         return math.prod(shapes[root]) * self.graph.values[root].working.itemsize
 
@@ -193,6 +196,16 @@ class XnnpackDelegate:
             names.append(op.name)
             steps.append(_with_snaps(step, [(s, arrays[o]) for s, o in zip(snaps, op.outputs) if s is not None]))
         return steps, names
+
+
+def _check_sizes(compiled: Compiled, shapes: dict[int, Shape]) -> None:
+    """At the blob's input dims, each output has as many elements as its dims say, and no computed
+    value more: node parameters that blow a value up (a huge padding) are refused before running."""
+    for v in compiled.values.values():
+        if v.constant is None and v.id in shapes:
+            n, declared = math.prod(shapes[v.id]), math.prod(v.dims)
+            if n > declared or (v.is_output and n != declared):
+                raise InvalidProgram(f"{v.describe()}: the graph computes it as {list(shapes[v.id])}")
 
 
 def _with_snaps(step: Step, snaps: list[tuple[Callable[[np.ndarray], None], np.ndarray]]) -> Step:

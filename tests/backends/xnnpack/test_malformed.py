@@ -14,6 +14,8 @@ from etbuild.backends.xnnpack.runtime import BACKEND
 from etbuild.errors import InvalidProgram
 from etbuild.runtime import Program
 from tests.backends.xnnpack.graphs import DT, GraphBuilder, fc_graph, float_tensor
+from tests.fuzz.blob_mutators import BlobByteMutator, BlobStructureMutator
+from tests.fuzz.harness import campaign
 
 
 def _init(blob: bytes, named: dict[str, bytes]) -> None:
@@ -181,3 +183,31 @@ def test_registered_backend_whose_package_is_not_shipped(monkeypatch):
     pte = gb.pte([float_tensor(2, 4), float_tensor(2, 3)], backend_id="TrimmedBackend")
     with pytest.raises(InvalidProgram, match="backend 'TrimmedBackend' is not shipped with this"):
         Program(pte).load_method()
+
+
+@pytest.mark.parametrize(("mutator", "count"), [(BlobByteMutator(), 150), (BlobStructureMutator(), 80)])
+def test_seeded_blob_mutants_raise_only_etbuild_errors(mutator, count):
+    """A small sample of the fuzz tier's blob campaigns (tests/fuzz) on a hand-built delegated program."""
+    gb, _, _ = fc_graph()
+    tally = campaign([gb.pte([float_tensor(2, 4), float_tensor(2, 3)])], mutator, count, seed=1234)
+    assert tally.breaches == []
+    assert tally.outcomes["InvalidProgram"] > count // 4  # the mutants do reach the blob checks
+
+
+def test_a_delegates_working_memory_counts_against_the_memory_limit():
+    gb = GraphBuilder()  # x → Negate → mid → Negate → out: mid lives in the delegate's arena
+    x, mid = gb.tensor((2, 3), flags=g.FLAG_EXTERNAL_INPUT), gb.tensor((2, 3))
+    out = gb.tensor((2, 3), flags=g.FLAG_EXTERNAL_OUTPUT)
+    gb.node("Negate", input_id=x, output_id=mid)
+    gb.node("Negate", input_id=mid, output_id=out)
+    program = Program.from_bytes(gb.pte([float_tensor(2, 3), float_tensor(2, 3)]))
+    planned = sum(program.plan("forward").non_const_buffer_sizes)
+    held = program.load_method().delegates[0].planned_bytes
+    assert held >= 24
+    with pytest.raises(InvalidProgram) as err:
+        program.load_method(max_planned_bytes=planned + held - 1)
+    assert str(err.value) == (
+        f"<bytes>: method 'forward': its delegates hold {held} bytes of working memory, more than the {held - 1}"
+        " bytes that max_planned_bytes leaves beside the planned memory"
+    )
+    program.load_method(max_planned_bytes=planned + held)
