@@ -32,6 +32,7 @@ class FlatBufferWriter:
     def __init__(self, schema: Schema, initial_size: int = 1 << 16) -> None:
         self.schema = schema
         self.b = flatbuffers.Builder(initial_size)
+        self._shared: dict[tuple[Any, ...], int] = {}
 
     def finish(self, obj: Any) -> bytes:
         root = self.table(obj, self.schema.root_type)
@@ -41,6 +42,14 @@ class FlatBufferWriter:
 
     def table(self, obj: Any, name: str) -> int:
         fields = self.schema.tables[name]
+        if all(f.type.kind in ("scalar", "enum") and not f.type.vector for f in fields):
+            key = (name, *(getattr(obj, f.name) for f in fields))
+            if key not in self._shared:
+                self._shared[key] = self._write_table(obj, name, fields)
+            return self._shared[key]
+        return self._write_table(obj, name, fields)
+
+    def _write_table(self, obj: Any, name: str, fields: list[Field]) -> int:
         offsets = {f.name: self._child(getattr(obj, f.name), f) for f in fields}
         self.b.StartObject(max((f.slot for f in fields), default=-1) + 1)
         for fld in fields:
@@ -55,7 +64,7 @@ class FlatBufferWriter:
         if fld.type.vector:
             return self.vector(value, fld)
         if kind == "string":
-            return self.b.CreateString(value)
+            return self._string(value)
         if kind == "table":
             return self.table(value, fld.type.name)
         if kind == "union":
@@ -87,21 +96,41 @@ class FlatBufferWriter:
         kind, name = fld.type.kind, fld.type.name
         if kind in ("scalar", "enum"):
             if name in ("ubyte", "byte") and kind == "scalar":
-                return self.bytes_vector(bytes(items), fld.force_align)
+                return self._shared_bytes(bytes(items), fld.force_align)
             return self._scalar_vector(items, name, fld.force_align)
-        offsets = [self.b.CreateString(s) if kind == "string" else self.table(s, name) for s in items]
+        offsets = [self._string(s) if kind == "string" else self.table(s, name) for s in items]
         self.b.StartVector(4, len(offsets), 4)
         for off in reversed(offsets):
             self.b.PrependUOffsetTRelative(off)
         return self.b.EndVector()
 
+    def _string(self, text: str) -> int:
+        """A string, written once however often it occurs (FlatBuffers readers follow offsets,
+        so equal strings and scalar vectors may share their bytes)."""
+        key = ("string", text)
+        if key not in self._shared:
+            self._shared[key] = self.b.CreateString(text)
+        return self._shared[key]
+
     def _scalar_vector(self, items: Any, scalar: str, align: int) -> int:
+        key = (scalar, align, tuple(items))
+        if key not in self._shared:
+            self._shared[key] = self._write_scalar_vector(items, scalar, align)
+        return self._shared[key]
+
+    def _write_scalar_vector(self, items: Any, scalar: str, align: int) -> int:
         size = SCALAR_SIZES[scalar]
         self.b.StartVector(size, len(items), max(size, align))
         prepend = getattr(self.b, _ELEM_WRITERS[scalar])
         for item in reversed(items):
             prepend(item)
         return self.b.EndVector()
+
+    def _shared_bytes(self, data: bytes, align: int) -> int:
+        key = ("bytes", align, data)
+        if key not in self._shared:
+            self._shared[key] = self.bytes_vector(data, align)
+        return self._shared[key]
 
     def bytes_vector(self, data: bytes, align: int = 0) -> int:
         """A [ubyte] vector written in one copy, aligned to `align` when it is set."""

@@ -64,6 +64,25 @@ def test_encode_decode_round_trip():
     assert back == program
 
 
+def test_equal_strings_vectors_and_scalar_tables_are_written_once():
+    program = _sample_program()
+    single = len(encode(program, load_schema()))
+    plan = program.execution_plan[0]
+    twin = dataclasses.replace(plan.values[0].val)  # same sizes, dim order and allocation
+    plan.values += [fb.EValue(twin), fb.EValue(fb.Int(-5)), fb.EValue(fb.IntList([1]))]
+    plan.operators.append(fb.Operator("aten::relu", "out"))
+    data = encode(program, load_schema())
+    # Each new entry costs its own table and offset only: the Tensor's sizes, dim order and
+    # AllocationDetails, the Int, the IntList's items and the operator's strings are shared.
+    assert len(data) - single <= 4 * 24
+    back = decode(data, layout(load_schema()))
+    values = back.execution_plan[0].values
+    assert (list(values[-3].val.sizes), bytes(values[-3].val.dim_order)) == ([2, 3], bytes([0, 1]))
+    assert values[-3].val.allocation_info == fb.AllocationDetails(1, 32, 0)
+    assert (values[-2].val, list(values[-1].val.items)) == (fb.Int(-5), [1])
+    assert back.execution_plan[0].operators[-1] == fb.Operator("aten::relu", "out")
+
+
 def test_writer_is_deterministic():
     assert write_program(_sample_program(), [b"abc"]) == write_program(_sample_program(), [b"abc"])
 
