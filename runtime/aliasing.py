@@ -62,7 +62,7 @@ def copy_step(views: list[np.ndarray], outs: list[np.ndarray]) -> Callable[[], A
     """One `np.copyto` per out from its view bound at load (what `store` does when shapes match)."""
     if any(type(o) is not np.ndarray or o.shape != v.shape for o, v in zip(outs, views)):
         return None
-    copies = [functools.partial(np.copyto, o, v, casting="unsafe") for o, v in zip(outs, views)]
+    copies = [_copy(o, v) for o, v in zip(outs, views)]
     if len(copies) == 1:
         return copies[0]
 
@@ -71,6 +71,13 @@ def copy_step(views: list[np.ndarray], outs: list[np.ndarray]) -> Callable[[], A
             copy()
 
     return copy_all
+
+
+def _copy(out: np.ndarray, view: np.ndarray) -> Callable[[], Any]:
+    """np.copyto(out, view), asking for unsafe casting only when the dtypes differ (the keyword costs)."""
+    if out.dtype == view.dtype:
+        return functools.partial(np.copyto, out, view)
+    return functools.partial(np.copyto, out, view, casting="unsafe")
 
 
 class Aliaser:

@@ -99,14 +99,13 @@ def _sigmoid_fast(x: np.ndarray, out: np.ndarray) -> Callable[[], Any] | None:
     """sigmoid_out's in-place path, its four ufunc calls bound at load."""
     if not _in_place(x, out):
         return None
-    steps = (
-        functools.partial(np.negative, x, out=out), functools.partial(np.exp, out, out=out),
-        functools.partial(np.add, out, 1, out=out), functools.partial(np.reciprocal, out, out=out),
-    )
+    negative, exp, add, reciprocal, one = np.negative, np.exp, np.add, np.reciprocal, out.dtype.type(1)
 
     def sigmoid() -> None:
-        for step in steps:
-            step()
+        negative(x, out)
+        exp(out, out)
+        add(out, one, out)
+        reciprocal(out, out)
 
     return sigmoid
 

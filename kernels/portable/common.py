@@ -190,7 +190,28 @@ def prebound(
             return None
     except ValueError:
         return None
-    return functools.partial(fn, *operands, out=out, casting="unsafe")
+    if not isinstance(fn, np.ufunc):  # a function shaped like one (rsqrt, erf): keyword arguments
+        return functools.partial(fn, *operands, out=out, casting="unsafe")
+    if fn in _EXACT_UFUNCS:
+        operands = tuple(as_out_shape(x, out.shape) for x in operands)  # type: ignore[arg-type]
+    return functools.partial(fn, *operands, out)  # every operand has out's dtype: no casting to ask for
+
+
+# Correctly rounded element by element: the result does not depend on the loop numpy picks, so an
+# operand may be reshaped to out's shape (a broadcast over unit dims costs numpy more than the op).
+_EXACT_UFUNCS = frozenset({
+    np.add, np.subtract, np.multiply, np.true_divide, np.maximum, np.minimum, np.fmax, np.fmin,
+    np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
+    np.logical_and, np.logical_or, np.logical_xor, np.bitwise_and, np.bitwise_or, np.bitwise_xor,
+})
+
+
+def as_out_shape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """x as a view of out's shape when broadcasting it only adds or drops unit dims; else x."""
+    if x.shape == shape or x.size != math.prod(shape):
+        return x
+    view = x.reshape(shape)
+    return view if np.may_share_memory(view, x) else x  # a reshape that had to copy would go stale
 
 
 def broadcast_shape(*operands: Operand) -> tuple[int, ...]:

@@ -59,7 +59,7 @@ def _scalar_bound(fn: Ufunc, a: Operand, b: Operand, out: np.ndarray, to_float: 
     ct = opmath(float_dtype(dtype) if to_float else dtype)
     if not a.dtype == ct == out.dtype or a.shape != out.shape:
         return None
-    return functools.partial(fn, a, cast(b, ct), out=out, casting="unsafe")
+    return functools.partial(fn, a, cast(b, ct), out)  # a, b and out all have ct: nothing to cast
 
 
 def _rsqrt(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:

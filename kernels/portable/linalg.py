@@ -11,7 +11,17 @@ from typing import Any
 
 import numpy as np
 
-from etbuild.kernels.portable.common import NATIVE, cast, opmath, promoted, quiet, result_dtype, store, vector_norm
+from etbuild.kernels.portable.common import (
+    NATIVE,
+    as_out_shape,
+    cast,
+    opmath,
+    promoted,
+    quiet,
+    result_dtype,
+    store,
+    vector_norm,
+)
 from etbuild.kernels.registry import FLOAT_DTYPES, kernel
 from etbuild.runtime.tensor import resize
 
@@ -70,7 +80,7 @@ def _matmul_fast(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], 
     """`_matmul`'s one np.matmul call, bound at load (out already has the product's shape)."""
     if not _same_native(out, a, b) or out.shape != _product_shape(a.shape, b.shape):
         return None
-    return functools.partial(np.matmul, a, b, out=out)
+    return functools.partial(np.matmul, a, b, out)
 
 
 def _scaled_add_fast(
@@ -84,11 +94,12 @@ def _scaled_add_fast(
         return product
     if np.may_share_memory(out, bias):
         return None
-    add_bias = functools.partial(np.add, out, bias, out=out)
+    matmul, add = np.matmul, np.add
+    bias = as_out_shape(bias, out.shape)  # broadcasting over unit dims costs more than the add
 
     def scaled_add() -> None:
-        product()
-        add_bias()
+        matmul(a, b, out)
+        add(out, bias, out)
 
     return scaled_add
 

@@ -6,8 +6,10 @@ several dtypes (cat, stack) are promoted like torch does before the cast into ou
 
 from __future__ import annotations
 
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -224,7 +226,21 @@ def _cat_inputs(tensors: list[np.ndarray]) -> list[np.ndarray]:
     return kept or tensors[:1]
 
 
-@kernel("aten::cat.out", dtypes=ALL_DTYPES)
+def _cat_fast(tensors: list[np.ndarray], dim: int, out: np.ndarray) -> Callable[[], Any] | None:
+    """cat_out's one np.concatenate, bound at load when every part already has out's dtype and shape fits."""
+    parts = _cat_inputs(tensors)
+    if type(out) is not np.ndarray or out.ndim == 0 or any(t.dtype != out.dtype or t.ndim != out.ndim for t in parts):
+        return None
+    axis = wrap_dim(dim, out.ndim)
+    rest = out.shape[:axis] + out.shape[axis + 1:]
+    if any(t.shape[:axis] + t.shape[axis + 1:] != rest for t in parts):
+        return None
+    if sum(t.shape[axis] for t in parts) != out.shape[axis]:
+        return None
+    return functools.partial(np.concatenate, parts, axis, out)
+
+
+@kernel("aten::cat.out", dtypes=ALL_DTYPES, fast=_cat_fast)
 def cat_out(tensors: list[np.ndarray], dim: int, out: np.ndarray) -> np.ndarray:
     parts = _cat_inputs(tensors)
     axis = wrap_dim(dim, parts[0].ndim)

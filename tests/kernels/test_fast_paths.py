@@ -71,3 +71,33 @@ def test_the_common_kernels_have_fast_paths() -> None:
     for name in ("aten::view_copy.out", "aten::slice_copy.Tensor_out", "aten::split_with_sizes_copy.out",
                  "aten::squeeze_copy.dims_out", "aten::unsqueeze_copy.out", "aten::permute_copy.out"):
         assert REGISTRY[name].view is not None, name
+
+
+@pytest.mark.parametrize("name", ["aten::add.out", "aten::mul.out", "aten::sub.out", "aten::div.out"])
+def test_a_broadcast_over_unit_dims_is_bound_as_a_view_of_out_s_shape(name: str) -> None:
+    """(1, 64) with (1, 1, 64): the fast step gets the operand reshaped (no broadcast per call),
+    still reads the operand's memory (a later write to it is seen) and gives the kernel's bytes."""
+    info = REGISTRY[name]
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((1, 1, 64)).astype(np.float32)
+    b = rng.standard_normal((1, 64)).astype(np.float32) + 2
+    out, want = np.empty((1, 1, 64), np.float32), np.empty((1, 1, 64), np.float32)
+    extra = (1,) if name in ("aten::add.out", "aten::sub.out") else ()
+    step = info.fast(a, b, *extra, out)
+    assert step is not None
+    assert all(x.shape == out.shape for x in step.args[:2] if isinstance(x, np.ndarray))
+    b[...] = rng.standard_normal((1, 64)).astype(np.float32) + 2  # written after load, as a planned value is
+    step()
+    info.fn(a, b, *extra, want)
+    assert out.tobytes() == want.tobytes()
+
+
+def test_cat_binds_one_concatenate_of_its_parts() -> None:
+    parts = [np.full((1, 1, 4), float(i), np.float32) for i in range(50)]
+    out = np.empty((50, 1, 4), np.float32)
+    step = REGISTRY["aten::cat.out"].fast(parts, 0, out)
+    assert step is not None
+    parts[7][...] = -1.0  # the parts are read at call time
+    step()
+    assert out[7].tolist() == [[-1.0] * 4] and out[49].tolist() == [[49.0] * 4]
+    assert REGISTRY["aten::cat.out"].fast([p.astype(np.float64) for p in parts], 0, out) is None  # a cast: the kernel
