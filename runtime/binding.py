@@ -275,8 +275,8 @@ def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str) -> Step:
               if args[p] in binder.rebound]
     objs = binder.values.objects
     if not features.LIVE_VALUES or binder.rebound.isdisjoint(args):
-        fixed = [objs[i] for i in args]
-        return lambda: handle.execute(fixed)
+        fixed = tuple(objs[i] for i in args)  # a tuple: the handle may skip re-checking the same arrays
+        return functools.partial(handle.execute, fixed)
 
     def execute() -> None:
         results = handle.execute([objs[i] for i in args])

@@ -99,7 +99,9 @@ def _sigmoid_fast(x: np.ndarray, out: np.ndarray) -> Callable[[], Any] | None:
     """sigmoid_out's in-place path, its four ufunc calls bound at load."""
     if not _in_place(x, out):
         return None
-    negative, exp, add, reciprocal, one = np.negative, np.exp, np.add, np.reciprocal, out.dtype.type(1)
+    negative, exp, add, reciprocal = np.negative, np.exp, np.add, np.reciprocal
+    # A scalar operand costs a small array's ufunc call more than its work: ones of out's shape instead.
+    one = np.ones(out.shape, out.dtype) if out.size <= 16384 else out.dtype.type(1)
 
     def sigmoid() -> None:
         negative(x, out)

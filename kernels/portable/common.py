@@ -356,25 +356,18 @@ _ERFC_CHEB = (
     -2.7875339420935672015e-17,
     4.2700374071887697179e-18,
 )
-# float32: erf(x) ≈ x·P(x²)/Q(x²) for |x| <= 4 (erf rounds to ±1 beyond): a near-minimax fit of
-# relative error 2.5e-9 (least squares with Lawson reweighting against 40-digit erf at 9000
-# points); evaluated in float32 it is within 4e-7 of erf (6 float32 ulp below 1).
-_ERF32_P = (
-    1.1283791692426073,
-    0.18512037614249335,
-    0.054351089706703964,
-    0.0038522618454672948,
-    0.00038152129869464227,
-    4.73672036469524e-06,
-    -1.3460438454733147e-08,
-)
-_ERF32_Q = (
-    1.0,
-    0.49739208360934134,
-    0.11396418515473916,
-    0.015473817415860498,
-    0.0013107129450438191,
-    6.360712366146334e-05,
+# float32: erf(x) ≈ tanh(x·P(x²)) for |x| <= 4 (erf rounds to 1 beyond): P is fitted to atanh(erf)
+# by least squares with Lawson reweighting toward the minimax relative error of tanh(x·P(x²))
+# against 40-digit erf at 40,001 points (9.5e-8). 16 passes over the array (the rational fit it
+# replaces took 26); evaluated in float32, within 2.5e-7 relative and 1.7e-7 absolute of erf.
+_ERF32_TANH = (
+    1.1283792743413015,
+    0.10276905483847452,
+    -0.00019182704965068755,
+    -0.0006197894548191245,
+    8.763982097679111e-05,
+    -5.66901992221253e-06,
+    1.4189323999449533e-07,
 )
 
 
@@ -422,20 +415,19 @@ def _erf64(x: np.ndarray) -> np.ndarray:
 
 
 def _erf32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """erf in float32 by one rational approximation on the clamped input (out may be x)."""
-    u = np.clip(x, -4.0, 4.0, out=out)
-    z = np.square(u)
-    p = horner(z, _ERF32_P)
+    """erf in float32 as tanh(x·P(x²)) on the clamped input (out may be x)."""
+    u = np.clip(x, -4.2, 4.2, out=out)  # P still rises past 4, to where float32 tanh gives exactly 1
+    p = horner(np.square(u), _ERF32_TANH)
     p *= u
-    return np.divide(p, horner(z, _ERF32_Q), out=u)
+    return np.tanh(p, out=u)
 
 
 @quiet
 def erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """The error function (numpy has none): float16/float32 in float32, else in float64.
 
-    float64 is within a few ulp of the exact erf; float32 within 4e-7 (torch's vectorized
-    float32 erf is within 1.5e-7). A float32 `out` (which may be x) is computed in place.
+    float64 is within a few ulp of the exact erf; float32 within 2.5e-7 relative (torch's
+    vectorized float32 erf is within 1.5e-7 absolute). A float32 `out` (which may be x) is computed in place.
     """
     x = np.asarray(x)
     v = np.atleast_1d(x)  # 0-d arrays would compute in numpy scalars

@@ -1,7 +1,8 @@
 """The handle of one initialised XNNPACK delegate: bind once, then run a flat list of steps.
 
 `execute(args)` takes the DelegateCall's arrays (argument k is the value with external id k).
-The first call, and any call whose arrays are not the very objects of the previous one,
+The first call, and any call whose arrays are not the very objects of the previous one
+(checked one by one, or at once when the call passes the very tuple of the previous call),
 prepares: it infers every value's shape from the input shapes (the caller may pass inputs
 smaller than the blob's bound: the shapes propagate as in XNNPACK's reshape), resizes the
 outputs, lays the values out in the arena (re-planning it only when a shape outgrows its
@@ -40,6 +41,7 @@ class XnnpackDelegate:
         self._plan(shapes)
         self._quiet = any(op.special for op in compiled.ops)
         self._args: list[Any] | None = None
+        self._frozen: tuple[Any, ...] | None = None
         self.steps: list[Step] = []  # the bound steps, and what each does (profilers time them one by one)
         self.step_names: list[str] = []
         self._results: list[np.ndarray] = []
@@ -48,8 +50,10 @@ class XnnpackDelegate:
 
     def execute(self, args: Sequence[Any]) -> list[np.ndarray]:
         """Run the graph on the call's arrays (inputs read, outputs written); returns the output arrays."""
-        if self._args is None or len(args) != len(self._args) or any(a is not b for a, b in zip(args, self._args)):
-            self._prepare(list(args))
+        if args is not self._frozen:  # the very tuple of the last call holds the very same arrays
+            if self._args is None or len(args) != len(self._args) or any(a is not b for a, b in zip(args, self._args)):
+                self._prepare(list(args))
+            self._frozen = args if type(args) is tuple else None
         if self._quiet:
             with np.errstate(all="ignore"):
                 for step in self.steps:

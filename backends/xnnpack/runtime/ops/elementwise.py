@@ -16,37 +16,41 @@ import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, broadcast, builds
-from etbuild.kernels.portable.common import erf
+from etbuild.kernels.portable.common import as_out_shape, erf
 
 UnaryFn = Callable[[np.ndarray, np.ndarray], None]
 F = np.float32
 
 
+# Outputs are passed positionally: a ufunc's `out=` keyword costs more than its work on small arrays.
+HALF = F(0.5)
+
+
 def _sigmoid(x: np.ndarray, o: np.ndarray) -> None:
-    np.multiply(x, F(0.5), out=o)  # σ(x) = (1 + tanh(x/2))/2: no overflow for large |x|
-    np.tanh(o, out=o)
-    np.multiply(o, F(0.5), out=o)
-    np.add(o, F(0.5), out=o)
+    np.multiply(x, HALF, o)  # σ(x) = (1 + tanh(x/2))/2: no overflow for large |x|
+    np.tanh(o, o)
+    np.multiply(o, HALF, o)
+    np.add(o, HALF, o)
 
 
 def _gelu(x: np.ndarray, o: np.ndarray) -> None:
-    np.multiply(x, F(math.sqrt(0.5)), out=o)
+    np.multiply(x, F(math.sqrt(0.5)), o)
     erf(o, out=o)
-    np.add(o, F(1), out=o)
-    np.multiply(o, x, out=o)
-    np.multiply(o, F(0.5), out=o)
+    np.add(o, F(1), o)
+    np.multiply(o, x, o)
+    np.multiply(o, HALF, o)
 
 
 def _hardswish(x: np.ndarray, o: np.ndarray) -> None:
-    np.add(x, F(3), out=o)
+    np.add(x, F(3), o)
     np.clip(o, F(0), F(6), out=o)
-    np.multiply(o, x, out=o)
-    np.multiply(o, F(1 / 6), out=o)
+    np.multiply(o, x, o)
+    np.multiply(o, F(1 / 6), o)
 
 
 def _rsqrt(x: np.ndarray, o: np.ndarray) -> None:
-    np.sqrt(x, out=o)
-    np.divide(F(1), o, out=o)
+    np.sqrt(x, o)
+    np.divide(F(1), o, o)
 
 
 def _copy(x: np.ndarray, o: np.ndarray) -> None:
@@ -93,7 +97,23 @@ class Unary(Op):
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
         if isinstance(self.fn, np.ufunc) or self.fn is _copy:
             return functools.partial(self.fn, ins[0], outs[0])
+        if self.fn is _sigmoid and outs[0].size <= BLOCK:
+            return _small_sigmoid(ins[0], outs[0])
         return blocks(self.fn, ins[0], outs[0])  # several passes: block by block
+
+
+def _small_sigmoid(x: np.ndarray, o: np.ndarray) -> Step:
+    """_sigmoid on a small array: its constant as an array of o's shape (a scalar operand costs a
+    ufunc call more than its work here), the same numbers."""
+    half, multiply, tanh, add = np.full(o.shape, HALF), np.multiply, np.tanh, np.add
+
+    def sigmoid() -> None:
+        multiply(x, half, o)
+        tanh(o, o)
+        multiply(o, half, o)
+        add(o, half, o)
+
+    return sigmoid
 
 
 class Move(Unary):
@@ -164,7 +184,8 @@ class Binary(Op):
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
         if self.fn is _prelu:
             return functools.partial(_prelu, ins[0], ins[1], outs[0])
-        return functools.partial(self.fn, ins[0], ins[1], out=outs[0])
+        a, b, o = ins[0], ins[1], outs[0]  # unit-dim broadcasts bound as views of out's shape
+        return functools.partial(self.fn, as_out_shape(a, o.shape), as_out_shape(b, o.shape), o)
 
 
 @builds(*BINARY)

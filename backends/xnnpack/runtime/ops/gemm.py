@@ -17,6 +17,7 @@ import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, broadcast, builds, fail, flat2d
+from etbuild.kernels.portable.common import as_out_shape
 
 TRANSPOSE_WEIGHTS = 1
 RESHAPE_2D = 4
@@ -57,11 +58,12 @@ class FullyConnected(Op):
         w = self.packed if not self.live_filter else _filter_view(live.pop(0), self.transposed)
         bias = self.bias if not self.live_bias else live.pop(0)
         if bias is None:
-            return functools.partial(np.matmul, x, w, out=o)
+            return functools.partial(np.matmul, x, w, o)
+        matmul, add, bias = np.matmul, np.add, as_out_shape(bias, o.shape)
 
         def fc() -> None:
-            np.matmul(x, w, out=o)
-            np.add(o, bias, out=o)
+            matmul(x, w, o)
+            add(o, bias, o)
 
         return fc
 
@@ -97,4 +99,4 @@ class BatchMatrixMultiply(Op):
         a, b, o = ins[0], ins[1], outs[0]
         if self.transpose_b:
             b = np.swapaxes(b, -1, -2)
-        return functools.partial(np.matmul, a, b, out=o)
+        return functools.partial(np.matmul, a, b, o)
