@@ -7,10 +7,14 @@ batch norm also updates the running statistics in place (the variance unbiased).
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 
 from etbuild.errors import KernelError
-from etbuild.kernels.portable.common import cast, opmath, quiet, store
+from etbuild.kernels.portable.common import NATIVE, cast, opmath, quiet, store
 from etbuild.kernels.registry import FLOAT_DTYPES, PositiveInt, kernel
 from etbuild.runtime.tensor import resize
 
@@ -45,7 +49,48 @@ def _finish(y: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out if y is out else store(out, y)
 
 
-@kernel("aten::native_layer_norm.out", dtypes=FLOAT_DTYPES)
+def _layer_norm_fast(
+    x: np.ndarray, normalized_shape: list[int], weight: np.ndarray | None, bias: np.ndarray | None, eps: float,
+    out: np.ndarray, mean_out: np.ndarray, rstd_out: np.ndarray,
+) -> Callable[[], Any] | None:
+    """native_layer_norm_out's numpy calls bound at load, for contiguous float32/float64 tensors of one dtype whose
+    outs already have their shapes: mean and rstd computed in their outs, the square in a buffer of its own
+    (np.mean is np.add.reduce then a division by the count: the same calls, so the same bits)."""
+    k, ct = len(normalized_shape), x.dtype
+    if ct not in NATIVE or k == 0 or k > x.ndim or list(x.shape[x.ndim - k :]) != list(normalized_shape):
+        return None
+    stats = x.shape[: x.ndim - k] + (1,) * k
+    arrays = [out, mean_out, rstd_out, *(a for a in (weight, bias) if a is not None)]
+    if any(type(a) is not np.ndarray or a.dtype != ct or not a.flags.c_contiguous for a in (x, *arrays)):
+        return None  # (a reduction's summation order follows the memory layout)
+    if out.shape != x.shape or mean_out.shape != stats or rstd_out.shape != stats or np.may_share_memory(x, out):
+        return None
+    axes, count, square = tuple(range(x.ndim - k, x.ndim)), math.prod(normalized_shape), np.empty(x.shape, ct)
+    eps_c = cast(eps, ct)
+    w = None if weight is None else weight.reshape(normalized_shape)
+    b = None if bias is None else bias.reshape(normalized_shape)
+    reduce, divide, subtract, mul = np.add.reduce, np.true_divide, np.subtract, np.multiply
+
+    def layer_norm() -> None:
+        reduce(x, axes, ct, mean_out, True)
+        divide(mean_out, count, mean_out)
+        subtract(x, mean_out, out)
+        np.square(out, square)
+        reduce(square, axes, None, rstd_out, True)
+        divide(rstd_out, count, rstd_out)
+        np.add(rstd_out, eps_c, rstd_out)
+        np.sqrt(rstd_out, rstd_out)
+        np.reciprocal(rstd_out, rstd_out)
+        mul(out, rstd_out, out)
+        if w is not None:
+            mul(out, w, out)
+        if b is not None:
+            np.add(out, b, out)
+
+    return layer_norm
+
+
+@kernel("aten::native_layer_norm.out", dtypes=FLOAT_DTYPES, fast=_layer_norm_fast)
 @quiet
 def native_layer_norm_out(
     x: np.ndarray,
