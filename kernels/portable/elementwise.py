@@ -59,6 +59,8 @@ def _scalar_bound(fn: Ufunc, a: Operand, b: Operand, out: np.ndarray, to_float: 
     ct = opmath(float_dtype(dtype) if to_float else dtype)
     if not a.dtype == ct == out.dtype or a.shape != out.shape:
         return None
+    if fn in (np.maximum, np.minimum):  # numpy 2.4 deprecates their positional out
+        return functools.partial(fn, a, cast(b, ct), out=out)
     return functools.partial(fn, a, cast(b, ct), out)  # a, b and out all have ct: nothing to cast
 
 

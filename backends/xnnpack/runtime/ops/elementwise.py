@@ -185,7 +185,10 @@ class Binary(Op):
         if self.fn is _prelu:
             return functools.partial(_prelu, ins[0], ins[1], outs[0])
         a, b, o = ins[0], ins[1], outs[0]  # unit-dim broadcasts bound as views of out's shape
-        return functools.partial(self.fn, as_out_shape(a, o.shape), as_out_shape(b, o.shape), o)
+        a, b = as_out_shape(a, o.shape), as_out_shape(b, o.shape)
+        if self.fn in (np.maximum, np.minimum):  # numpy 2.4 deprecates their positional out
+            return functools.partial(self.fn, a, b, out=o)
+        return functools.partial(self.fn, a, b, o)
 
 
 @builds(*BINARY)
