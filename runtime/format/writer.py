@@ -5,6 +5,7 @@ The output is deterministic: the same object always gives the same bytes.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import flatbuffers
@@ -41,16 +42,17 @@ class FlatBufferWriter:
         return bytes(self.b.Output())
 
     def table(self, obj: Any, name: str) -> int:
+        """Write a table once per content: its children first, then the table, shared with an
+        earlier table of the same type whose scalars and children's offsets are the same."""
         fields = self.schema.tables[name]
-        if all(f.type.kind in ("scalar", "enum") and not f.type.vector for f in fields):
-            key = (name, *(getattr(obj, f.name) for f in fields))
-            if key not in self._shared:
-                self._shared[key] = self._write_table(obj, name, fields)
-            return self._shared[key]
-        return self._write_table(obj, name, fields)
-
-    def _write_table(self, obj: Any, name: str, fields: list[Field]) -> int:
         offsets = {f.name: self._child(getattr(obj, f.name), f) for f in fields}
+        key = (name, *(offsets[f.name] if offsets[f.name] is not None else _inline_key(getattr(obj, f.name))
+                       for f in fields))
+        if key not in self._shared:
+            self._shared[key] = self._write_table(obj, fields, offsets)
+        return self._shared[key]
+
+    def _write_table(self, obj: Any, fields: list[Field], offsets: dict[str, int | None]) -> int:
         self.b.StartObject(max((f.slot for f in fields), default=-1) + 1)
         for fld in fields:
             self._add_field(obj, fld, offsets.get(fld.name))
@@ -83,7 +85,10 @@ class FlatBufferWriter:
         elif offset is not None:
             self.b.PrependUOffsetTRelativeSlot(fld.slot, offset, 0)
         elif fld.type.kind in ("scalar", "enum") and not fld.type.vector:
+            signed_zero = isinstance(value, float) and value == 0 and math.copysign(1, value) < 0
+            self.b.ForceDefaults(signed_zero)  # -0.0 == the default 0.0, but is another number
             getattr(self.b, _SLOT_WRITERS[fld.type.name])(fld.slot, value, fld.default)
+            self.b.ForceDefaults(False)
 
     def _member(self, value: Any, fld: Field) -> str:
         """The union member a value's mirror type names."""
@@ -139,6 +144,11 @@ class FlatBufferWriter:
         b.head = b.head - len(data)
         b.Bytes[b.head : b.head + len(data)] = data
         return b.EndVector()
+
+
+def _inline_key(value: Any) -> tuple[str, Any]:
+    """A scalar field's value as a key that tells apart what Python's == does not (-0.0 and 0.0)."""
+    return ("float", value.hex()) if isinstance(value, float) else ("inline", value)
 
 
 def encode(obj: Any, schema: Schema) -> bytes:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 
 import pytest
 
@@ -81,6 +82,22 @@ def test_equal_strings_vectors_and_scalar_tables_are_written_once():
     assert values[-3].val.allocation_info == fb.AllocationDetails(1, 32, 0)
     assert (values[-2].val, list(values[-1].val.items)) == (fb.Int(-5), [1])
     assert back.execution_plan[0].operators[-1] == fb.Operator("aten::relu", "out")
+
+
+def test_equal_tables_with_children_are_written_once_and_signed_zeros_stay_apart():
+    program = _sample_program()
+    plan = program.execution_plan[0]
+    plan.values += [fb.EValue(fb.Double(0.0)), fb.EValue(fb.Double(-0.0))]
+    single = len(encode(program, load_schema()))
+    twin = dataclasses.replace(plan.values[0].val)
+    plan.values += [fb.EValue(twin), fb.EValue(dataclasses.replace(twin))]  # the same Tensor twice more
+    data = encode(program, load_schema())
+    # The two new EValues (a union pointing at a Tensor with children) share one table: the
+    # vector grows by two offsets, the buffer by one EValue table and one Tensor table at most.
+    assert len(data) - single <= 2 * 4 + 2 * 32
+    values = decode(data, layout(load_schema())).execution_plan[0].values
+    assert [math.copysign(1.0, v.val.double_val) for v in values[-4:-2]] == [1.0, -1.0]
+    assert list(values[-1].val.sizes) == list(values[-2].val.sizes) == [2, 3]
 
 
 def test_writer_is_deterministic():
