@@ -186,7 +186,7 @@ def recipes(names: list[str], real: list[str] | None, tmp: Path) -> list[Recipe]
         sys.path.insert(0, str(ROOT / "benchmarks"))
         import real_models
 
-        for name in real or list(real_models.MODELS):
+        for name in real or list(real_models.ARCHITECTURES):
             found.append(load_recipe(real_models.write_recipe(name, tmp)))
     return found
 
