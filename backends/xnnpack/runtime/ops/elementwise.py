@@ -16,7 +16,7 @@ import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, broadcast, builds
-from etbuild.kernels.portable.common import as_out_shape, erf
+from etbuild.kernels.portable.common import ERF32_CLAMP, ERF32_TANH, as_out_shape, erf
 
 UnaryFn = Callable[[np.ndarray, np.ndarray], None]
 F = np.float32
@@ -66,7 +66,7 @@ UNARY: dict[str, UnaryFn] = {
 }
 
 
-SPECIAL = {"Exp", "Log", "SquareRoot", "ReciprocalSquareRoot", "Square", "Div"}  # see Op.special
+SPECIAL = {"Exp", "Log", "SquareRoot", "ReciprocalSquareRoot", "Square", "Div", "Gelu"}  # see Op.special
 BLOCK = 16384  # elements per block of a multi-pass function: its passes then run in cache
 
 
@@ -99,7 +99,45 @@ class Unary(Op):
             return functools.partial(self.fn, ins[0], outs[0])
         if self.fn is _sigmoid and outs[0].size <= BLOCK:
             return _small_sigmoid(ins[0], outs[0])
+        x, o = ins[0], outs[0]
+        if self.fn is _gelu and x.flags.c_contiguous and o.flags.c_contiguous and not np.may_share_memory(x, o):
+            return _gelu_step(x, o)
         return blocks(self.fn, ins[0], outs[0])  # several passes: block by block
+
+
+# gelu(x) = x·(1 + erf(x/√2))/2 with erf's tanh(u·P(u²)) (kernels/portable/common.py) and its 1/√2
+# folded into the coefficients: erf(x/√2) = tanh(x·Q(x²)), Q_k = P_k / (√2·2^k); erf's clamp scaled.
+_GELU_Q = tuple(F(c / (math.sqrt(2) * 2**k)) for k, c in enumerate(ERF32_TANH))
+_GELU_CLAMP = F(ERF32_CLAMP * math.sqrt(2))
+
+
+def _gelu_step(x: np.ndarray, o: np.ndarray) -> Step:
+    """Gelu over contiguous x into o (not sharing memory), block by block with scratch of its own:
+    19 passes, no allocation per call."""
+    xf, of = x.reshape(-1), o.reshape(-1)
+    width = min(x.size, BLOCK)
+    z, t = np.empty(width, F), np.empty(width, F)
+    parts = [(xf[s : s + BLOCK], of[s : s + BLOCK], z[: min(BLOCK, x.size - s)], t[: min(BLOCK, x.size - s)])
+             for s in range(0, x.size, BLOCK)]
+    q, lo, hi, one = _GELU_Q, -_GELU_CLAMP, _GELU_CLAMP, F(1)
+    clip, square, multiply, add, tanh = np.clip, np.square, np.multiply, np.add, np.tanh
+
+    def gelu() -> None:
+        for a, b, zz, tt in parts:
+            clip(a, lo, hi, out=b)
+            square(b, zz)
+            multiply(zz, q[-1], tt)
+            add(tt, q[-2], tt)
+            for c in q[-3::-1]:
+                multiply(tt, zz, tt)
+                add(tt, c, tt)
+            multiply(tt, b, tt)
+            tanh(tt, tt)
+            add(tt, one, tt)
+            multiply(tt, a, b)
+            multiply(b, HALF, b)
+
+    return gelu
 
 
 def _small_sigmoid(x: np.ndarray, o: np.ndarray) -> Step:
