@@ -194,13 +194,19 @@ def prebound(
         return functools.partial(fn, *operands, out=out, casting="unsafe")
     if fn in _EXACT_UFUNCS:
         operands = tuple(as_out_shape(x, out.shape) for x in operands)  # type: ignore[arg-type]
-    if fn in _OUT_BY_KEYWORD:
-        return functools.partial(fn, *operands, out=out)
-    return functools.partial(fn, *operands, out)  # every operand has out's dtype: no casting to ask for
+    return bound_ufunc(fn, *operands, out=out)  # every operand has out's dtype: no casting to ask for
 
 
 # numpy 2.4 deprecates a positional out for these two (it reads a third operand as a mistake).
 _OUT_BY_KEYWORD = frozenset({np.maximum, np.minimum})
+
+
+def bound_ufunc(fn: np.ufunc, *operands: Any, out: np.ndarray) -> Callable[[], Any]:
+    """fn(*operands) into out, bound once: out passed positionally where numpy allows it (the `out=`
+    keyword costs about as much as adding two small vectors)."""
+    if fn in _OUT_BY_KEYWORD:
+        return functools.partial(fn, *operands, out=out)
+    return functools.partial(fn, *operands, out)
 
 
 # Correctly rounded element by element: the result does not depend on the loop numpy picks, so an

@@ -9,7 +9,6 @@ already arrays of out's float32/float64 dtype, the ufunc writes into out in one 
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -24,6 +23,7 @@ from etbuild.kernels.portable.common import (
     TENSOR_SCALAR,
     TENSORS,
     Operand,
+    bound_ufunc,
     broadcast_shape,
     cast,
     direct,
@@ -59,9 +59,7 @@ def _scalar_bound(fn: Ufunc, a: Operand, b: Operand, out: np.ndarray, to_float: 
     ct = opmath(float_dtype(dtype) if to_float else dtype)
     if not a.dtype == ct == out.dtype or a.shape != out.shape:
         return None
-    if fn in (np.maximum, np.minimum):  # numpy 2.4 deprecates their positional out
-        return functools.partial(fn, a, cast(b, ct), out=out)
-    return functools.partial(fn, a, cast(b, ct), out)  # a, b and out all have ct: nothing to cast
+    return bound_ufunc(fn, a, cast(b, ct), out=out)  # a, b and out all have ct: nothing to cast
 
 
 def _rsqrt(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:

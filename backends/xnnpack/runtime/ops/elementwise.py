@@ -16,13 +16,13 @@ import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, broadcast, builds
-from etbuild.kernels.portable.common import ERF32_CLAMP, ERF32_TANH, as_out_shape, erf
+from etbuild.kernels.portable.common import ERF32_CLAMP, ERF32_TANH, as_out_shape, bound_ufunc, erf
 
 UnaryFn = Callable[[np.ndarray, np.ndarray], None]
 F = np.float32
 
 
-# Outputs are passed positionally: a ufunc's `out=` keyword costs more than its work on small arrays.
+# Outputs are passed positionally throughout: a ufunc's `out=` keyword costs more than its work on small arrays.
 HALF = F(0.5)
 
 
@@ -223,10 +223,7 @@ class Binary(Op):
         if self.fn is _prelu:
             return functools.partial(_prelu, ins[0], ins[1], outs[0])
         a, b, o = ins[0], ins[1], outs[0]  # unit-dim broadcasts bound as views of out's shape
-        a, b = as_out_shape(a, o.shape), as_out_shape(b, o.shape)
-        if self.fn in (np.maximum, np.minimum):  # numpy 2.4 deprecates their positional out
-            return functools.partial(self.fn, a, b, out=o)
-        return functools.partial(self.fn, a, b, o)
+        return bound_ufunc(self.fn, as_out_shape(a, o.shape), as_out_shape(b, o.shape), out=o)
 
 
 @builds(*BINARY)
