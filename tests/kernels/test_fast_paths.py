@@ -101,3 +101,25 @@ def test_cat_binds_one_concatenate_of_its_parts() -> None:
     step()
     assert out[7].tolist() == [[-1.0] * 4] and out[49].tolist() == [[49.0] * 4]
     assert REGISTRY["aten::cat.out"].fast([p.astype(np.float64) for p in parts], 0, out) is None  # a cast: the kernel
+
+
+@pytest.mark.parametrize("exponent", [2.0, 3.0, -0.5, -1.0, -2.0])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pow_by_a_small_exponent_is_torch_s_bits_and_binds_no_np_power(exponent: float, dtype: type) -> None:
+    """torch computes these without pow (x·x, (x·x)·x, 1/sqrt, 1/x, 1/(x·x)); so do the kernel and its
+    fast step, which gets scratch of its own when out is x (in place)."""
+    import torch
+
+    info = REGISTRY["aten::pow.Tensor_Scalar_out"]
+    x = (np.random.default_rng(1).random((33, 65)) * 4 + 0.1).astype(dtype)
+    want = torch.pow(torch.from_numpy(x), exponent).numpy()
+    out = np.empty_like(x)
+    assert info.fn(x, exponent, out).tobytes() == want.tobytes()
+    step = info.fast(x, exponent, out)
+    assert getattr(step, "func", None) is not np.power
+    out[...] = 0
+    step()
+    assert out.tobytes() == want.tobytes()
+    in_place = x.copy()
+    info.fast(in_place, exponent, in_place)()
+    assert in_place.tobytes() == want.tobytes()
