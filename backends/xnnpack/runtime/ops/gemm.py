@@ -57,12 +57,15 @@ class FullyConnected(Op):
         live = list(ins[1:])
         w = self.packed if not self.live_filter else _filter_view(live.pop(0), self.transposed)
         bias = self.bias if not self.live_bias else live.pop(0)
+        # np.dot takes 2-D operands straight to BLAS, a third cheaper than np.matmul on one row;
+        # it needs a C-contiguous out.
+        product = np.dot if o.flags.c_contiguous else np.matmul
         if bias is None:
-            return functools.partial(np.matmul, x, w, o)
-        matmul, add, bias = np.matmul, np.add, as_out_shape(bias, o.shape)
+            return functools.partial(product, x, w, o)
+        add, bias = np.add, as_out_shape(bias, o.shape)
 
         def fc() -> None:
-            matmul(x, w, o)
+            product(x, w, o)
             add(o, bias, o)
 
         return fc
