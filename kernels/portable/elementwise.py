@@ -169,44 +169,40 @@ def round_decimals_out(x: np.ndarray, decimals: int, out: np.ndarray) -> np.ndar
     return _write(out, np.multiply, ct, np.rint(y / scale), scale)
 
 
-# Binary ops on the promoted dtype of both operands, Tensor and Scalar overloads alike:
-# name -> (ufunc, dtypes, the overload's operands).
 # torch's CPU pow(tensor, scalar) computes these exponents without pow (pow_tensor_scalar_optimized_kernel):
 # x·x, (x·x)·x, sqrt(x), 1/sqrt(x), 1/x, 1/(x·x). Doing the same gives torch's bits (but for 0.5, where
 # numpy's correctly rounded sqrt and torch's differ in the last bit at times), and is several times
 # faster than numpy's power (RMSNorm's pow(x, 2), GPT-2's GELU's pow(x, 3)).
-_SQUARED, _ROOTED = {2.0: 1.0, 3.0: 1.0, -2.0: -1.0}, {0.5: 1.0, -0.5: -1.0}
+_TORCH_EXPONENTS = frozenset({2.0, 3.0, 0.5, -0.5, -1.0, -2.0})
 
 
 def _special_power(x: np.ndarray, e: float, out: np.ndarray, tmp: np.ndarray) -> np.ndarray:
-    """x**e for an exponent of _SQUARED, _ROOTED or -1, written into out; tmp is scratch of out's
-    shape and dtype (it may be out itself unless out shares memory with x)."""
-    if e == -1.0:
-        return np.divide(1, x, out=out, casting="unsafe")
-    if e in _ROOTED:
-        if e > 0:
-            return np.sqrt(x, out=out, casting="unsafe")
-        np.sqrt(x, out=tmp, casting="unsafe")
-        return np.divide(1, tmp, out=out, casting="unsafe")
+    """x**e for an exponent of _TORCH_EXPONENTS, written into out; tmp is scratch of out's shape and
+    dtype (it may be out itself unless out shares memory with x)."""
+    if e == 0.5:
+        return np.sqrt(x, out=out, casting="unsafe")
     if e == 2.0:
         return np.multiply(x, x, out=out, casting="unsafe")
-    np.multiply(x, x, out=tmp, casting="unsafe")
+    if e == -1.0:
+        return np.divide(1, x, out=out, casting="unsafe")
     if e == 3.0:
+        np.multiply(x, x, out=tmp, casting="unsafe")
         return np.multiply(tmp, x, out=out, casting="unsafe")
+    if e == -0.5:
+        np.sqrt(x, out=tmp, casting="unsafe")
+    else:  # -2
+        np.multiply(x, x, out=tmp, casting="unsafe")
     return np.divide(1, tmp, out=out, casting="unsafe")
 
 
 def _is_special(x: Any, e: Any) -> bool:
-    """A float tensor and a number (or 0-d float array, as `cast` gives) of _SQUARED, _ROOTED or -1."""
-    if not (isinstance(x, np.ndarray) and x.dtype.kind == "f" and np.ndim(e) == 0):
-        return False
-    if not isinstance(e, (float, np.floating)) and not (isinstance(e, np.ndarray) and e.dtype.kind == "f"):
-        return False
-    return float(e) in _SQUARED or float(e) in _ROOTED or float(e) == -1.0
+    """A float tensor and a real number (or 0-d array, as `cast` gives) of _TORCH_EXPONENTS."""
+    is_float_tensor = isinstance(x, np.ndarray) and x.dtype.kind == "f"
+    return is_float_tensor and np.ndim(e) == 0 and np.asarray(e).dtype.kind in "fiu" and float(e) in _TORCH_EXPONENTS
 
 
 def power_scalar(x: Any, e: Any, out: np.ndarray, casting: str = "unsafe") -> np.ndarray:
-    """np.power(x, e) as torch's CPU kernel computes it (see _SQUARED): a ufunc-shaped function."""
+    """np.power(x, e) as torch's CPU kernel computes it (see _TORCH_EXPONENTS): a ufunc-shaped function."""
     if not _is_special(x, e):
         return np.power(x, e, out=out, casting=casting)
     tmp = out if out.dtype == x.dtype and not np.may_share_memory(out, x) else np.empty(np.shape(out), x.dtype)
@@ -221,6 +217,8 @@ def _power_scalar_bound(x: np.ndarray, e: Any, out: np.ndarray) -> Callable[[], 
     return functools.partial(_special_power, x, float(e), out, tmp)
 
 
+# Binary ops on the promoted dtype of both operands, Tensor and Scalar overloads alike:
+# name -> (ufunc, dtypes, the overload's operands).
 BINARY: dict[str, tuple[Ufunc, tuple[str, ...], tuple[str, str]]] = {
     "aten::mul.out": (np.multiply, ALL_DTYPES, TENSORS),
     "aten::mul.Scalar_out": (np.multiply, ALL_DTYPES, TENSOR_SCALAR),
