@@ -13,7 +13,9 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import KernelError
+from etbuild.kernels import native
 from etbuild.kernels.portable.common import (
+    FLOAT32,
     NATIVE,
     cast,
     erf,
@@ -60,8 +62,35 @@ def relu_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
+def _flat_pair(x: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """x and out as flat float32 views for a compiled elementwise loop: both float32 and contiguous, of
+    one size, either disjoint or the same memory (the loop reads x[i] before it writes out[i])."""
+    if not (x.dtype == out.dtype == FLOAT32 and x.size == out.size and x.flags.c_contiguous and out.flags.c_contiguous):
+        return None
+    if np.may_share_memory(x, out) and x.ctypes.data != out.ctypes.data:
+        return None
+    return x.reshape(-1), out.reshape(-1)
+
+
+def _gelu_fast(x: np.ndarray, approximate: str, out: np.ndarray) -> Callable[[], Any] | None:
+    """gelu_out's compiled loop (float32, approximate='none') bound at load."""
+    fused = native.loops()
+    pair = _flat_pair(x, out) if approximate == "none" and out.shape == x.shape else None
+    return None if fused is None or pair is None else functools.partial(fused.gelu, *pair)
+
+
 def _gelu_erf(v: np.ndarray, out: np.ndarray) -> np.ndarray:
-    """out = x·(1 + erf(x/√2))/2, computed in v's dtype; in out itself when it can be."""
+    """out = x·(1 + erf(x/√2))/2, computed in v's dtype; in out itself when it can be; float32 by
+    the compiled loop when there is one (kernels/native.py)."""
+    if v.dtype == FLOAT32 and (fused := native.loops()) is not None:
+        src = np.ascontiguousarray(v)
+        pair = _flat_pair(src, out)
+        if pair is None:
+            work = np.empty(src.shape, FLOAT32)
+            fused.gelu(src.reshape(-1), work.reshape(-1))
+            return store(out, work)
+        fused.gelu(*pair)
+        return out
     work = out if out.dtype == v.dtype and not np.may_share_memory(out, v) else None
     e = erf(np.multiply(v, math.sqrt(0.5), out=work), out=work)
     e += 1
@@ -83,7 +112,7 @@ def _gelu_tanh(v: np.ndarray, out: np.ndarray) -> np.ndarray:
     return np.multiply(t, v, out=out, casting="unsafe")
 
 
-@kernel("aten::gelu.out", dtypes=FLOAT_DTYPES)
+@kernel("aten::gelu.out", dtypes=FLOAT_DTYPES, fast=_gelu_fast)
 @quiet
 def gelu_out(x: np.ndarray, approximate: str, out: np.ndarray) -> np.ndarray:
     """x·Φ(x) with the exact erf, or the tanh approximation when approximate == 'tanh'."""

@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import KernelError
-from etbuild.kernels.portable.common import NATIVE, cast, opmath, quiet, store
+from etbuild.kernels import native
+from etbuild.kernels.portable.common import FLOAT32, NATIVE, cast, opmath, quiet, store
 from etbuild.kernels.registry import FLOAT_DTYPES, PositiveInt, kernel
 from etbuild.runtime.tensor import resize
 
@@ -49,6 +50,32 @@ def _finish(y: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out if y is out else store(out, y)
 
 
+def _affine_vector(a: np.ndarray | None, size: int, fill: float) -> np.ndarray:
+    """A layer norm's weight or bias as a contiguous float32 vector (a view when it is one); fill when absent."""
+    return np.full(size, fill, np.float32) if a is None else np.ascontiguousarray(cast(a, FLOAT32)).reshape(size)
+
+
+def _native_layer_norm(
+    x: np.ndarray, k: int, weight: np.ndarray | None, bias: np.ndarray | None, eps: float, out: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(normalized, mean, rstd) of float32 x by the compiled loop, the normalized values in out when it can
+    hold them (float32, contiguous, not x's memory); None without the loop or for an empty x."""
+    fused = native.loops()
+    if fused is None or x.dtype != FLOAT32 or x.size == 0:
+        return None
+    count = math.prod(x.shape[x.ndim - k :])
+    rows = x.size // count
+    y = out if out.dtype == FLOAT32 and out.flags.c_contiguous and not np.may_share_memory(x, out) else None
+    y = np.empty(x.shape, FLOAT32) if y is None else y
+    mean, rstd = np.empty(rows, FLOAT32), np.empty(rows, FLOAT32)
+    fused.layer_norm(
+        np.ascontiguousarray(x).reshape(rows, count), _affine_vector(weight, count, 1.0),
+        _affine_vector(bias, count, 0.0), np.float32(eps), y.reshape(rows, count), mean, rstd,
+    )
+    stats = x.shape[: x.ndim - k] + (1,) * k
+    return y, mean.reshape(stats), rstd.reshape(stats)
+
+
 def _layer_norm_fast(
     x: np.ndarray, normalized_shape: list[int], weight: np.ndarray | None, bias: np.ndarray | None, eps: float,
     out: np.ndarray, mean_out: np.ndarray, rstd_out: np.ndarray,
@@ -65,7 +92,14 @@ def _layer_norm_fast(
         return None  # (a reduction's summation order follows the memory layout)
     if out.shape != x.shape or mean_out.shape != stats or rstd_out.shape != stats or np.may_share_memory(x, out):
         return None
-    axes, count, square = tuple(range(x.ndim - k, x.ndim)), math.prod(normalized_shape), np.empty(x.shape, ct)
+    count = math.prod(normalized_shape)
+    fused = native.loops() if ct == FLOAT32 and x.size else None
+    if fused is not None:  # the kernel's own loop (see _native_layer_norm), its arguments bound once
+        rows = x.size // count
+        args = (x.reshape(rows, count), _affine_vector(weight, count, 1.0), _affine_vector(bias, count, 0.0),
+                np.float32(eps), out.reshape(rows, count), mean_out.reshape(rows), rstd_out.reshape(rows))
+        return lambda: fused.layer_norm(*args)
+    axes, square = tuple(range(x.ndim - k, x.ndim)), np.empty(x.shape, ct)
     eps_c = cast(eps, ct)
     w = None if weight is None else weight.reshape(normalized_shape)
     b = None if bias is None else bias.reshape(normalized_shape)
@@ -110,6 +144,9 @@ def native_layer_norm_out(
     if k > x.ndim or list(x.shape[x.ndim - k :]) != list(normalized_shape):
         raise KernelError(f"layer_norm: shape {normalized_shape} does not end {list(x.shape)}")
     out = resize(out, x.shape)
+    if (done := _native_layer_norm(x, k, weight, bias, eps, out)) is not None:
+        y, mean, rstd = done
+        return _finish(y, out), store(mean_out, mean), store(rstd_out, rstd)
     y = _work(x, out)
     axes = tuple(range(x.ndim - k, x.ndim))
     mean = np.mean(x, axis=axes, keepdims=True, dtype=y.dtype)

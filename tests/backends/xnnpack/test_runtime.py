@@ -305,3 +305,59 @@ def test_pooling_against_torch(member, kernel, stride, dilation, padding):
             padding_right=padding[1], pooling_height=kernel[0], pooling_width=kernel[1], stride_height=stride[0],
             stride_width=stride[1], dilation_height=dilation[0], dilation_width=dilation[1], input_id=xi, output_id=oi)
     np.testing.assert_allclose(_run_nhwc(gb, x, _nhwc(ref).shape), ref, rtol=1e-6, atol=1e-6)
+
+
+def _unary_graph(member: str, shape: tuple[int, ...]) -> GraphBuilder:
+    gb = GraphBuilder()
+    x, out = gb.tensor(shape, flags=IN), gb.tensor(shape, flags=OUT)
+    gb.node(member, input_id=x, output_id=out, flags=0)
+    return gb
+
+
+def _softmax64(x: np.ndarray) -> np.ndarray:
+    shifted = x.astype(np.float64) - x.max(-1, keepdims=True)
+    e = np.exp(shifted)
+    return e / e.sum(-1, keepdims=True)
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "plain",  # exp(x) / Σ exp(x): no row maxima
+        "large",  # inputs past 87 − ln(n): shifted by each row's maximum
+        "tiny_rows",  # rows whose exps sum below TINY_SUM: shifted
+        "minus_inf",  # -inf entries are zeros; a row of only -inf is nan, as in torch
+        "nan",
+    ],
+)
+def test_softmax_without_and_with_the_row_maxima(case: str) -> None:
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((2, 5, 33)) * 4).astype(np.float32)
+    if case == "large":
+        x[1, 2] += 120
+    elif case == "tiny_rows":
+        x[0, 1] -= 150
+    elif case == "minus_inf":
+        x[0, 0, ::3] = -np.inf
+        x[1, 4] = -np.inf
+    elif case == "nan":
+        x[1, 3, 7] = np.nan
+    out = np.empty_like(x)
+    handle = _unary_graph("Softmax", x.shape).handle()
+    for _ in range(2):  # the second call reuses the bound step
+        handle.execute([x, out])
+        with np.errstate(invalid="ignore"):
+            want = _softmax64(x)
+        np.testing.assert_allclose(out, want, rtol=2e-6, atol=1e-7)
+        np.testing.assert_array_equal(np.isnan(out), np.isnan(want))
+
+
+@pytest.mark.parametrize("setting", ["1", "0"])
+def test_gelu_with_and_without_the_compiled_loop(setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import torch
+
+    monkeypatch.setenv("ETBUILD_NATIVE", setting)
+    x = (np.random.default_rng(4).standard_normal((3, 70, 101)) * 3).astype(np.float32)
+    out = np.empty_like(x)
+    _unary_graph("Gelu", x.shape).handle().execute([x, out])
+    np.testing.assert_allclose(out, torch.nn.functional.gelu(torch.from_numpy(x)).numpy(), rtol=1e-5, atol=2e-6)

@@ -16,6 +16,7 @@ import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, broadcast, builds
+from etbuild.kernels import native
 from etbuild.kernels.portable.common import ERF32_CLAMP, ERF32_TANH, as_out_shape, bound_ufunc, erf
 
 UnaryFn = Callable[[np.ndarray, np.ndarray], None]
@@ -100,8 +101,12 @@ class Unary(Op):
         if self.fn is _sigmoid and outs[0].size <= BLOCK:
             return _small_sigmoid(ins[0], outs[0])
         x, o = ins[0], outs[0]
-        if self.fn is _gelu and x.flags.c_contiguous and o.flags.c_contiguous and not np.may_share_memory(x, o):
-            return _gelu_step(x, o)
+        if self.fn is _gelu and x.flags.c_contiguous and o.flags.c_contiguous:
+            # the compiled loop: one pass, in place too (it reads x[i] before it writes o[i])
+            if x.dtype == o.dtype == F and (fused := native.loops()) is not None:
+                return functools.partial(fused.gelu, x.reshape(-1), o.reshape(-1))
+            if not np.may_share_memory(x, o):
+                return _gelu_step(x, o)
         return blocks(self.fn, ins[0], outs[0])  # several passes: block by block
 
 

@@ -1,0 +1,65 @@
+"""The loops of `etbuild.kernels.native`, compiled by numba (importing this module needs numba).
+
+Module-level functions, so numba caches their machine code on disk. No fast-math flags but
+reassociation in the layer norm's sums (so they vectorize); float division by IEEE rules.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from etbuild.kernels.native import GELU_CLAMP, GELU_P, GELU_Q
+
+F = np.float32
+P0, P1, P2, P3, P4, P5 = (F(c) for c in GELU_P)
+Q0, Q1, Q2, Q3, Q4, Q5 = (F(c) for c in GELU_Q)
+LO, HI, HALF, ONE, ZERO = F(-GELU_CLAMP), F(GELU_CLAMP), F(0.5), F(1), F(0)
+
+# error_model="numpy": a float division follows IEEE (no ZeroDivisionError check), so loops vectorize.
+jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+jit_sums = numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+
+
+@jit
+def gelu(x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover  (compiled)
+    """out = gelu(x), both 1-D float32 of one length (out may be x)."""
+    for i in range(x.shape[0]):
+        v = x[i]
+        u = min(max(v, LO), HI)
+        z = u * u
+        p = ((((P5 * z + P4) * z + P3) * z + P2) * z + P1) * z + P0
+        q = ((((Q5 * z + Q4) * z + Q3) * z + Q2) * z + Q1) * z + Q0
+        e = min(max(u * p / q, -ONE), ONE)
+        h = HALF * v
+        out[i] = h + h * e
+
+
+@jit_sums
+def row_moments(x: np.ndarray, eps: np.float32, mean: np.ndarray, rstd: np.ndarray) -> None:  # pragma: no cover
+    """Per row of x (R, D): the mean and 1/sqrt(biased variance + eps), two passes (the variance of x − mean)."""
+    n = F(x.shape[1])
+    for r in range(x.shape[0]):
+        s = ZERO
+        for j in range(x.shape[1]):
+            s += x[r, j]
+        m = s / n
+        s = ZERO
+        for j in range(x.shape[1]):
+            d = x[r, j] - m
+            s += d * d
+        mean[r] = m
+        rstd[r] = ONE / np.sqrt(s / n + eps)
+
+
+@jit
+def layer_norm(
+    x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: np.float32,
+    out: np.ndarray, mean: np.ndarray, rstd: np.ndarray,
+) -> None:  # pragma: no cover  (compiled)
+    """Rows of x (R, D) normalized into out (R, D): (x − mean)·rstd·weight + bias; mean and rstd (R,)."""
+    row_moments(x, eps, mean, rstd)
+    for r in range(x.shape[0]):
+        m, s = mean[r], rstd[r]
+        for j in range(x.shape[1]):
+            out[r, j] = (x[r, j] - m) * s * weight[j] + bias[j]

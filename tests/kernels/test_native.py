@@ -1,0 +1,93 @@
+"""The compiled loops of etbuild.kernels.native: accuracy against float64, special values, in-place
+use, and the kernels that bind them conforming to torch with the loops and without them."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from etbuild.kernels import native
+from tests.kernels import conformance
+
+F = np.float32
+LOOPS = native.loops()
+needs_loops = pytest.mark.skipif(LOOPS is None, reason="numba is not installed")
+
+
+def exact_gelu(x: np.ndarray) -> np.ndarray:
+    """x·Φ(x) in float64 (erfc keeps the negative tail's relative precision)."""
+    return np.array([v * 0.5 * math.erfc(-v / math.sqrt(2)) for v in x.astype(np.float64)])
+
+
+@needs_loops
+def test_gelu_is_within_float32_rounding_of_the_exact_function() -> None:
+    rng = np.random.default_rng(0)
+    x = np.concatenate([np.linspace(-12, 12, 400_001), rng.standard_normal(200_000) * 3]).astype(F)
+    out = np.empty_like(x)
+    LOOPS.gelu(x, out)
+    error = np.abs(out - exact_gelu(x))
+    assert error.max() <= 1.2e-6  # torch's own float32 gelu: 1.2e-6 on this grid
+    assert (error <= 4e-7 * np.abs(x) + 2e-7).all()  # within erf's 3.6e-7 of |x|/2, plus rounding
+
+
+@needs_loops
+def test_gelu_tails_and_special_values() -> None:
+    x = np.array([6.0, 100.0, 3e38, -6.0, -100.0, -3e38, 0.0, np.nan, np.inf, -np.inf], F)
+    out = np.empty_like(x)
+    LOOPS.gelu(x, out)
+    np.testing.assert_array_equal(out[:3], x[:3])  # erf(x/√2) is exactly 1 beyond the clamp
+    np.testing.assert_array_equal(out[3:7], 0.0)
+    assert np.isnan(out[7]) and out[8] == np.inf and np.isnan(out[9])  # torch: -inf·0 is nan
+
+
+@needs_loops
+def test_gelu_in_place_and_empty() -> None:
+    x = np.linspace(-4, 4, 1001, dtype=F)
+    want = np.empty_like(x)
+    LOOPS.gelu(x, want)
+    LOOPS.gelu(x, x)
+    np.testing.assert_array_equal(x, want)
+    LOOPS.gelu(np.empty(0, F), np.empty(0, F))
+
+
+@needs_loops
+@pytest.mark.parametrize("shape", [(1, 1), (3, 7), (128, 256), (5, 1000)])
+def test_layer_norm_rows_against_float64(shape: tuple[int, int]) -> None:
+    rng = np.random.default_rng(1)
+    x = (rng.standard_normal(shape) * 3 + 5).astype(F)
+    w, b = rng.standard_normal(shape[1]).astype(F), rng.standard_normal(shape[1]).astype(F)
+    out, mean, rstd = np.empty_like(x), np.empty(shape[0], F), np.empty(shape[0], F)
+    LOOPS.layer_norm(x, w, b, F(1e-5), out, mean, rstd)
+    xd = x.astype(np.float64)
+    m = xd.mean(1)
+    r = 1 / np.sqrt(((xd - m[:, None]) ** 2).mean(1) + 1e-5)
+    np.testing.assert_allclose(mean, m, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(rstd, r, rtol=1e-5)
+    np.testing.assert_allclose(out, (xd - m[:, None]) * r[:, None] * w + b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["aten::gelu.out", "aten::native_layer_norm.out"])
+@pytest.mark.parametrize("setting", ["1", "0"])
+def test_kernels_conform_with_and_without_the_loops(name: str, setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ETBUILD_NATIVE", setting)
+    assert (native.loops() is None) == (setting == "0" or LOOPS is None)
+    failures = [f for d in ("float32", "float64", "float16") for f in conformance.check(name, d).failures]
+    assert not failures, "\n".join(failures)
+
+
+def test_without_numba_the_kernels_keep_their_numpy_paths() -> None:
+    """numba unimportable (a trimmed runtime's product without it): loops() is None, gelu still runs."""
+    code = (
+        "import sys; sys.modules['numba'] = None\n"
+        "import numpy as np\n"
+        "from etbuild.kernels import native\n"
+        "from etbuild.kernels.portable.activation import gelu_out\n"
+        "assert native.loops() is None\n"
+        "out = gelu_out(np.array([-1.0, 0.0, 2.0], np.float32), 'none', np.empty(3, np.float32))\n"
+        "np.testing.assert_allclose(out, [-0.15865526, 0.0, 1.9544997], rtol=1e-6)\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
