@@ -4,8 +4,8 @@ numpy runs a chain of elementwise operations one pass over memory per operation;
 19 passes, for a layer norm's rows about 12, where a compiled loop makes one or three. When numba
 is importable these loops are compiled on first use (cached on disk beside this file) and the
 kernels and the XNNPACK runtime bind them; without numba, or with ETBUILD_NATIVE=0 in the
-environment, `loops()` is None and every caller keeps its numpy path. Trimmed runtimes ship this
-module and use numba when the product installs it.
+environment, `loops()` is None and every caller keeps its numpy path. Trimmed runtimes are numpy-only:
+the selective build does not ship the loops' module (it is imported by name, out of the tree shaker's sight).
 
 Results are deterministic on a machine and within a few float32 ulp of the numpy paths, not
 bit-identical to them: a kernel and its load-time fast path call the same loop.
@@ -14,6 +14,7 @@ bit-identical to them: a kernel and its load-time fast path call the same loop.
 from __future__ import annotations
 
 import functools
+import importlib
 import os
 from types import ModuleType
 
@@ -47,7 +48,6 @@ def loops() -> ModuleType | None:
 @functools.cache
 def _compiled() -> ModuleType | None:
     try:
-        from etbuild.kernels import native_loops
-    except ImportError:
+        return importlib.import_module("etbuild.kernels.native_loops")
+    except ImportError:  # no numba (or an incompatible one); in a trimmed runtime, no native_loops
         return None
-    return native_loops
