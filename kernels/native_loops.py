@@ -6,6 +6,8 @@ reassociation in the layer norm's sums (so they vectorize); float division by IE
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -33,6 +35,14 @@ def gelu(x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover  (compiled
         e = min(max(u * p / q, -ONE), ONE)
         h = HALF * v
         out[i] = h + h * e
+
+
+@jit
+def sigmoid(x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover  (compiled)
+    """out = 1 / (1 + exp(−x)), both 1-D float32 of one length (out may be x). exp is libm's, one
+    element at a time: faster than numpy's four passes on small arrays only (see SMALL_SIGMOID)."""
+    for i in range(x.shape[0]):
+        out[i] = ONE / (ONE + math.exp(-x[i]))
 
 
 @jit_sums

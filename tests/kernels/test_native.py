@@ -55,6 +55,18 @@ def test_gelu_in_place_and_empty() -> None:
 
 
 @needs_loops
+def test_sigmoid_against_float64_and_at_the_extremes() -> None:
+    x = np.concatenate([np.linspace(-30, 30, 100_001), [-1e4, 1e4, 0.0]]).astype(F)
+    out = np.empty_like(x)
+    LOOPS.sigmoid(x, out)
+    want = 1 / (1 + np.exp(-x.astype(np.float64)))
+    np.testing.assert_allclose(out, want, rtol=3e-7, atol=1e-30)
+    specials = np.array([np.nan, np.inf, -np.inf], F)
+    LOOPS.sigmoid(specials, specials)
+    assert np.isnan(specials[0]) and specials[1] == 1.0 and specials[2] == 0.0
+
+
+@needs_loops
 @pytest.mark.parametrize("shape", [(1, 1), (3, 7), (128, 256), (5, 1000)])
 def test_layer_norm_rows_against_float64(shape: tuple[int, int]) -> None:
     rng = np.random.default_rng(1)

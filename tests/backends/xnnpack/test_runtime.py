@@ -353,11 +353,15 @@ def test_softmax_without_and_with_the_row_maxima(case: str) -> None:
 
 
 @pytest.mark.parametrize("setting", ["1", "0"])
-def test_gelu_with_and_without_the_compiled_loop(setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize(("member", "shape"), [("Gelu", (3, 70, 101)), ("Sigmoid", (2, 96)), ("Sigmoid", (3, 70, 101))])
+def test_unary_nodes_with_and_without_the_compiled_loops(
+    member: str, shape: tuple[int, ...], setting: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import torch
 
     monkeypatch.setenv("ETBUILD_NATIVE", setting)
-    x = (np.random.default_rng(4).standard_normal((3, 70, 101)) * 3).astype(np.float32)
+    x = (np.random.default_rng(4).standard_normal(shape) * 3).astype(np.float32)
     out = np.empty_like(x)
-    _unary_graph("Gelu", x.shape).handle().execute([x, out])
-    np.testing.assert_allclose(out, torch.nn.functional.gelu(torch.from_numpy(x)).numpy(), rtol=1e-5, atol=2e-6)
+    _unary_graph(member, x.shape).handle().execute([x, out])
+    want = {"Gelu": torch.nn.functional.gelu, "Sigmoid": torch.sigmoid}[member](torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=2e-6)

@@ -98,9 +98,12 @@ class Unary(Op):
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
         if isinstance(self.fn, np.ufunc) or self.fn is _copy:
             return functools.partial(self.fn, ins[0], outs[0])
-        if self.fn is _sigmoid and outs[0].size <= BLOCK:
-            return _small_sigmoid(ins[0], outs[0])
         x, o = ins[0], outs[0]
+        if self.fn is _sigmoid and o.size <= BLOCK:
+            fused = native.loops() if o.size <= native.SMALL_SIGMOID else None
+            if fused is not None and x.flags.c_contiguous and o.flags.c_contiguous and x.dtype == o.dtype == F:
+                return functools.partial(fused.sigmoid, x.reshape(-1), o.reshape(-1))
+            return _small_sigmoid(x, o)
         if self.fn is _gelu and x.flags.c_contiguous and o.flags.c_contiguous:
             # the compiled loop: one pass, in place too (it reads x[i] before it writes o[i])
             if x.dtype == o.dtype == F and (fused := native.loops()) is not None:
