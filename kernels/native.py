@@ -1,14 +1,16 @@
 """Fused float32 loops compiled by numba, for the steps numpy can only do in many passes.
 
 numpy runs a chain of elementwise operations one pass over memory per operation; for GELU that is
-19 passes, for a layer norm's rows about 12, where a compiled loop makes one or three. When numba
+19 passes, for a layer norm's rows about 12, for rounding onto an int8 grid four, where a compiled
+loop makes one or three (and on small arrays numpy's cost is its dispatch per call). When numba
 is importable these loops are compiled on first use (cached on disk beside this file) and the
 kernels and the XNNPACK runtime bind them; without numba, or with ETBUILD_NATIVE=0 in the
 environment, `loops()` is None and every caller keeps its numpy path. Trimmed runtimes are numpy-only:
 the selective build does not ship the loops' module (it is imported by name, out of the tree shaker's sight).
 
-Results are deterministic on a machine and within a few float32 ulp of the numpy paths, not
-bit-identical to them: a kernel and its load-time fast path call the same loop.
+The grid roundings give numpy's bits. GELU, sigmoid and layer norm are deterministic on a machine
+and within a few float32 ulp of their numpy paths, not bit-identical to them: a kernel and its
+load-time fast path call the same loop.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ def enabled() -> bool:
 
 
 def loops() -> ModuleType | None:
-    """The compiled loops (`native_loops`: gelu, sigmoid, layer_norm), or None without numba or when disabled."""
+    """The compiled loops (module `native_loops`), or None without numba or when disabled."""
     return _compiled() if enabled() else None
 
 

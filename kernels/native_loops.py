@@ -24,7 +24,7 @@ jit_sums = numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"re
 
 
 @jit
-def gelu(x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover  (compiled)
+def gelu(x: np.ndarray, out: np.ndarray) -> None:
     """out = gelu(x), both 1-D float32 of one length (out may be x)."""
     for i in range(x.shape[0]):
         v = x[i]
@@ -38,15 +38,42 @@ def gelu(x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover  (compiled
 
 
 @jit
-def sigmoid(x: np.ndarray, out: np.ndarray) -> None:  # pragma: no cover  (compiled)
+def sigmoid(x: np.ndarray, out: np.ndarray) -> None:
     """out = 1 / (1 + exp(−x)), both 1-D float32 of one length (out may be x). exp is libm's, one
     element at a time: faster than numpy's four passes on small arrays only (see SMALL_SIGMOID)."""
     for i in range(x.shape[0]):
         out[i] = ONE / (ONE + math.exp(-x[i]))
 
 
+@jit
+def snap_to_grid(a: np.ndarray, inv: np.float32, scale: np.float32, lo: np.float32, hi: np.float32) -> None:
+    """a ← clamp(rint(a·inv), lo, hi)·scale in place (1-D float32): numpy's four passes in one, the same bits."""
+    for i in range(a.shape[0]):
+        a[i] = min(max(np.rint(a[i] * inv), lo), hi) * scale
+
+
+@jit
+def snap_rows_qdint8(rows: np.ndarray) -> None:
+    """Each row of rows (R, D) rounded in place onto its own int8 grid, XNNPACK's qdint8 parameters as
+    backends/xnnpack/runtime/grids.py computes them (row range widened to 0, 255 steps, nudged zero point):
+    the same float32 operations in the same order, so the same bits."""
+    for r in range(rows.shape[0]):
+        low, high = ZERO, ZERO
+        for j in range(rows.shape[1]):
+            low = min(low, rows[r, j])
+            high = max(high, rows[r, j])
+        span = high - low
+        inv = F(255) / span if span > ZERO else ONE
+        low, high = low * inv, high * inv
+        zero = (F(-128) - low) if (F(-128) + low) + (F(127) + high) > ZERO else (F(127) - high)
+        zero = np.rint(min(max(zero, F(-128)), F(127)))
+        for j in range(rows.shape[1]):
+            q = min(max(np.rint(rows[r, j] * inv) + zero, F(-128)), F(127))
+            rows[r, j] = (q - zero) / inv
+
+
 @jit_sums
-def row_moments(x: np.ndarray, eps: np.float32, mean: np.ndarray, rstd: np.ndarray) -> None:  # pragma: no cover
+def row_moments(x: np.ndarray, eps: np.float32, mean: np.ndarray, rstd: np.ndarray) -> None:
     """Per row of x (R, D): the mean and 1/sqrt(biased variance + eps), two passes (the variance of x − mean)."""
     n = F(x.shape[1])
     for r in range(x.shape[0]):
@@ -66,7 +93,7 @@ def row_moments(x: np.ndarray, eps: np.float32, mean: np.ndarray, rstd: np.ndarr
 def layer_norm(
     x: np.ndarray, weight: np.ndarray, bias: np.ndarray, eps: np.float32,
     out: np.ndarray, mean: np.ndarray, rstd: np.ndarray,
-) -> None:  # pragma: no cover  (compiled)
+) -> None:
     """Rows of x (R, D) normalized into out (R, D): (x − mean)·rstd·weight + bias; mean and rstd (R,)."""
     row_moments(x, eps, mean, rstd)
     for r in range(x.shape[0]):

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
+from etbuild.kernels import native
 
 Snap = Callable[[np.ndarray], None]
 
@@ -86,11 +87,16 @@ def _round(x: float) -> int:
 
 
 def _quantized_snapper(grid: Grid, lo: float, hi: float) -> Snap:
-    """a ← clamp(rint(a/scale), steps) · scale (values relative to the zero point)."""
+    """a ← clamp(rint(a/scale), steps) · scale (values relative to the zero point); one compiled pass
+    for contiguous float32 arrays where numba is installed (kernels/native.py), the same bits."""
     inv, scale = np.float32(1.0 / grid.scale), np.float32(grid.scale)
     qlo, qhi = (np.float32(b) for b in quantized_bounds(grid, lo, hi))
+    fused = native.loops()
 
     def snap(a: np.ndarray) -> None:
+        if fused is not None and a.flags.c_contiguous and a.dtype == np.float32:
+            fused.snap_to_grid(a.reshape(-1), inv, scale, qlo, qhi)
+            return
         np.multiply(a, inv, out=a)
         np.rint(a, out=a)
         np.clip(a, qlo, qhi, out=a)
@@ -114,13 +120,18 @@ def dynamic_snapper(row_dims: int) -> Snap:
     """Per-row dynamic int8 quantization (qdint8): each row (the last row_dims dims) on its own grid.
 
     Scale and zero point are XNNPACK's: the row range widened to include 0, spread over 255
-    steps, the zero point nudged to the integer that maps the range best.
+    steps, the zero point nudged to the integer that maps the range best. One compiled loop per
+    call for contiguous float32 arrays where numba is installed (kernels/native.py), the same bits.
     """
+    fused = native.loops()
 
     def snap(a: np.ndarray) -> None:
         if not a.size:
             return
         rows = a.reshape(-1, math.prod(a.shape[a.ndim - min(row_dims, a.ndim):]))
+        if fused is not None and a.flags.c_contiguous and a.dtype == np.float32:
+            fused.snap_rows_qdint8(rows)
+            return
         scale, zero = row_params(rows)
         np.multiply(rows, scale, out=rows)
         np.rint(rows, out=rows)

@@ -12,6 +12,7 @@ import pytest
 from etbuild.backends import registry
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.runtime import BACKEND, XnnpackBackend
+from etbuild.backends.xnnpack.runtime.grids import Grid
 from etbuild.errors import KernelError
 from etbuild.runtime import Program
 from etbuild.runtime.format import program as fb
@@ -365,3 +366,26 @@ def test_unary_nodes_with_and_without_the_compiled_loops(
     _unary_graph(member, x.shape).handle().execute([x, out])
     want = {"Gelu": torch.nn.functional.gelu, "Sigmoid": torch.sigmoid}[member](torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize(
+    ("grid", "bounds"),
+    [
+        (Grid(DT.QINT8, 0.05, 3), (-float("inf"), float("inf"))),
+        (Grid(DT.QINT8, 0.05, 3), (0.0, 6.0)),  # a fused ReLU6: bounds quantized like the values
+        (Grid(DT.QUINT8, 0.02, 128), (-float("inf"), float("inf"))),
+        (Grid(DT.QDINT8, row_dims=1), (-float("inf"), float("inf"))),
+    ],
+)
+def test_snapping_onto_grids_compiled_and_by_numpy_gives_the_same_bits(grid, bounds, monkeypatch) -> None:
+    a = (np.random.default_rng(5).standard_normal((6, 37)) * 4).astype(np.float32)
+    a[2] = 0.0  # a qdint8 row without range
+    a[3] = np.abs(a[3])  # one without negatives
+    results = []
+    for setting in ("1", "0"):
+        monkeypatch.setenv("ETBUILD_NATIVE", setting)
+        copy = a.copy()
+        grid.snapper(*bounds)(copy)
+        results.append(copy)
+    assert results[0].tobytes() == results[1].tobytes()
+    assert not np.array_equal(results[0], a)
