@@ -23,15 +23,14 @@ import argparse
 import io
 import json
 import operator
-import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
+from timing import interleaved_us  # benchmarks/timing.py (the script's folder is on sys.path)
 
 from etbuild.build import build
 from etbuild.model import build_model, example_inputs, method_callable
@@ -102,23 +101,6 @@ def kernel_calls(pte: bytes) -> tuple[int, int]:
     return delegates, calls
 
 
-def alternate_latency(methods: dict[str, Any], inputs: list[torch.Tensor], runs: int) -> dict[str, float]:
-    """The median microseconds of each loaded method over `runs` calls, the methods called in turn
-    call by call, which goes first alternating: on a shared machine, drift and the cost of going
-    first after another program hit each alike."""
-    times: dict[str, list[float]] = {k: [] for k in methods}
-    for m in methods.values():
-        for _ in range(5):
-            m.execute(inputs)
-    order = list(methods)
-    for i in range(runs):
-        for key in order if i % 2 == 0 else order[::-1]:
-            t = time.perf_counter()
-            methods[key].execute(inputs)
-            times[key].append(time.perf_counter() - t)
-    return {k: statistics.median(v) * 1e6 for k, v in times.items()}
-
-
 def max_error(outputs: list[Any], expected: list[torch.Tensor]) -> float:
     return max((float(np.max(np.abs(np.asarray(o) - e.numpy()), initial=0.0)) for o, e in zip(outputs, expected)),
                default=0.0)
@@ -149,7 +131,7 @@ def measure(path: Path, runs: int, root: Path) -> dict[str, Any]:
     programs = {"ours": ours, "theirs": theirs}
     loaded = {k: runtime.load_program(data).load_method(method) for k, data in programs.items() if data}
     error = max_error(loaded["ours"].execute(inputs), expected)
-    latency = alternate_latency(loaded, inputs, runs)
+    latency = interleaved_us({k: (lambda m=m: m.execute(inputs)) for k, m in loaded.items()}, runs)
     inside = sum(m["delegated_nodes"] for m in report.values())
     total = sum(m["compute_nodes"] for m in report.values())
     calls = {k: kernel_calls(data) if data else (None, None) for k, data in programs.items()}

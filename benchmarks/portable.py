@@ -21,31 +21,17 @@ import argparse
 import io
 import json
 import os
-import statistics
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from timing import interleaved_us  # benchmarks/timing.py (the script's folder is on sys.path)
+
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT = ("gru", "kws", "mlp", "cnn", "transformer")
 Contender = Callable[[], Any]
-
-
-def interleaved_us(contenders: dict[str, Contender], runs: int, warmup: int = 10) -> dict[str, float]:
-    """The median wall time of each contender, in microseconds, over `runs` rounds that run each once."""
-    for fn in contenders.values():
-        for _ in range(warmup):
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(runs):
-        for name, fn in contenders.items():
-            t = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - t)
-    return {name: statistics.median(ts) * 1e6 for name, ts in times.items()}
 
 
 def prepare(name: str, build_dir: Path, tmp: Path) -> dict[str, Any]:

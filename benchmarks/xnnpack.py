@@ -40,6 +40,8 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the test oracle (tests/backends/xnnpack/oracle.py) quantizes and lowers
 
+from timing import interleaved_us  # noqa: E402  (benchmarks/timing.py: the script's folder is on sys.path)
+
 from etbuild.model import build_model, example_inputs, method_callable  # noqa: E402
 from etbuild.recipe import Recipe, discover_recipes, load_recipe  # noqa: E402
 from etbuild.runtime import Program  # noqa: E402
@@ -61,20 +63,6 @@ class Case:
     @property
     def label(self) -> str:
         return f"{self.recipe.name} {self.quant or 'float'}"
-
-
-def alternating(fns: dict[str, Callable[[], Any]], runs: int, warmup: int = 5) -> dict[str, float]:
-    """The median wall time of each fn (µs), calling them in turn so that load from elsewhere hits each alike."""
-    for fn in fns.values():
-        for _ in range(warmup):
-            fn()
-    times: dict[str, list[float]] = {name: [] for name in fns}
-    for _ in range(runs):
-        for name, fn in fns.items():
-            start = time.perf_counter()
-            fn()
-            times[name].append(time.perf_counter() - start)
-    return {name: statistics.median(t) * 1e6 for name, t in times.items()}
 
 
 def lower_case(recipe: Recipe, quant: str | None, tmp: Path) -> Case | None:
@@ -113,7 +101,7 @@ def phase_eager(case: Case, runs: int, top: int) -> None:
     mine = ours(case)
     theirs = eager(case)
     with torch.no_grad():
-        lat = alternating({"etbuild": mine, "eager_torch": theirs}, runs)
+        lat = interleaved_us({"etbuild": mine, "eager_torch": theirs}, runs)
     case.latency_us.update({"etbuild_vs_eager": lat["etbuild"], "eager_torch": lat["eager_torch"]})
     if top:
         case.profile = hot_spots(case, runs, top)
@@ -125,7 +113,7 @@ def phase_executorch(case: Case, runs: int) -> None:
     method = case.recipe.model.methods[0].name
     loaded = Runtime.get().load_program(str(case.pte)).load_method(method)
     args = list(example_inputs(case.recipe, method))
-    lat = alternating({"etbuild": ours(case), "executorch_xnnpack": lambda: loaded.execute(args)}, runs)
+    lat = interleaved_us({"etbuild": ours(case), "executorch_xnnpack": lambda: loaded.execute(args)}, runs)
     case.latency_us.update({"etbuild_vs_executorch": lat["etbuild"], "executorch_xnnpack": lat["executorch_xnnpack"]})
 
 
