@@ -20,6 +20,8 @@ import importlib
 import os
 from types import ModuleType
 
+import numpy as np
+
 # GELU: x·Φ(x) = h + h·erf(x/√2) with h = x/2, erf(x/√2) ≈ u·P(u²)/Q(u²) on u = x clamped to
 # ±GELU_CLAMP and then clamped to [-1, 1]. P (degree 5) and Q (degree 5, Q(0) = 1) were fitted to
 # erf(t)/t on t ∈ [0, 4] by linearised least squares on 20,001 points, reweighted toward the minimax
@@ -57,3 +59,17 @@ def _compiled() -> ModuleType | None:
         return importlib.import_module("etbuild.kernels.native_loops")
     except ImportError:  # no numba (or an incompatible one); in a trimmed runtime, no native_loops
         return None
+
+
+def warm() -> None:
+    """Compile every loop now (or load it from numba's disk cache): on a machine's first use each takes
+    about a second to compile, which otherwise lands on the first call that binds it. No-op without numba."""
+    fused = loops()
+    if fused is None:
+        return
+    x, out, row = np.ones(4, np.float32), np.empty(4, np.float32), np.ones(2, np.float32)
+    fused.gelu(x, out)
+    fused.sigmoid(x, out)
+    fused.snap_to_grid(out, np.float32(1), np.float32(1), np.float32(-1), np.float32(1))
+    fused.snap_rows_qdint8(out.reshape(2, 2))
+    fused.layer_norm(x.reshape(2, 2), row, row, np.float32(1e-5), out.reshape(2, 2), row.copy(), row.copy())

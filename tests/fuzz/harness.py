@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import EtbuildError, KernelError
+from etbuild.kernels import native
 from etbuild.runtime import Method, Program
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.tensor import SCALAR_TYPE_TO_DTYPE
@@ -195,6 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--progress", type=Path, help="a file that holds the number of the mutant being run")
     args = p.parse_args(argv)
     samples = [s.read_bytes() for s in args.samples]
+    native.warm()  # numba compiles its loops once per machine: a cost of the first call, not of a mutant
     tally = campaign(samples, MUTATORS[args.mutator], args.count, args.seed, args.progress, args.start)
     if args.json:
         print(tally.as_json())

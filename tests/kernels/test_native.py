@@ -103,3 +103,9 @@ def test_without_numba_the_kernels_keep_their_numpy_paths() -> None:
         "np.testing.assert_allclose(out, [-0.15865526, 0.0, 1.9544997], rtol=1e-6)\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_warm_compiles_every_loop_or_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    native.warm()  # with numba (when installed): every loop compiled or loaded, no exception
+    monkeypatch.setenv("ETBUILD_NATIVE", "0")
+    native.warm()
