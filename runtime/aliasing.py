@@ -36,7 +36,7 @@ from etbuild.runtime.format import program as fb
 from etbuild.runtime.values import tensor_nbytes
 
 Region = tuple[int, int, int]  # memory id, first byte, end byte
-_BAD_ARGS = (KernelError, ValueError, IndexError, TypeError)  # the kernel itself will say what is wrong
+BAD_ARGS = (KernelError, ValueError, IndexError, TypeError)  # the kernel itself will say what is wrong
 
 
 def views_of(info: Any, args: Sequence[Any]) -> list[np.ndarray] | None:
@@ -45,7 +45,7 @@ def views_of(info: Any, args: Sequence[Any]) -> list[np.ndarray] | None:
         return None
     try:
         views = info.view(*args)
-    except _BAD_ARGS:
+    except BAD_ARGS:
         return None
     views = views if isinstance(views, list) else [views]
     outs = args[-1] if isinstance(args[-1], list) else [args[-1]]
@@ -133,6 +133,8 @@ class Aliaser:
 
     def try_alias(self, pc: int, call: fb.KernelCall, info: Any, views: list[np.ndarray]) -> bool:
         """Make the outs of the layout copy at pc views of its input when that is safe (see the module)."""
+        if len(call.args) <= len(info.params):
+            return False  # no result slot: the copy stays a copy
         outs = _items(self.plan, call.args[len(info.params)])
         src = call.args[0]
         root = self.root.get(src, src)

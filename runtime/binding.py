@@ -215,7 +215,10 @@ class Binder:
                 return _noop
             outs = objs[-1] if isinstance(objs[-1], list) else [objs[-1]]
             return aliasing.copy_step(views, outs)
-        step = info.fast(*objs) if info.fast is not None else None
+        try:
+            step = info.fast(*objs) if info.fast is not None else None
+        except aliasing.BAD_ARGS:  # arguments its fast path cannot take: the kernel's checks will say why
+            return None
         if step is not None and hasattr(info.fn, "__wrapped__"):  # decorated with common.quiet
             self.quiet = True
         return step

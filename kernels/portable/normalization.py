@@ -80,9 +80,10 @@ def _layer_norm_fast(
     x: np.ndarray, normalized_shape: list[int], weight: np.ndarray | None, bias: np.ndarray | None, eps: float,
     out: np.ndarray, mean_out: np.ndarray, rstd_out: np.ndarray,
 ) -> Callable[[], Any] | None:
-    """native_layer_norm_out's numpy calls bound at load, for contiguous float32/float64 tensors of one dtype whose
-    outs already have their shapes: mean and rstd computed in their outs, the square in a buffer of its own
-    (np.mean is np.add.reduce then a division by the count: the same calls, so the same bits)."""
+    """native_layer_norm_out's work bound at load, for contiguous float32/float64 tensors of one dtype whose
+    outs already have their shapes: for float32 the kernel's compiled loop when there is one, else its numpy
+    calls with mean and rstd computed in their outs, the square in a buffer of its own (np.mean is
+    np.add.reduce then a division by the count: the same calls, so the same bits)."""
     k, ct = len(normalized_shape), x.dtype
     if ct not in NATIVE or k == 0 or k > x.ndim or list(x.shape[x.ndim - k :]) != list(normalized_shape):
         return None

@@ -168,3 +168,48 @@ def test_delegated_program_names_the_missing_backend(good):
 
     with pytest.raises(InvalidProgram, match=r"delegate 0 \(CoreMLBackend\): this runtime has no backend 'CoreMLB"):
         _load_and_call(_edited(good, delegate))
+
+
+def _instruction_of(plan: fb.ExecutionPlan, operator: str) -> fb.KernelCall:
+    return next(i.instr_args for i in plan.chains[0].instructions
+                if isinstance(i.instr_args, fb.KernelCall) and plan.operators[i.instr_args.op_index].name == operator)
+
+
+def test_a_fast_path_that_cannot_take_its_arguments_leaves_the_error_to_the_kernel():
+    """A layer norm whose weight has fewer elements than the normalized dims (the fuzz tier's mutant
+    347): binding its fast path fails, the call is left to the kernel, which raises a KernelError."""
+    import torch
+
+    from etbuild.errors import KernelError
+    from etbuild.pipeline import compile_module
+
+    pte = compile_module(torch.nn.LayerNorm(8), (torch.randn(3, 8),)).pte
+
+    def shrink_weight(program: fb.Program, plan: fb.ExecutionPlan) -> None:
+        call = _instruction_of(plan, "aten::native_layer_norm")
+        plan.values[call.args[2]].val.sizes = [7]
+
+    with pytest.raises(KernelError, match="cannot reshape"):
+        _load_and_call(_edited(pte, shrink_weight))
+
+
+def test_a_layout_copy_without_a_result_slot_stays_a_copy():
+    """The fuzz tier's mutant 22: a permute_copy call without its result slot was offered to the
+    aliaser, which read past the call's arguments; now it is bound as a copy and runs."""
+    import torch
+
+    from etbuild.pipeline import compile_module
+
+    class Permuted(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return x.permute(1, 0) * 2
+
+    x = torch.randn(3, 5)
+    pte = compile_module(Permuted(), (x,)).pte
+
+    def drop_result_slot(program: fb.Program, plan: fb.ExecutionPlan) -> None:
+        call = _instruction_of(plan, "aten::permute_copy")
+        call.args = call.args[:-1]
+
+    (out,) = Program.from_bytes(_edited(pte, drop_result_slot)).load_method()(x.numpy())
+    np.testing.assert_allclose(out, x.numpy().T * 2)
