@@ -133,10 +133,14 @@ class Binder:
         self.aliaser: aliasing.Aliaser | None = None
         self.quiet = False  # a fast step bypasses a kernel's floating-point-warning guard (see Method)
 
-    def bind(self, instructions: list[fb.Instruction]) -> list[Step]:
-        """The steps of a chain (a jump step returns the next pc; see control_flow)."""
+    def check(self, instructions: list[fb.Instruction]) -> None:
+        """What must hold before any instruction is bound or run (at load, preloading included):
+        indices in range, instruction kinds known, storage the plan can hold."""
         check_instruction_indices(self.plan, instructions)
         checks.storage(self.plan, instructions, self.values.objects)
+
+    def bind(self, instructions: list[fb.Instruction]) -> list[Step]:
+        """The steps of a chain, checked by `check` (a jump step returns the next pc; see control_flow)."""
         if features.LIVE_VALUES:
             self.rebound = rebound_values(self.plan, instructions)
             self.unknown = checks.varying(self.plan, self.rebound)

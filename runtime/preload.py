@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from etbuild.errors import InvalidProgram, KernelError
 from etbuild.kernels.registry import canonical_name
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.values import LIST_TYPES, list_items, tensor_nbytes
@@ -98,13 +99,20 @@ def preload(
     plan: fb.ExecutionPlan, instructions: list[fb.Instruction], objects: list[Any],
     step: Callable[[fb.KernelCall, str], Callable[[], Any]],
 ) -> list[int]:
-    """Run the preloadable instructions, each into a fresh array; the indices run."""
+    """Run the preloadable instructions (of a checked chain), each into a fresh array; the indices run.
+    A kernel that fails raises KernelError naming the instruction, as it would on a call."""
     done = preloadable(plan, instructions)
     for pc in done:
         call = instructions[pc].instr_args
         ret = call.args[-1]
         current = objects[ret]
         objects[ret] = np.empty(current.shape, current.dtype)
-        step(call, f"instruction {pc}")()
+        where = f"instruction {pc}"
+        try:
+            step(call, where)()
+        except (KernelError, InvalidProgram):
+            raise
+        except Exception as exc:  # a kernel rejected its (constant) arguments
+            raise KernelError(f"{where}, run once at load: {type(exc).__name__}: {exc}") from exc
     return done
 

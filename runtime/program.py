@@ -268,6 +268,7 @@ class Method:
         instructions = plan.chains[0].instructions
         self.delegates = dict(delegates or {})  # delegate index -> its backend's handle
         binder = Binder(self.values, kernels.get, self.delegates)
+        binder.check(instructions)
         preloaded = []
         if features.PRELOAD and preload:
             preloaded = preload_constants(plan, instructions, self.values.objects, binder.kernel_step)

@@ -131,3 +131,31 @@ def test_a_quantized_build_preloads_dequantized_weights_and_reports_them(tmp_pat
     assert report["pte_bytes"]["quantized"] == pte.stat().st_size and report["verify"]["accuracy"]["forward"]["passed"]
     text = format_description(describe(pte))
     assert "quantization: int8-weight-only" in text and "quantize: scheme int8-weight-only" in text
+    _malformed_preloads_raise_typed_errors(pte.read_bytes())
+
+
+def _malformed_preloads_raise_typed_errors(data: bytes) -> None:
+    """Preloading runs after the load checks, and a kernel failing on its constants raises
+    KernelError (the fuzz tier's mutants: raw ValueErrors and IndexErrors before)."""
+    from etbuild.errors import InvalidProgram, KernelError
+    from etbuild.runtime import Program
+    from etbuild.runtime.preload import preloadable
+    from tests.fuzz.mutators import edited
+
+    def first_preloaded(program):  # noqa: ANN001, ANN202
+        plan = program.execution_plan[0]
+        return plan, plan.chains[0].instructions[preloadable(plan, plan.chains[0].instructions)[0]].instr_args
+
+    def fewer_scales(program) -> None:  # noqa: ANN001
+        plan, call = first_preloaded(program)
+        scales = plan.values[call.args[1]].val
+        scales.sizes = [scales.sizes[0] - 1]
+
+    def scales_out_of_range(program) -> None:  # noqa: ANN001
+        plan, call = first_preloaded(program)
+        call.args = [call.args[0], 10**6, *call.args[2:]]
+
+    with pytest.raises(KernelError, match="run once at load"):
+        Program.from_bytes(edited(data, fewer_scales)).load_method()
+    with pytest.raises(InvalidProgram, match="out of range"):
+        Program.from_bytes(edited(data, scales_out_of_range)).load_method()
