@@ -126,6 +126,8 @@ class Aliaser:
         if info is None:
             return set(a.args)
         nparams = len(info.params)
+        if len(a.args) not in (nparams, nparams + 1):
+            return set(a.args)  # a malformed call (binding refuses it): it may write anything it names
         out = set(_items(self.plan, a.args[nparams])) if len(a.args) > nparams else set()
         if len(a.args) <= nparams or info.name.partition(".")[0].endswith("_"):
             out.add(a.args[0])

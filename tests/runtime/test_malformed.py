@@ -66,6 +66,8 @@ EDITS = {
                                 "run past the"),
     "wrong argument count": (lambda p, plan: setattr(plan.chains[0].instructions[-1].instr_args, "args", [0]),
                              "the program gives 1 values"),
+    "no arguments": (lambda p, plan: setattr(plan.chains[0].instructions[0].instr_args, "args", []),
+                     "the program gives 0 values"),
     "unknown scalar type": (lambda p, plan: setattr(plan.values[plan.inputs[0]].val, "scalar_type", 99),
                             "scalar type 99 is not supported"),
     "constant index out of range": (lambda p, plan: setattr(_first_constant(plan), "data_buffer_idx", 50),
