@@ -61,6 +61,17 @@ def _compiled() -> ModuleType | None:
         return None
 
 
+def flat_pair(x: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """x and out as flat float32 views for an elementwise loop: both float32 and C-contiguous, of one
+    size, either disjoint or the same memory (the loops read x[i] before they write out[i]); else None."""
+    if not (x.dtype == out.dtype == np.float32 and x.size == out.size and x.flags.c_contiguous
+            and out.flags.c_contiguous):
+        return None
+    if np.may_share_memory(x, out) and x.ctypes.data != out.ctypes.data:
+        return None
+    return x.reshape(-1), out.reshape(-1)
+
+
 def warm() -> None:
     """Compile every loop now (or load it from numba's disk cache): on a machine's first use each takes
     about a second to compile, which otherwise lands on the first call that binds it. No-op without numba."""

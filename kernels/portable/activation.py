@@ -62,20 +62,10 @@ def relu_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return out
 
 
-def _flat_pair(x: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
-    """x and out as flat float32 views for a compiled elementwise loop: both float32 and contiguous, of
-    one size, either disjoint or the same memory (the loop reads x[i] before it writes out[i])."""
-    if not (x.dtype == out.dtype == FLOAT32 and x.size == out.size and x.flags.c_contiguous and out.flags.c_contiguous):
-        return None
-    if np.may_share_memory(x, out) and x.ctypes.data != out.ctypes.data:
-        return None
-    return x.reshape(-1), out.reshape(-1)
-
-
 def _gelu_fast(x: np.ndarray, approximate: str, out: np.ndarray) -> Callable[[], Any] | None:
     """gelu_out's compiled loop (float32, approximate='none') bound at load."""
     fused = native.loops()
-    pair = _flat_pair(x, out) if approximate == "none" and out.shape == x.shape else None
+    pair = native.flat_pair(x, out) if approximate == "none" and out.shape == x.shape else None
     return None if fused is None or pair is None else functools.partial(fused.gelu, *pair)
 
 
@@ -84,7 +74,7 @@ def _gelu_erf(v: np.ndarray, out: np.ndarray) -> np.ndarray:
     the compiled loop when there is one (kernels/native.py)."""
     if v.dtype == FLOAT32 and (fused := native.loops()) is not None:
         src = np.ascontiguousarray(v)
-        pair = _flat_pair(src, out)
+        pair = native.flat_pair(src, out)
         if pair is None:
             work = np.empty(src.shape, FLOAT32)
             fused.gelu(src.reshape(-1), work.reshape(-1))

@@ -99,18 +99,17 @@ class Unary(Op):
         if isinstance(self.fn, np.ufunc) or self.fn is _copy:
             return functools.partial(self.fn, ins[0], outs[0])
         x, o = ins[0], outs[0]
+        fused = native.loops() if self.fn in (_gelu, _sigmoid) else None
+        pair = native.flat_pair(x, o) if fused is not None else None
+        if pair is not None and self.fn is _gelu:  # the compiled loop: one pass
+            return functools.partial(fused.gelu, *pair)
+        if pair is not None and o.size <= native.SMALL_SIGMOID:
+            return functools.partial(fused.sigmoid, *pair)
         if self.fn is _sigmoid and o.size <= BLOCK:
-            fused = native.loops() if o.size <= native.SMALL_SIGMOID else None
-            if fused is not None and x.flags.c_contiguous and o.flags.c_contiguous and x.dtype == o.dtype == F:
-                return functools.partial(fused.sigmoid, x.reshape(-1), o.reshape(-1))
             return _small_sigmoid(x, o)
-        if self.fn is _gelu and x.flags.c_contiguous and o.flags.c_contiguous:
-            # the compiled loop: one pass, in place too (it reads x[i] before it writes o[i])
-            if x.dtype == o.dtype == F and (fused := native.loops()) is not None:
-                return functools.partial(fused.gelu, x.reshape(-1), o.reshape(-1))
-            if not np.may_share_memory(x, o):
-                return _gelu_step(x, o)
-        return blocks(self.fn, ins[0], outs[0])  # several passes: block by block
+        if self.fn is _gelu and x.flags.c_contiguous and o.flags.c_contiguous and not np.may_share_memory(x, o):
+            return _gelu_step(x, o)
+        return blocks(self.fn, x, o)  # several passes: block by block
 
 
 # gelu(x) = x·(1 + erf(x/√2))/2 with erf's tanh(u·P(u²)) (kernels/portable/common.py) and its 1/√2
