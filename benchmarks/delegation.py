@@ -3,7 +3,7 @@
     python benchmarks/delegation.py [RECIPE ...] [--runs 50] [--json out.json]
 
 Per recipe (default: every recipe whose `backends:` names xnnpack): etbuild builds it
-(`etbuild.build`, the full stage pipeline), and ExecuTorch lowers the same model with
+(`etbuild.build.driver`, the full stage pipeline), and ExecuTorch lowers the same model with
 `to_edge_transform_and_lower` and its XnnpackPartitioner (the oracle; a recipe with a
 `quantize:` section is quantized by ExecuTorch's XNNPACKQuantizer first, static int8 for
 `int8-static`, dynamic otherwise). Both `.pte` files then run in ExecuTorch's runtime on
@@ -32,11 +32,11 @@ import numpy as np
 import torch
 from timing import interleaved_us  # benchmarks/timing.py (the script's folder is on sys.path)
 
-from etbuild.build import build
+from etbuild.build.driver import build
 from etbuild.model import build_model, example_inputs, method_callable
-from etbuild.oracle import export_methods
 from etbuild.recipe import Recipe, discover_recipes, load_recipe
 from etbuild.runtime.format.pte import read_program
+from etbuild.verify.oracle import export_methods
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -38,11 +38,11 @@ def prepare(name: str, build_dir: Path, tmp: Path) -> dict[str, Any]:
     """Our method, the eager callable and inputs, and ExecuTorch's two `.pte` files for one recipe."""
     import torch
 
-    from etbuild.build import build
+    from etbuild.build.driver import build
     from etbuild.model import build_model, example_inputs, method_callable
-    from etbuild.oracle import executorch_build, xnnpack_partitioner
     from etbuild.recipe import load_recipe
     from etbuild.runtime import Program
+    from etbuild.verify.oracle import executorch_build, xnnpack_partitioner
 
     path = ROOT / "recipes" / f"{name}.yaml"
     recipe = load_recipe(path)

@@ -27,11 +27,11 @@ from typing import Any
 import torch
 from timing import median_us  # benchmarks/timing.py
 
-from etbuild.build import build
+from etbuild.build.driver import build
 from etbuild.model import build_model, example_inputs
-from etbuild.oracle import ORACLE_SCHEMES, executorch_build
 from etbuild.recipe import discover_recipes, load_recipe
 from etbuild.runtime import Program
+from etbuild.verify.oracle import ORACLE_SCHEMES, executorch_build
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -69,7 +69,7 @@ class Pending:
 
 def probe(name: str, root: Path, runs: int) -> tuple[Result, Pending]:
     """Our build and latency, eager latency, ExecuTorch's two builds (its runtime is not called here)."""
-    from etbuild.build import build
+    from etbuild.build.driver import build
     from etbuild.model import sample_inputs
     from etbuild.recipe import load_recipe
 
@@ -111,7 +111,7 @@ def _time_eager(recipe: Any, sample: tuple[torch.Tensor, ...], runs: int, result
 
 
 def _executorch_build(recipe: Any, path: Path, flow: str, pending: Pending, result: Result) -> None:
-    from etbuild.oracle import executorch_build, xnnpack_partitioner
+    from etbuild.verify.oracle import executorch_build, xnnpack_partitioner
 
     try:
         built = executorch_build(recipe, path, xnnpack_partitioner() if flow == "executorch_xnnpack" else None)

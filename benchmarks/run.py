@@ -27,12 +27,12 @@ from typing import Any
 import torch
 from timing import median_us  # benchmarks/timing.py (the script's folder is on sys.path)
 
-from etbuild.build import build
+from etbuild.build.driver import build
 from etbuild.model import build_model, example_inputs, method_callable
-from etbuild.oracle import executorch_build, xnnpack_partitioner
 from etbuild.recipe import Recipe, discover_recipes, load_recipe
 from etbuild.runtime import Program
 from etbuild.runtime.format.pte import read_program
+from etbuild.verify.oracle import executorch_build, xnnpack_partitioner
 
 ROOT = Path(__file__).resolve().parents[1]
 STAGES = ("export", "lower", "plan", "emit", "select", "verify")

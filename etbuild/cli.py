@@ -20,7 +20,7 @@ from etbuild.errors import EtbuildError, printable
 @contextmanager
 def _execution(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
     """The cache, executor, jobs and event sink the options name (for build and release)."""
-    from etbuild.progress import make_sink
+    from etbuild.build.progress import make_sink
 
     cache = executor = None
     if args.cache:
@@ -28,7 +28,7 @@ def _execution(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
 
         cache = open_cache(args.cache)
     if args.executor:
-        from etbuild.remote import executor_for
+        from etbuild.build.remote import executor_for
 
         executor = executor_for(args.executor, cache)
     sink = make_sink(sys.stdout, json_lines=args.json, parallel=args.jobs > 1, debug=args.debug)
@@ -40,7 +40,7 @@ def _execution(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
 
 
 def _build(args: argparse.Namespace) -> int:
-    from etbuild.build import build
+    from etbuild.build.driver import build
     from etbuild.recipe import discover_recipes
 
     paths = [Path(p) for p in args.recipes] or discover_recipes(args.recipes_dir)
@@ -60,9 +60,9 @@ def _build(args: argparse.Namespace) -> int:
 
 
 def _select(args: argparse.Namespace) -> int:
-    from etbuild.build import build
+    from etbuild.build.driver import build
+    from etbuild.build.union import run_union
     from etbuild.recipe import load_recipe
-    from etbuild.stages.select import run_union
 
     paths = [Path(p) for p in args.union]
     built = build(paths, Path(args.build_dir), debug=args.debug)
@@ -115,10 +115,10 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _profile(args: argparse.Namespace) -> int:
-    from etbuild.profile import generated_inputs, profile_method
-    from etbuild.profile_report import format_table, write_trace
     from etbuild.runtime.program import Program
     from etbuild.runtime.runner import call_inputs
+    from etbuild.tools.profile import generated_inputs, profile_method
+    from etbuild.tools.profile_report import format_table, write_trace
 
     method = Program.load(args.pte).load_method(args.method, max_planned_bytes=args.max_planned_bytes)
     inputs = call_inputs(Path(args.inputs)) if args.inputs else generated_inputs(method, args.seed)
@@ -131,14 +131,14 @@ def _profile(args: argparse.Namespace) -> int:
 
 
 def _generate(args: argparse.Namespace) -> int:
-    from etbuild.generate import generate, greedy
+    from etbuild.tools.generate import generate, greedy
 
     prompt = _token_list(args.prompt)
     if args.runtime == "executorch":
         from etbuild.extras import require
 
         require("executorch.runtime", "interop")
-        from etbuild.oracle import executorch_methods
+        from etbuild.verify.oracle import executorch_methods
 
         tokens = greedy(*executorch_methods(Path(args.pte), "prefill", "decode"), prompt, args.tokens)
     else:

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from etbuild.build import build
-from etbuild.generate import Step, greedy
+from etbuild.build.driver import build
 from etbuild.model import build_model
 from etbuild.recipe import load_recipe
+from etbuild.tools.generate import Step, greedy
 
 LM_RECIPE = Path(__file__).resolve().parents[1] / "recipes" / "lm.yaml"
 PROMPT = [17, 3, 250, 42, 99, 7, 128]

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import torch
 
-from etbuild.select import run_trimmed
+from etbuild.verify.trimmed import run_trimmed
 
 ROOT = Path(__file__).resolve().parents[1]
 NEVER_PACKAGED = {"tests", "build", "dist"}  # top-level folders that hold packages we do not ship

@@ -2,7 +2,7 @@
 
 `executorch_operators.txt` beside this file lists ExecuTorch 1.5.1's operator names (portable
 kernels, prim ops, quantized kernels), generated from the oracle by
-`python -m etbuild.oracle operators etbuild/lowering/executorch_operators.txt`: a fact about
+`python -m etbuild.verify.oracle operators etbuild/lowering/executorch_operators.txt`: a fact about
 that release, checked in so that lowering targets it without ExecuTorch installed. A test
 compares it with the installed oracle and every emitted program with it.
 """

@@ -30,20 +30,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
-from etbuild.build import BuildResult, build
+from etbuild.build.driver import BuildResult, build
+from etbuild.build.layout import Artifacts
+from etbuild.build.progress import Sink, TextSink, event
+from etbuild.build.stage_table import SECTION_FILES, STAGES, stage_calls
+from etbuild.build.stagerun import Executor, StageRunner
+from etbuild.build.union import union_selection
 from etbuild.cache import Cache, code_digest, versions
 from etbuild.errors import EtbuildError, ReleaseError, VerificationError, error_class
 from etbuild.fsutil import atomic_dir, sha256_file, write_bytes, write_json
-from etbuild.progress import Sink, TextSink, event
 from etbuild.release import provenance as prov
 from etbuild.release.config import Release, RuntimeGroup, load_release
 from etbuild.release.latency import measure_latency
 from etbuild.release.wheel import installed_bytes, runtime_wheel, wheel_filename
 from etbuild.select import generate_runtime, selected_operators_yaml
-from etbuild.stagerun import Executor, StageRunner
-from etbuild.stages.select import union_selection
-from etbuild.stages.verify import verify
-from etbuild.tasks import SECTION_FILES, STAGES, Artifacts, stage_calls
+from etbuild.verify.stage import verify
 
 PRODUCT_REPORTS = ("verify.json", "select.json", "memory.json")
 UNSUMMED = ("SHA256SUMS", "measurements.json", "provenance.json")

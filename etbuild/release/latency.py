@@ -13,7 +13,7 @@ import numpy as np
 from etbuild.errors import VerificationError
 from etbuild.model import example_inputs
 from etbuild.recipe import Recipe
-from etbuild.select.verify_trimmed import run_isolated
+from etbuild.verify.trimmed import run_isolated
 
 CALLS, WARMUP = 20, 3
 

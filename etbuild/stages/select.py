@@ -30,7 +30,6 @@ from etbuild.select import (
     selected_operators_yaml,
 )
 from etbuild.select.allowlist import describe_use
-from etbuild.tasks import Artifacts
 
 
 def size_report(selection: Selection, runtime_bytes: int, zip_bytes: int) -> dict[str, Any]:
@@ -68,30 +67,3 @@ def run_select(recipe: Recipe, pte: Path, lowered: Path, out: Path) -> None:
     write_bytes(out / "selected_operators.yaml", selected_operators_yaml(selection, source).encode())
     runtime = generate_runtime(selection, out / "runtime", source=source, name=recipe.name)
     write_json(out / "select.json", size_report(selection, runtime.total_bytes, runtime.zip_bytes))
-
-
-def union_selection(recipes: list[Recipe], build_root: Path) -> Selection:
-    """What the built programs of several recipes need together."""
-    selections = [collect(a.pte, a.lowered) for a in (Artifacts.of(r, build_root) for r in recipes)]
-    return selections[0].union(selections[1:])
-
-
-def run_union(recipes: list[Recipe], build_root: Path, name: str) -> dict[str, Any]:
-    """One trimmed runtime for the union of several built recipes, each verified against it.
-
-    Writes `build/union/<name>/` (runtime/, selected_operators.yaml, select.json) and
-    returns the select.json content; raises VerificationError when a recipe fails on it.
-    """
-    from etbuild.stages.verify import verify
-
-    union = union_selection(recipes, build_root)
-    out = build_root / "union" / name
-    source = ", ".join(f"recipe {r.name}" for r in recipes)
-    write_bytes(out / "selected_operators.yaml", selected_operators_yaml(union, source).encode())
-    runtime = generate_runtime(union, out / "runtime", source=source, name=name)
-    report = size_report(union, runtime.total_bytes, runtime.zip_bytes)
-    built = [(r, Artifacts.of(r, build_root)) for r in recipes]
-    report["recipes"] = {r.name: verify(r, a.pte, runtime.root, a.quantized if r.quantize else None)["passed"]
-                         for r, a in built}
-    write_json(out / "select.json", report)
-    return report

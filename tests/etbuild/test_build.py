@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from etbuild.build import build
+from etbuild.build.driver import build
 from etbuild.cli import main
 from etbuild.runtime import Program
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from etbuild.build import build
-from etbuild.buildstate import STATE_FILE, check_state
+from etbuild.build.driver import build
+from etbuild.build.state import STATE_FILE, check_state
 from etbuild.cli import main
 from etbuild.fsutil import leftover_temporaries, temp_name
 

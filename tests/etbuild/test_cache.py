@@ -88,10 +88,11 @@ def test_keys_replace_file_paths_by_their_digests():
 
 
 def test_stage_keys_are_the_same_in_two_checkouts(tmp_path):
+    from etbuild.build.layout import Artifacts
+    from etbuild.build.stage_table import stage_calls
+    from etbuild.build.stagerun import StageRunner
     from etbuild.cache import versions
     from etbuild.recipe import load_recipe
-    from etbuild.stagerun import StageRunner
-    from etbuild.tasks import Artifacts, stage_calls
 
     src = tmp_path / "one"
     src.mkdir()

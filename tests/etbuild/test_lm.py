@@ -10,8 +10,8 @@ import pytest
 
 from etbuild.cli import main
 from etbuild.errors import MethodInputError
-from etbuild.generate import generate
 from etbuild.runtime import Program
+from etbuild.tools.generate import generate
 from tests.lm_support import PROMPT, TOKENS, build_lm, eager_tokens
 
 

@@ -1,4 +1,4 @@
-"""etbuild.localise and the debug map: a wrong kernel is traced to its node, module and shapes."""
+"""etbuild.verify.localise and the debug map: a wrong kernel is traced to its node, module and shapes."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ import numpy as np
 import pytest
 import torch
 
-from etbuild.build import build
+from etbuild.build.driver import build
+from etbuild.build.layout import Artifacts
 from etbuild.errors import StageError, VerificationError
 from etbuild.kernels.registry import KernelInfo, load_all
-from etbuild.localise import NO_DIVERGENCE, Divergence, localise, localise_recipe, reference_graphs
 from etbuild.lowering.debug_map import read_debug_map, to_json
 from etbuild.pipeline import compile_module
 from etbuild.recipe import load_recipe
 from etbuild.runtime import Program
-from etbuild.stages import verify
-from etbuild.tasks import Artifacts
+from etbuild.verify import stage as verify
+from etbuild.verify.localise import NO_DIVERGENCE, Divergence, localise, localise_recipe, reference_graphs
 
 
 class Block(torch.nn.Module):

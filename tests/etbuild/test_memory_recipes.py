@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from etbuild.build import build
+from etbuild.build.driver import build
 from etbuild.errors import MethodInputError
 from etbuild.memory.measure import memory_tables
 from etbuild.memory.planners import PLANNERS

@@ -22,12 +22,12 @@ from etbuild.errors import StageError
 from etbuild.kernels.registry import canonical_name
 from etbuild.lowering.decompositions import DECOMPOSITIONS, decomposition_of, exclusion
 from etbuild.lowering.operator_set import available, executorch_operators
-from etbuild.oracle import export_methods
 from etbuild.pipeline import compile_module
 from etbuild.recipe import discover_recipes, load_recipe
 from etbuild.runtime import Program
 from etbuild.runtime.format.pte import read_program
 from etbuild.stages.lower import lower
+from etbuild.verify.oracle import export_methods
 from tests.conftest import requires_executorch
 
 aten = torch.ops.aten
@@ -194,7 +194,7 @@ def test_the_checked_in_list_is_executorchs():
     from importlib.metadata import version
 
     from etbuild.lowering.operator_set import EXECUTORCH_VERSION
-    from etbuild.oracle import executorch_operator_names
+    from etbuild.verify.oracle import executorch_operator_names
 
     assert version("executorch") == EXECUTORCH_VERSION
     assert set(executorch_operator_names()) == executorch_operators()

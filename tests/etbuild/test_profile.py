@@ -1,4 +1,4 @@
-"""etbuild.profile and `etbuild profile`: per-step medians, tables and the Chrome trace's shape."""
+"""etbuild.tools.profile and `etbuild profile`: per-step medians, tables and the Chrome trace's shape."""
 
 from __future__ import annotations
 
@@ -15,9 +15,9 @@ import torch
 from etbuild.cli import main
 from etbuild.model import build_model, example_inputs
 from etbuild.pipeline import compile_module
-from etbuild.profile import INSTRUCTION, Recorder, _rewrap_on_bind, generated_inputs, profile_method
 from etbuild.recipe import load_recipe
 from etbuild.runtime import Program
+from etbuild.tools.profile import INSTRUCTION, Recorder, _rewrap_on_bind, generated_inputs, profile_method
 from tests.conftest import requires_executorch
 
 RECIPES = Path(__file__).resolve().parents[2] / "recipes"

@@ -5,8 +5,8 @@ from __future__ import annotations
 import io
 import json
 
+from etbuild.build.progress import JsonSink, LiveSink, TextSink, event, make_sink
 from etbuild.cli import main
-from etbuild.progress import JsonSink, LiveSink, TextSink, event, make_sink
 
 from .test_build import RECIPE, STAGES
 

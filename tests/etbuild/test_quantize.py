@@ -109,7 +109,7 @@ def test_the_report_has_schemes_per_layer_snr_and_weight_bytes(tmp_path: Path) -
 
 
 def test_a_quantized_build_preloads_dequantized_weights_and_reports_them(tmp_path: Path) -> None:
-    from etbuild.build import build
+    from etbuild.build.driver import build
     from etbuild.runtime import Program
     from etbuild.runtime.inspect import describe, format_description
     from etbuild.runtime.preload import preloadable

@@ -15,7 +15,7 @@ import pytest
 from etbuild.cli import main
 from etbuild.errors import IntegrityError, RecipeError, ReleaseError
 from etbuild.release import diff_dists, load_release, make_release, verify_dist
-from etbuild.select import run_trimmed
+from etbuild.verify.trimmed import run_trimmed
 
 from .release_support import RELEASE, make_project
 

@@ -8,11 +8,11 @@ import json
 
 import pytest
 
+from etbuild.build.remote import executor_for
+from etbuild.build.stage_table import STAGES
 from etbuild.cache import open_cache
 from etbuild.errors import UsageError
 from etbuild.release import make_release, verify_dist
-from etbuild.remote import executor_for
-from etbuild.tasks import STAGES
 
 from .release_support import RECIPES, make_project
 

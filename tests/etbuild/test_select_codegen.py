@@ -14,10 +14,10 @@ from etbuild.kernels.registry import load_all
 from etbuild.runtime import Program
 from etbuild.runtime.format.fbs import load_schema
 from etbuild.runtime.format.reader import layout
-from etbuild.select import RuntimeArtifact, collect, generate_runtime, run_trimmed, trimmed_kernels, write_runtime
+from etbuild.select import RuntimeArtifact, collect, generate_runtime, write_runtime
 from etbuild.select.codegen import ZIP_TIME
 from etbuild.select.selection import CallSite, build
-from etbuild.select.verify_trimmed import run_isolated
+from etbuild.verify.trimmed import run_isolated, run_trimmed, trimmed_kernels
 from tests.etbuild.select_support import write_both
 
 SOURCE = "recipes/mlp.yaml"

@@ -10,9 +10,10 @@ from etbuild.errors import InternalError, InvalidProgram
 from etbuild.runtime import features
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import read_program
-from etbuild.select import Contents, collect, run_trimmed, write_runtime
+from etbuild.select import Contents, collect, write_runtime
 from etbuild.select.features import plan_features, program_features
 from etbuild.select.selection import Selection
+from etbuild.verify.trimmed import run_trimmed
 from tests.etbuild.select_support import write_both
 
 STATIC, BOUND = fb.TensorShapeDynamism.STATIC, fb.TensorShapeDynamism.DYNAMIC_BOUND

@@ -7,7 +7,7 @@ import io
 import json
 import re
 
-from etbuild.build import build
+from etbuild.build.driver import build
 from etbuild.cache import open_cache
 from etbuild.cache.cache import blob_name
 
@@ -38,10 +38,11 @@ def test_a_fresh_tree_fetches_every_stage_and_a_corrupt_entry_is_rebuilt(tmp_pat
 
 def second_key(tmp_path, stage: str) -> str:
     """The key a build of tmp_path/tiny.yaml records for `stage` in its doit values."""
+    from etbuild.build.layout import Artifacts
+    from etbuild.build.stage_table import stage_calls
+    from etbuild.build.stagerun import StageRunner
     from etbuild.cache import versions
     from etbuild.recipe import load_recipe
-    from etbuild.stagerun import StageRunner
-    from etbuild.tasks import Artifacts, stage_calls
 
     recipe = load_recipe(tmp_path / "tiny.yaml")
     return StageRunner(versions()).key(stage_calls(recipe, Artifacts.of(recipe, tmp_path / "b2"))[stage])

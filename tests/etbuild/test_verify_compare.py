@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 import torch
 
-from etbuild.build import build
-from etbuild.stages.verify_compare import compare, compare_output, describe
-from etbuild.stages.verify_intermediate import compare_intermediate, cut_at, last_varying
+from etbuild.build.driver import build
+from etbuild.verify.compare import compare, compare_output, describe
+from etbuild.verify.intermediate import compare_intermediate, cut_at, last_varying
 
 
 def _f32(*values: float) -> np.ndarray:

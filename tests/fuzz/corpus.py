@@ -55,7 +55,7 @@ def zoo_recipes() -> list[Path]:
 
 def ours(build_root: Path) -> Corpus:
     """Every zoo recipe built by etbuild (the final `.pte` of each)."""
-    from etbuild.build import build
+    from etbuild.build.driver import build
 
     recipes = zoo_recipes()
     with redirect_stdout(io.StringIO()):
@@ -94,8 +94,8 @@ def _edge_program(module: torch.nn.Module | Path) -> bytes:
     """A recipe's model (by its path) or a module, through ExecuTorch's export → to_edge → to_executorch."""
     from executorch.exir import to_edge
 
-    from etbuild.oracle import export_methods
     from etbuild.recipe import load_recipe
+    from etbuild.verify.oracle import export_methods
 
     if isinstance(module, Path):
         exported = export_methods(load_recipe(module))

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from etbuild.generate import generate, greedy
-from etbuild.oracle import executorch_build, executorch_methods, shared_state_config
 from etbuild.recipe import load_recipe
+from etbuild.tools.generate import generate, greedy
+from etbuild.verify.oracle import executorch_build, executorch_methods, shared_state_config
 from tests.conftest import HAS_EXECUTORCH
 from tests.lm_support import LM_RECIPE, PROMPT, TOKENS, build_lm, eager_tokens
 

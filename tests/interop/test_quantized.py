@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from etbuild.build import build
+from etbuild.build.driver import build
 from etbuild.model import sample_inputs
-from etbuild.oracle import executorch_build
 from etbuild.recipe import Recipe, discover_recipes, load_recipe
 from etbuild.runtime import Program
+from etbuild.verify.oracle import executorch_build
 from tests.conftest import HAS_EXECUTORCH
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")]

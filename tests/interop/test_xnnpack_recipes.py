@@ -12,11 +12,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from etbuild.build import build
+from etbuild.build.driver import build
 from etbuild.model import build_model, call_method, sample_inputs
-from etbuild.oracle import run_samples_in_executorch
 from etbuild.recipe import discover_recipes, load_recipe
-from etbuild.stages.verify import run_samples
+from etbuild.verify.oracle import run_samples_in_executorch
+from etbuild.verify.stage import run_samples
 from tests.conftest import HAS_EXECUTORCH
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")]

@@ -18,11 +18,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from etbuild.build import build
+from etbuild.build.driver import build
 from etbuild.model import sample_inputs
 from etbuild.recipe import load_recipe
 from etbuild.runtime import Program
-from etbuild.stages.verify_compare import compare_output, describe
+from etbuild.verify.compare import compare_output, describe
 from tests.conftest import requires_executorch
 from tests.models.zoo import ARCHITECTURES, write_recipe
 

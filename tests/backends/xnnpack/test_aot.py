@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from etbuild.build import build
+from etbuild.build.driver import build
 from etbuild.lowering.partition_svg import partition_svg
 from etbuild.pipeline import compile_exported
 from etbuild.recipe import BackendConfig
@@ -224,7 +224,7 @@ def _filter_datatypes(pte: bytes) -> set[str]:
 
 
 def test_verify_says_plainly_when_it_cannot_run_a_delegated_program_in_executorch(monkeypatch):
-    from etbuild.stages import verify
+    from etbuild.verify import stage as verify
 
     monkeypatch.setattr(verify, "executorch_installed", lambda: False)
     assert verify._in_executorch(None, None, None) == {
@@ -232,7 +232,7 @@ def test_verify_says_plainly_when_it_cannot_run_a_delegated_program_in_executorc
 
 
 def test_has_delegates(tmp_path):
-    from etbuild.stages.verify import has_delegates
+    from etbuild.verify.stage import has_delegates
 
     torch.manual_seed(0)
     module, inputs = WithCumsum(), (torch.randn(3, 8),)

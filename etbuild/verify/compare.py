@@ -8,7 +8,7 @@ boolean outputs must match exactly. Each output's report states the error found,
 largest eager magnitude and the bound used, and whether the eager values vary across the
 samples: an output that does not (torchvision's ViT zero-initialises its classifier, so
 every output is 0) proves nothing, and verify then compares an intermediate value as well
-(`etbuild.stages.verify_intermediate`).
+(`etbuild.verify.intermediate`).
 """
 
 from __future__ import annotations

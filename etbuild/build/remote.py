@@ -21,13 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from etbuild.build.layout import Artifacts
+from etbuild.build.stage_table import StageCall, stage_calls
+from etbuild.build.stagerun import StageRunner, file_digest
 from etbuild.cache import Cache, code_digest, open_cache
 from etbuild.errors import EtbuildError, InternalError, UsageError, error_class
 from etbuild.extras import require
 from etbuild.fsutil import write_bytes
 from etbuild.recipe import Recipe
-from etbuild.stagerun import StageRunner, file_digest
-from etbuild.tasks import Artifacts, StageCall, stage_calls
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@
 The key (`etbuild.cache.keys.stage_key`) covers the stage, etbuild's source and the tool
 versions, the recipe sections the stage reads (file paths replaced by the files' digests) and
 the digests of the build files it reads. A corrupt entry is discarded, the stage rebuilt and
-stored again, and the report says so (`note`). An executor (`etbuild.remote`) runs the stage
+stored again, and the report says so (`note`). An executor (`etbuild.build.remote`) runs the stage
 elsewhere and stores its outputs in the cache, from which they are restored here.
 """
 
@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from etbuild.build.stage_table import StageCall
 from etbuild.cache import Cache, CorruptEntry, portable, stage_key
 from etbuild.errors import StageError
 from etbuild.fsutil import sha256_file
 from etbuild.recipe import Recipe
-from etbuild.tasks import StageCall
 
 
 class Executor(Protocol):

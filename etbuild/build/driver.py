@@ -6,7 +6,7 @@
     build(paths, dump_after=["fold-constants"])  # also write build/<recipe>/dump/02-fold-constants.py
     build(paths, cache=open_cache("s3://…"))     # fetch stage outputs another machine built
 
-A build holds its tree's lock (`etbuild.buildstate`): a second build of the same tree waits,
+A build holds its tree's lock (`etbuild.build.state`): a second build of the same tree waits,
 then reuses what the first one built. doit's records are committed per task, so a killed
 build resumes where it stopped; a torn record file and leftover temporary files are removed
 with a note.
@@ -23,13 +23,14 @@ from typing import Any, TextIO
 from doit.cmd_base import ModuleTaskLoader
 from doit.doit_cmd import DoitMain
 
-from etbuild.buildstate import BACKEND, DOIT_PLUGINS, STATE_FILE, prepared_tree
+from etbuild.build.progress import Event, Sink, TextSink, event
+from etbuild.build.stage_table import STAGES
+from etbuild.build.stagerun import Executor, StageRunner
+from etbuild.build.state import BACKEND, DOIT_PLUGINS, STATE_FILE, prepared_tree
+from etbuild.build.tasks import StageFailure, recipe_tasks
 from etbuild.cache import Cache, versions
 from etbuild.errors import InternalError, RecipeError, UsageError
-from etbuild.progress import Event, Sink, TextSink, event
 from etbuild.recipe import Recipe, load_recipe
-from etbuild.stagerun import Executor, StageRunner
-from etbuild.tasks import STAGES, StageFailure, recipe_tasks
 
 
 @dataclass

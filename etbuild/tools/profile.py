@@ -1,7 +1,7 @@
 """`etbuild profile`: where a method's time goes, per instruction and per delegate node (torch-free).
 
 The method is loaded once and called `calls` times after a warm-up call. Each instruction's
-step is wrapped from outside (etbuild.instrument) to record its wall time; so is each node of
+step is wrapped from outside (etbuild.tools.instrument) to record its wall time; so is each node of
 a delegate whose handle exposes its bound steps as `steps` with their names in `step_names`
 (the XNNPACK runtime does): the handle's class is swapped for a subclass whose `steps` are
 re-wrapped whenever the handle binds them again (a call with new arrays), so nothing in the
@@ -25,11 +25,11 @@ from typing import Any
 
 import numpy as np
 
-from etbuild import instrument
 from etbuild.errors import MethodInputError
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.program import Method
 from etbuild.runtime.tensor import numpy_dtype
+from etbuild.tools import instrument
 
 Key = tuple[int, int]  # (instruction, delegate node or -1 for the instruction itself)
 INSTRUCTION = -1

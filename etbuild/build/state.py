@@ -28,7 +28,7 @@ from etbuild.fsutil import leftover_temporaries, remove
 STATE_FILE = ".doit.sqlite3"
 LOCK_FILE = ".lock"
 BACKEND = "etbuild-sqlite3"
-DOIT_PLUGINS = {"BACKEND": {BACKEND: "etbuild.buildstate:CommittedSqliteDB"}}
+DOIT_PLUGINS = {"BACKEND": {BACKEND: "etbuild.build.state:CommittedSqliteDB"}}
 Say = Callable[[str], None]
 
 

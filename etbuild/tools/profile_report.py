@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from etbuild.fsutil import atomic_path
-from etbuild.profile import INSTRUCTION, Entry, Profile
+from etbuild.tools.profile import INSTRUCTION, Entry, Profile
 
 PID, TID = 1, 1
 

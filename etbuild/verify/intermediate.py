@@ -18,7 +18,7 @@ from torch.export import ExportedProgram
 from torch.fx import Graph, GraphModule, Interpreter, Node
 
 from etbuild.lowering.sources import module_path
-from etbuild.stages.verify_compare import compare_output
+from etbuild.verify.compare import compare_output
 
 
 class _Recorder(Interpreter):

@@ -37,16 +37,16 @@ from torch.utils._pytree import tree_flatten
 
 from etbuild.errors import EtbuildError, StageError, VerificationError
 from etbuild.fsutil import write_json
-from etbuild.localise import describe_divergence, localise_recipe
 from etbuild.model import build_model, call_method, sample_inputs
-from etbuild.oracle import executorch_installed, run_samples_in_executorch
 from etbuild.quantize import checks
 from etbuild.recipe import Recipe
 from etbuild.runtime.format.pte import read_program
-from etbuild.select import run_trimmed
 from etbuild.stages.export import export_method
-from etbuild.stages.verify_compare import compare, describe
-from etbuild.stages.verify_intermediate import compare_intermediate
+from etbuild.verify.compare import compare, describe
+from etbuild.verify.intermediate import compare_intermediate
+from etbuild.verify.localise import describe_divergence, localise_recipe
+from etbuild.verify.oracle import executorch_installed, run_samples_in_executorch
+from etbuild.verify.trimmed import run_trimmed
 
 Runner = Callable[[Path, Path, Path, str], None]
 """Runs a program's samples: (pte, inputs .npz, outputs .npz, method)."""

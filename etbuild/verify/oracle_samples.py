@@ -1,6 +1,7 @@
-"""Runs a program's samples in ExecuTorch's runtime: the subprocess of `etbuild.oracle.run_samples_in_executorch`.
+"""Runs a program's samples in ExecuTorch's runtime, in the subprocess that
+`etbuild.verify.oracle.run_samples_in_executorch` starts.
 
-    python -m etbuild.oracle_samples PTE IN.npz OUT.npz METHOD
+    python -m etbuild.verify.oracle_samples PTE IN.npz OUT.npz METHOD
 
 It imports only numpy, torch and the pybindings' extension module, which
 `executorch.extension.pybindings.portable_lib` re-exports after importing all of
@@ -35,5 +36,5 @@ def run_samples(pte: str, inputs_npz: str, out_npz: str, method: str) -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) != 5:
-        sys.exit("usage: python -m etbuild.oracle_samples PTE IN.npz OUT.npz METHOD")
+        sys.exit("usage: python -m etbuild.verify.oracle_samples PTE IN.npz OUT.npz METHOD")
     run_samples(*sys.argv[1:5])

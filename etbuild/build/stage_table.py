@@ -1,0 +1,119 @@
+"""The stage table: each stage of one recipe as a call, with what it reads, writes and is keyed on.
+
+`stage_calls` gives, for each stage, the function, its arguments, the files it reads (outputs
+of earlier stages, and source files the recipe names), the files and directories it writes,
+and the recipe sections it reads. A new stage is one entry there and one name in `STAGES`.
+A section name `section.field` keys on that one field.
+
+A recipe with a `quantize:` section has a quantize stage between export and lower, keyed on
+that section (with the calibration file's bytes), `model`, and the `verify.samples` and
+`verify.seed` its per-layer report is measured on: changing the calibration data re-runs
+quantize and what follows, never export. Lower then reads `quantized/<method>.pt2` instead of
+`export/<method>.pt2`. A recipe without one has no quantize stage.
+
+Lowering dumps (`dump_after`) are extra outputs of the lower call, not part of its key.
+Nothing here knows doit: `etbuild.build.tasks` makes these calls into tasks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from etbuild.build.layout import Artifacts
+from etbuild.recipe import Recipe
+from etbuild.stages import emit, export, lower, plan, quantize, select
+from etbuild.verify import stage as verify
+
+STAGES = ("export", "quantize", "lower", "plan", "emit", "select", "verify")
+
+
+@dataclass(frozen=True)
+class StageCall:
+    """One stage of one recipe: what runs, what it reads and what it writes.
+
+    reads: files under the recipe's build directory `root` (earlier stages' outputs).
+    outputs: files and directories under `root` that make its result (what a cache stores).
+    extra: files it writes that are not part of its result (lowering dumps); a call with
+    extras always runs.
+    """
+
+    stage: str
+    recipe: Recipe
+    root: Path
+    fn: Callable[..., None]
+    args: tuple[Any, ...]
+    reads: tuple[Path, ...]
+    outputs: tuple[Path, ...]
+    sections: tuple[str, ...]
+    extra: tuple[Path, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.stage}:{self.recipe.name}"
+
+    @property
+    def sources(self) -> tuple[Path, ...]:
+        """The source files (outside the build directory) that the sections it reads name."""
+        return tuple(f for s in self.sections for f in SECTION_FILES.get(s, lambda r: [])(self.recipe))
+
+    def run(self) -> None:
+        self.fn(*self.args)
+
+
+def model_files(recipe: Recipe) -> list[Path]:
+    """Files the model stage reads besides the recipe: weights and a path-based factory."""
+    files = [recipe.model.weights] if recipe.model.weights else []
+    source = recipe.model.factory.rsplit(":", 1)[0]
+    if source.endswith(".py"):
+        files.append(Path(source))  # file factories are absolute once loaded
+    return files
+
+
+def allowlist_files(recipe: Recipe) -> list[Path]:
+    """Allowlist files the select stage reads (`allow: file.txt` or `@file.txt` entries)."""
+    return list(recipe.operators.files)
+
+
+def calibration_files(recipe: Recipe) -> list[Path]:
+    """The calibration data file of `quantize`, if the recipe names one."""
+    data = recipe.quantize.calibration.data if recipe.quantize else None
+    return [data] if data else []
+
+
+SECTION_FILES: dict[str, Callable[[Recipe], list[Path]]] = {
+    "model": model_files, "operators": allowlist_files, "quantize": calibration_files,
+}
+"""Recipe section -> the files it names: a stage reading the section reads them too."""
+
+
+def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) -> dict[str, StageCall]:
+    """Every stage of one recipe, in STAGES order (quantize only when the recipe has the
+    section); `dump_after` names lowering steps to dump."""
+    exports = tuple(a.exports.values())
+    methods = a.quantized if recipe.quantize else a.exports
+    q_args = (methods, a.layers, a.quantize_report) if recipe.quantize else ()
+    q_reads = (a.layers,) if recipe.quantize else ()
+    dumps = tuple(lower.dump_files(a.dump_dir, dump_after).values())
+
+    def call(stage: str, fn: Callable[..., None], args: tuple[Any, ...], reads: Sequence[Path],
+             outputs: Sequence[Path], sections: tuple[str, ...], extra: tuple[Path, ...] = ()) -> StageCall:
+        return StageCall(stage, recipe, a.root, fn, args, tuple(reads), tuple(outputs), sections, extra)
+
+    calls = [
+        call("export", export.run_export, (recipe, a.exports), (), exports, ("model",)),
+        call("quantize", quantize.run_quantize, (recipe, a.exports, a.quantized, a.layers), exports,
+             [*a.quantized.values(), a.layers], ("model", "quantize", "verify.samples", "verify.seed")),
+        call("lower", lower.run_lower, (methods, a.lowered, a.debug_map, a.dump_dir, dump_after, recipe.backends),
+             tuple(methods.values()), [a.lowered, a.debug_map, *a.partition(recipe)], ("backends",), dumps),
+        call("plan", plan.run_plan, (a.lowered, recipe.memory, a.root), [a.lowered], a.memory, ("memory",)),
+        call("emit", emit.run_emit, (a.lowered, a.plan, a.pte), [a.lowered, a.plan], [a.pte], ()),
+        call("select", select.run_select, (recipe, a.pte, a.lowered, a.root), [a.pte, a.lowered],
+             [*a.select, a.runtime_package], ("operators",)),
+        call("verify", verify.run_verify, (recipe, a.pte, a.runtime_zip, a.verify, methods, a.debug_map, *q_args),
+             [a.pte, a.runtime_zip, *methods.values(), a.debug_map, *q_reads], [a.verify, *q_args[2:]],
+             ("model", "quantize", "verify")),
+    ]
+    return {c.stage: c for c in calls if c.stage != "quantize" or recipe.quantize}
