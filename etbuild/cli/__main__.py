@@ -1,0 +1,7 @@
+"""`python -m etbuild.cli …`: the `etbuild` command."""
+
+import sys
+
+from etbuild.cli import main
+
+sys.exit(main())

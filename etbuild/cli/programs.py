@@ -1,0 +1,116 @@
+"""Commands on a built `.pte`: `run`, `inspect`, `profile` and `generate`. The first three import no torch."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from etbuild.cli.command import Command
+from etbuild.cli.options import max_planned_bytes
+from etbuild.errors import printable
+
+
+def run_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pte")
+    p.add_argument("--inputs", required=True)
+    p.add_argument("--out", required=True)
+    p.add_argument("--method", default="forward")
+    p.add_argument("--calls", type=int, default=1)
+    max_planned_bytes(p)
+
+
+def run_run(args: argparse.Namespace) -> int:
+    from etbuild.runtime.runner import run_calls
+
+    run_calls(Path(args.pte), Path(args.inputs), Path(args.out), args.method, args.calls, args.max_planned_bytes)
+    return 0
+
+
+def inspect_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pte")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--memory", action="store_true", help="per memory level: planned bytes, lower bound, tensors")
+
+
+def run_inspect(args: argparse.Namespace) -> int:
+    from etbuild.runtime.inspect import describe, format_description
+
+    if args.memory:
+        from etbuild.memory.measure import memory_tables
+
+        print(printable(memory_tables(args.pte), keep="\n"))
+        return 0
+    d = describe(args.pte)
+    print(json.dumps(d, indent=2) if args.json else format_description(d))
+    return 0
+
+
+def profile_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pte")
+    p.add_argument("--inputs", help="an .npz with in0, in1, … (default: random inputs from the method's metadata)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated inputs")
+    p.add_argument("--method", default="forward")
+    p.add_argument("--calls", type=int, default=10, help="timed calls (medians over them)")
+    p.add_argument("--top", type=int, default=20, help="rows per table")
+    p.add_argument("--trace", metavar="trace.json", help="write a Chrome trace (opens in Perfetto)")
+    max_planned_bytes(p)
+
+
+def run_profile(args: argparse.Namespace) -> int:
+    from etbuild.runtime.program import Program
+    from etbuild.runtime.runner import call_inputs
+    from etbuild.tools.profile import generated_inputs, profile_method
+    from etbuild.tools.profile_report import format_table, write_trace
+
+    method = Program.load(args.pte).load_method(args.method, max_planned_bytes=args.max_planned_bytes)
+    inputs = call_inputs(Path(args.inputs)) if args.inputs else generated_inputs(method, args.seed)
+    profile = profile_method(method, inputs, args.calls)
+    print(format_table(profile, args.top))
+    if args.trace:
+        write_trace(args.trace, profile, args.pte)
+        print(f"\ntrace: {args.trace} ({len(profile.events):,} events; open it in https://ui.perfetto.dev)")
+    return 0
+
+
+def generate_arguments(p: argparse.ArgumentParser) -> None:
+    p.add_argument("pte")
+    p.add_argument("--prompt", required=True, help="prompt token ids, e.g. 1,2,3")
+    p.add_argument("--tokens", type=int, default=32, help="how many tokens to generate (default 32)")
+    p.add_argument("--runtime", choices=("etbuild", "executorch"), default="etbuild",
+                   help="whose runtime runs the .pte (executorch: the interop extra's oracle)")
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    from etbuild.tools.generate import generate, greedy
+
+    prompt = token_list(args.prompt)
+    if args.runtime == "executorch":
+        from etbuild.extras import require
+
+        require("executorch.runtime", "interop")
+        from etbuild.verify.oracle import executorch_methods
+
+        tokens = greedy(*executorch_methods(Path(args.pte), "prefill", "decode"), prompt, args.tokens)
+    else:
+        tokens = generate(args.pte, prompt, args.tokens)
+    print(" ".join(map(str, tokens)))
+    return 0
+
+
+def token_list(text: str) -> list[int]:
+    """Token ids from `1,2,3` or `1 2 3`; UsageError otherwise."""
+    from etbuild.errors import UsageError
+
+    try:
+        return [int(t) for t in text.replace(",", " ").split()]
+    except ValueError:
+        raise UsageError(f"--prompt {text!r}: expected token ids, e.g. 1,2,3") from None
+
+
+COMMANDS = (
+    Command("run", "run a .pte on inputs in0, in1, … from an .npz file", run_arguments, run_run),
+    Command("profile", "time each instruction and delegate node of a .pte", profile_arguments, run_profile),
+    Command("generate", "greedy generation with a prefill/decode language model", generate_arguments, run_generate),
+    Command("inspect", "summarize a .pte: methods, operators, sizes", inspect_arguments, run_inspect),
+)
