@@ -47,9 +47,10 @@ from etbuild.runtime.checks import KIND_TYPES
 from etbuild.runtime.format.fbs import load_schema
 from etbuild.runtime.format.reader import Layout, layout
 from etbuild.runtime.tensor import SCALAR_TYPE_TO_DTYPE
+from etbuild.select.render import render
 from etbuild.select.schema_cut import identifiers, mirror_module, schema_module
 from etbuild.select.selection import Selection
-from etbuild.select.shake import Shaker, render
+from etbuild.select.shake import Shaker
 
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 PACKAGE = "etbuild"

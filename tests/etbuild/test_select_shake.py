@@ -9,7 +9,8 @@ import pytest
 
 from etbuild.errors import InternalError
 from etbuild.select.codegen import module_source
-from etbuild.select.shake import Shaker, render
+from etbuild.select.render import render
+from etbuild.select.shake import Shaker
 
 HELPERS = '''
 """Helpers."""
