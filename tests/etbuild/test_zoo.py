@@ -186,7 +186,7 @@ def test_mobilenet_v2_structure_and_scale() -> None:
     with torch.no_grad():
         logits = model(*example_inputs(recipe("cnn")))
     assert logits.shape == (1, 2)
-    assert float(logits.abs().max()) > 0.1  # He init keeps the signal (see _init_convs_he)
+    assert float(logits.abs().max()) > 0.1  # He init keeps the signal (see etbuild.zoo.layers.init_convs_he)
 
 
 def test_transformer_writes_attention_out() -> None:
