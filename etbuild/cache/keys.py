@@ -34,14 +34,14 @@ def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
 
-def source_root() -> Path:
+def code_root() -> Path:
     """The folder holding etbuild's source folders (the checkout, or site-packages' parent of them)."""
     return Path(etbuild.__file__).resolve().parent.parent
 
 
 def source_files() -> list[Path]:
     """etbuild's own source files, sorted: what `code_digest` covers."""
-    root = source_root()
+    root = code_root()
     return sorted(
         path
         for folder in SOURCE_FOLDERS
@@ -53,7 +53,7 @@ def source_files() -> list[Path]:
 def code_digest() -> str:
     """sha256 over etbuild's source files, each as its relative path and bytes."""
     digest = hashlib.sha256()
-    root = source_root()
+    root = code_root()
     for path in source_files():
         digest.update(path.relative_to(root).as_posix().encode() + b"\0")
         digest.update(hashlib.sha256(path.read_bytes()).digest())

@@ -16,7 +16,7 @@ import torch
 from torch.fx import Node
 
 from etbuild.lowering import quantized_ops  # noqa: F401  (torch's quantized_decomposed ops)
-from etbuild.lowering.fold import constant_inputs
+from etbuild.lowering.fold_constants import constant_inputs
 from etbuild.lowering.forms import GraphMethod
 from etbuild.lowering.steps import at_node
 

@@ -72,7 +72,7 @@ class ReleaseResult:
     sums: dict[str, str]
 
 
-def source_root(path: Path) -> Path:
+def checkout_root(path: Path) -> Path:
     """The git checkout holding the release file, else its folder: provenance paths are relative to it."""
     import subprocess
 
@@ -102,7 +102,7 @@ def make_release(
                   executor=executor, sink=sink)
     if built.exit_code:
         raise _gate_error(release, built)
-    root = source_root(release.path)
+    root = checkout_root(release.path)
     epoch = source_date_epoch(root)
     runtimes = {g.name: _runtime(release, g, build_root, epoch) for g in release.runtimes}
     dist = dist_root / release.dist_name

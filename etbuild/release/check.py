@@ -124,9 +124,9 @@ def check_reproducible(release_file: Path, jobs: int = 1, keep: Path | None = No
     """Build the release twice, each in fresh build and dist directories with no cache and its own
     hash seed, and compare every file SHA256SUMS lists; ReleaseError naming the files that differ.
     Returns the sums and the first build's release directory (moved under `keep` if given)."""
-    from etbuild.release.assemble import source_date_epoch, source_root
+    from etbuild.release.assemble import checkout_root, source_date_epoch
 
-    epoch = str(source_date_epoch(source_root(release_file)))
+    epoch = str(source_date_epoch(checkout_root(release_file)))
     work = Path(tempfile.mkdtemp(prefix="etbuild-reproduce-"))
     started = [_start_build(release_file, work / f"build{i}", seed, epoch, jobs) for i, seed in enumerate(HASH_SEEDS)]
     dists = [_finished(proc, where) for proc, where in started]

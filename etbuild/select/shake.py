@@ -13,7 +13,7 @@ A small linker over `ast`. Each top-level statement is classified:
     skip         `if TYPE_CHECKING:` blocks: dropped (annotations are dropped too)
 
 Constants (feature flags, `Shaker(constants=…)`) are folded into each module before it is
-classified (see `etbuild.select.fold`), so the code behind an off flag, and what only it
+classified (see `etbuild.select.fold_flags`), so the code behind an off flag, and what only it
 used, does not ship.
 
 Uses are the global names a statement reads anywhere inside it, function bodies included
@@ -37,7 +37,7 @@ import copy
 from collections.abc import Callable, Mapping
 
 from etbuild.errors import InternalError
-from etbuild.select.fold import Constants, fold_constants
+from etbuild.select.fold_flags import Constants, fold_constants
 from etbuild.select.render import override
 from etbuild.select.statements import (
     Module,

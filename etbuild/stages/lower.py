@@ -29,10 +29,10 @@ from torch.export import ExportedProgram
 
 from etbuild.fsutil import write_bytes, write_json
 from etbuild.lowering.assertions import drop_assertions
+from etbuild.lowering.core_aten import to_core_aten
 from etbuild.lowering.debug_map import to_json
-from etbuild.lowering.decompose import decompose
 from etbuild.lowering.fit import fit_program
-from etbuild.lowering.fold import fold_constants
+from etbuild.lowering.fold_constants import fold_constants
 from etbuild.lowering.forms import ATEN, CORE_ATEN, DELEGATED, UNPLANNED, GraphProgram, LoweredProgram
 from etbuild.lowering.fuse_batch_norm import fuse_batch_norm
 from etbuild.lowering.listing import listing
@@ -48,7 +48,7 @@ from etbuild.recipe.config import BackendConfig
 
 LOWERING = Pipeline("lower", (
     Step("decompose", "ATen → core ATen with torch's default decomposition table",
-         ATEN, CORE_ATEN, each_method(decompose)),
+         ATEN, CORE_ATEN, each_method(to_core_aten)),
     Step("fit-operator-set", "decompose each call whose out-variant ExecuTorch's runtime lacks (and no backend of the "
          "recipe may take) into calls it has",
          CORE_ATEN, CORE_ATEN, fit_program),

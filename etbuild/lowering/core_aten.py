@@ -11,6 +11,6 @@ from dataclasses import replace
 from etbuild.lowering.forms import GraphMethod
 
 
-def decompose(method: GraphMethod) -> GraphMethod:
+def to_core_aten(method: GraphMethod) -> GraphMethod:
     """The method with its graph in core ATen."""
     return replace(method, exported=method.exported.run_decompositions())
