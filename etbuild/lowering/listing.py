@@ -19,9 +19,9 @@ from typing import Any
 
 from etbuild.errors import InternalError
 from etbuild.lowering.forms import GraphProgram, LoweredProgram
+from etbuild.lowering.locations import SourceLocation
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.tensor import numpy_dtype
-from etbuild.select.selection import SourceLocation
 
 
 def listing(form: Any) -> str:

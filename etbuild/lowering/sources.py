@@ -6,8 +6,8 @@ import re
 
 from torch.fx import Node
 
+from etbuild.lowering.locations import SourceLocation
 from etbuild.runtime.format import program as fb
-from etbuild.select.selection import SourceLocation
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+), in (?P<fn>\S+)\n\s*(?P<code>[^\n]*)')
 MODULE_FRAME_FILE = "<module>"
