@@ -24,39 +24,10 @@ from etbuild.errors import InvalidProgram, KernelError
 from etbuild.kernels.registry import KernelInfo, canonical_name
 from etbuild.runtime import aliasing, checks, control_flow, features
 from etbuild.runtime.format import program as fb
-from etbuild.runtime.values import LIST_TYPES, list_items
+from etbuild.runtime.values import Values, list_items
 
 Step = Callable[[], Any]
 KernelLookup = Callable[[str], "KernelInfo | None"]
-
-
-class Values:
-    """The live values of one loaded method and the lists that must follow their changes."""
-
-    def __init__(self, plan: fb.ExecutionPlan, objects: list[Any]) -> None:
-        self.plan = plan
-        self.objects = objects
-        self.dependents: dict[int, list[tuple[list[Any], int]]] = {}
-        if not (features.LIVE_VALUES and features.VALUE_LISTS):
-            return
-        for i, ev in enumerate(plan.values):
-            if isinstance(ev.val, LIST_TYPES):
-                for pos, j in enumerate(list_items(plan, i)):
-                    if j >= 0:
-                        self.dependents.setdefault(j, []).append((objects[i], pos))
-
-    def setter(self, i: int) -> Callable[[Any], None]:
-        """A function that stores a new object for value i (and in every list holding it)."""
-        if not features.LIVE_VALUES:
-            raise features.missing("LIVE_VALUES", f"value {i}")
-        objects, deps = self.objects, self.dependents.get(i, [])
-
-        def store(obj: Any) -> None:
-            objects[i] = obj
-            for lst, pos in deps:
-                lst[pos] = obj
-
-        return store
 
 
 def rebound_values(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -> set[int]:

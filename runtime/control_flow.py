@@ -12,18 +12,28 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import numpy as np
 
 from etbuild.errors import InvalidProgram, KernelError
 from etbuild.runtime import checks
 from etbuild.runtime.format import program as fb
-from etbuild.runtime.values import tensor_nbytes
+from etbuild.runtime.values import Values, tensor_nbytes
 
-if TYPE_CHECKING:
-    from etbuild.runtime.binding import Values
-    from etbuild.runtime.program import Method
+
+class Loop(Protocol):
+    """What the budgeted loop runs: a loaded method's bound steps and its limits (a `Method`)."""
+
+    name: str
+    steps: list[Callable[[], Any]]
+    is_jump: list[bool]
+    budget: int
+    time_limit: float | None
+
+    def failure(self, pc: int, exc: Exception) -> Exception:
+        """The error to raise for an exception of the step at pc."""
+        ...
 
 
 def step(values: Values, call: fb.MoveCall | fb.JumpFalseCall, pc: int, instructions: list[fb.Instruction],
@@ -104,7 +114,7 @@ def truth(value: Any, where: str) -> bool:
     raise InvalidProgram(f"{where}: jump condition is {type(value).__name__}, expected bool")
 
 
-def run(method: Method) -> None:
+def run(method: Loop) -> None:
     """Run a method's steps from 0 until pc passes the end, following jumps, within its limits."""
     steps, is_jump, n = method.steps, method.is_jump, len(method.steps)
     pc, left = 0, method.budget
@@ -131,7 +141,7 @@ def run(method: Method) -> None:
         raise method.failure(pc, exc) from exc
 
 
-def _stopped(method: Method, loop: tuple[int, int], what: str) -> InvalidProgram:
+def _stopped(method: Loop, loop: tuple[int, int], what: str) -> InvalidProgram:
     dest, pc = loop
     return InvalidProgram(
         f"method {method.name!r} {what} without finishing, in the loop at instructions {dest}..{pc} "

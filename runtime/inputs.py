@@ -9,9 +9,9 @@ import numpy as np
 
 from etbuild.errors import MethodInputError
 from etbuild.runtime import features
-from etbuild.runtime.binding import Values
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.tensor import numpy_dtype, resize
+from etbuild.runtime.values import Values
 
 Setter = Callable[[Any], None]
 

@@ -9,7 +9,7 @@ checked against the memory it points into.
 
 from __future__ import annotations
 
-from collections.abc import Container
+from collections.abc import Callable, Container
 from dataclasses import dataclass
 from typing import Any
 
@@ -177,3 +177,32 @@ def list_items(plan: fb.ExecutionPlan, i: int) -> list[int]:
                 f"expected {item_type.__name__}"
             )
     return items
+
+
+class Values:
+    """The live values of one loaded method and the lists that must follow their changes."""
+
+    def __init__(self, plan: fb.ExecutionPlan, objects: list[Any]) -> None:
+        self.plan = plan
+        self.objects = objects
+        self.dependents: dict[int, list[tuple[list[Any], int]]] = {}
+        if not (features.LIVE_VALUES and features.VALUE_LISTS):
+            return
+        for i, ev in enumerate(plan.values):
+            if isinstance(ev.val, LIST_TYPES):
+                for pos, j in enumerate(list_items(plan, i)):
+                    if j >= 0:
+                        self.dependents.setdefault(j, []).append((objects[i], pos))
+
+    def setter(self, i: int) -> Callable[[Any], None]:
+        """A function that stores a new object for value i (and in every list holding it)."""
+        if not features.LIVE_VALUES:
+            raise features.missing("LIVE_VALUES", f"value {i}")
+        objects, deps = self.objects, self.dependents.get(i, [])
+
+        def store(obj: Any) -> None:
+            objects[i] = obj
+            for lst, pos in deps:
+                lst[pos] = obj
+
+        return store
