@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 import pytest
 
@@ -42,7 +44,9 @@ def test_as_out_shape_views_unit_dim_broadcasts_and_keeps_the_rest() -> None:
 @pytest.mark.parametrize("product", [np.matmul, np.dot])
 @pytest.mark.parametrize("rows", [1, 5])
 @pytest.mark.parametrize("with_bias", [False, True])
-def test_matmul_add_is_the_product_then_the_bias(product: np.ufunc, rows: int, with_bias: bool) -> None:
+def test_matmul_add_is_the_product_then_the_bias(
+    product: Callable[..., np.ndarray], rows: int, with_bias: bool
+) -> None:
     a, b = RNG.standard_normal((rows, 6)).astype(np.float32), RNG.standard_normal((6, 3)).astype(np.float32)
     bias = RNG.standard_normal(3).astype(np.float32) if with_bias else None
     out = np.empty((rows, 3), np.float32)

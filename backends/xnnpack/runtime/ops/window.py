@@ -55,7 +55,7 @@ class Window:
         return geometry.span(self.kh, self.dh), geometry.span(self.kw, self.dw)
 
     def out_size(self, h: int, w: int) -> tuple[int, int]:
-        """The output extent of a sliding window over an h×w input (before padding); below 1 where it does not fit."""
+        """The output extent of the window over an h×w input padded by its padding; below 1 where none fits."""
         (top, bottom), (left, right) = self.pads
         return (geometry.out_extent(h + top + bottom, self.kh, self.sh, self.dh),
                 geometry.out_extent(w + left + right, self.kw, self.sw, self.dw))
