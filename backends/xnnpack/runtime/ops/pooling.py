@@ -60,7 +60,7 @@ class Pooling(Op):
             src = x
         views = taps(src, self.win)
         fold = np.maximum if self.max else np.add
-        scale = None if self.max else self._reciprocal_counts(x.shape[1:3], o.shape[1:3])
+        scale = None if self.max else self._reciprocal_counts(x.shape[1:3])
 
         def pool() -> None:
             if load is not None:
@@ -76,7 +76,7 @@ class Pooling(Op):
 
         return pool
 
-    def _reciprocal_counts(self, in_hw: Sequence[int], out_hw: Sequence[int]) -> np.ndarray:
+    def _reciprocal_counts(self, in_hw: Sequence[int]) -> np.ndarray:
         """[1, OH, OW, 1]: 1 / the number of real input pixels under each window."""
         ones = np.ones((1, *in_hw, 1), np.float32)
         if self.win.padded:
