@@ -8,7 +8,8 @@ kernels and the XNNPACK runtime bind them; without numba, or with ETBUILD_NATIVE
 environment, `loops()` is None and every caller keeps its numpy path. Trimmed runtimes are numpy-only:
 the selective build does not ship the loops' module (it is imported by name, out of the tree shaker's sight).
 
-The grid roundings give numpy's bits. GELU, sigmoid and layer norm are deterministic on a machine
+The grid roundings give numpy's bits. GELU (its rational erf: GELU_P, GELU_Q in
+etbuild.kernels.numerics.erf), sigmoid and layer norm are deterministic on a machine
 and within a few float32 ulp of their numpy paths, not bit-identical to them: a kernel and its
 load-time fast path call the same loop.
 """
@@ -21,22 +22,6 @@ import os
 from types import ModuleType
 
 import numpy as np
-
-# GELU: x·Φ(x) = h + h·erf(x/√2) with h = x/2, erf(x/√2) ≈ u·P(u²)/Q(u²) on u = x clamped to
-# ±GELU_CLAMP and then clamped to [-1, 1]. P (degree 5) and Q (degree 5, Q(0) = 1) were fitted to
-# erf(t)/t on t ∈ [0, 4] by linearised least squares on 20,001 points, reweighted toward the minimax
-# relative error (Loeb's iteration, then Lawson's weights): 2.5e-8 in exact arithmetic; then scaled
-# from t to x = t·√2. In float32 erf(x/√2) is within 3.6e-7 of the exact value and GELU within
-# 1.1e-6 absolute (torch's float32 gelu: 1.2e-6), tested against float64 in tests/kernels/test_native.py.
-GELU_P = (
-    0.7978845238685608, 0.06842729449272156, 0.009387081488966942,
-    0.0003432310186326504, 1.2576176231959835e-05, 4.3903622071184145e-08,
-)
-GELU_Q = (
-    1.0, 0.2524271607398987, 0.028837157413363457,
-    0.001900873496197164, 7.40966570447199e-05, 1.1694036174958455e-06,
-)
-GELU_CLAMP = 5.147101  # where u·P(u²)/Q(u²) reaches 1.0f: beyond it erf(x/√2) is exactly ±1
 
 # Up to this many elements the sigmoid loop (a libm exp per element) beats numpy's four vectorized
 # passes, whose cost on small arrays is their dispatch (measured: 0.4–0.7 µs against 1.1 µs for 64–192).

@@ -11,7 +11,7 @@ import math
 import numba
 import numpy as np
 
-from etbuild.kernels.native import GELU_CLAMP, GELU_P, GELU_Q
+from etbuild.kernels.numerics.erf import GELU_CLAMP, GELU_P, GELU_Q
 
 F = np.float32
 P0, P1, P2, P3, P4, P5 = (F(c) for c in GELU_P)

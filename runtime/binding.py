@@ -24,9 +24,9 @@ from etbuild.errors import InvalidProgram, KernelError
 from etbuild.kernels.registry import KernelInfo, canonical_name
 from etbuild.runtime import aliasing, checks, control_flow, features
 from etbuild.runtime.format import program as fb
+from etbuild.runtime.steps import Step
 from etbuild.runtime.values import Values, list_items
 
-Step = Callable[[], Any]
 KernelLookup = Callable[[str], "KernelInfo | None"]
 
 

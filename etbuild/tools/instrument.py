@@ -17,8 +17,7 @@ import numpy as np
 from etbuild.kernels.registry import canonical_name
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.program import Method
-
-Step = Callable[[], Any]
+from etbuild.runtime.steps import Step
 
 
 def wrap_steps(method: Method, wrap: Callable[[int, Step], Step]) -> None:

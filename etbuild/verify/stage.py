@@ -3,9 +3,9 @@
 Takes: the final `.pte`, its trimmed runtime (`runtime/<recipe>-runtime.zip`, from select), the
 recipe's model and `verify` section. Gives: `verify.json` with, per method and output, the
 largest absolute error over `verify.samples` random inputs (dynamic dims drawn within their
-ranges), the bound it must stay within (`rtol × max|eager| + atol`, `verify_compare`) and
+ranges), the bound it must stay within (`rtol × max|eager| + atol`, `etbuild.verify.compare`) and
 whether the eager output varies across the samples; for a method whose outputs do not, the
-comparison of its last intermediate value that does (`verify_intermediate`). Samples run in
+comparison of its last intermediate value that does (`etbuild.verify.intermediate`). Samples run in
 order on one loaded method, as they do on one eager model, so state carried across calls
 (mutable buffers) is compared too. The program runs in the trimmed runtime alone, in a subprocess
 whose import path holds only it and numpy (no etbuild install, no torch): a pass proves the

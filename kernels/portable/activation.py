@@ -14,11 +14,11 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels import native
+from etbuild.kernels.numerics.erf import erf, erf32
 from etbuild.kernels.portable.common import (
     FLOAT32,
     NATIVE,
     cast,
-    erf,
     float_dtype,
     opmath,
     quiet,
@@ -82,7 +82,8 @@ def _gelu_erf(v: np.ndarray, out: np.ndarray) -> np.ndarray:
         fused.gelu(*pair)
         return out
     work = out if out.dtype == v.dtype and not np.may_share_memory(out, v) else None
-    e = erf(np.multiply(v, math.sqrt(0.5), out=work), out=work)
+    t = np.multiply(v, math.sqrt(0.5), out=work)
+    e = erf32(t, t) if t.dtype == FLOAT32 else erf(t)
     e += 1
     e *= 0.5
     return np.multiply(e, v, out=out, casting="unsafe")

@@ -9,14 +9,13 @@ category (bool < integer < float).
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from etbuild.errors import KernelError
+from etbuild.kernels.numerics.ufuncs import EXACT_UFUNCS, as_out_shape, bound_ufunc
 from etbuild.runtime import features
 from etbuild.runtime.tensor import resize
 
@@ -192,38 +191,9 @@ def prebound(
         return None
     if not isinstance(fn, np.ufunc):  # a function shaped like one (rsqrt, erf): keyword arguments
         return functools.partial(fn, *operands, out=out, casting="unsafe")
-    if fn in _EXACT_UFUNCS:
+    if fn in EXACT_UFUNCS:
         operands = tuple(as_out_shape(x, out.shape) for x in operands)  # type: ignore[arg-type]
     return bound_ufunc(fn, *operands, out=out)  # every operand has out's dtype: no casting to ask for
-
-
-# numpy 2.4 deprecates a positional out for these two (it reads a third operand as a mistake).
-_OUT_BY_KEYWORD = frozenset({np.maximum, np.minimum})
-
-
-def bound_ufunc(fn: np.ufunc, *operands: Any, out: np.ndarray) -> Callable[[], Any]:
-    """fn(*operands) into out, bound once: out passed positionally where numpy allows it (the `out=`
-    keyword costs about as much as adding two small vectors)."""
-    if fn in _OUT_BY_KEYWORD:
-        return functools.partial(fn, *operands, out=out)
-    return functools.partial(fn, *operands, out)
-
-
-# Correctly rounded element by element: the result does not depend on the loop numpy picks, so an
-# operand may be reshaped to out's shape (a broadcast over unit dims costs numpy more than the op).
-_EXACT_UFUNCS = frozenset({
-    np.add, np.subtract, np.multiply, np.true_divide, np.maximum, np.minimum, np.fmax, np.fmin,
-    np.equal, np.not_equal, np.less, np.less_equal, np.greater, np.greater_equal,
-    np.logical_and, np.logical_or, np.logical_xor, np.bitwise_and, np.bitwise_or, np.bitwise_xor,
-})
-
-
-def as_out_shape(x: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """x as a view of out's shape when broadcasting it only adds or drops unit dims; else x."""
-    if x.shape == shape or x.size != math.prod(shape):
-        return x
-    view = x.reshape(shape)
-    return view if np.may_share_memory(view, x) else x  # a reshape that had to copy would go stale
 
 
 def broadcast_shape(*operands: Operand) -> tuple[int, ...]:
@@ -299,23 +269,6 @@ def pad_spatial(x: np.ndarray, pads: Sequence[tuple[int, int]], value: float = 0
     return grown[(..., *crop)]
 
 
-def windows(x: np.ndarray, kernel: Sequence[int], stride: Sequence[int], dilation: Sequence[int]) -> np.ndarray:
-    """A read-only view (*lead, *out, *kernel) of x (*lead, *spatial), sliding without copy."""
-    nsp = len(kernel)
-    lead, spatial = x.shape[:-nsp], x.shape[-nsp:]
-    out = [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(spatial, kernel, stride, dilation)]
-    if min(out, default=1) < 0:
-        raise KernelError(f"window {list(kernel)} (dilation {list(dilation)}) exceeds input {list(spatial)}")
-    sp_strides = x.strides[-nsp:]
-    shape = (*lead, *out, *kernel)
-    strides = (
-        *x.strides[:-nsp],
-        *(st * s for st, s in zip(stride, sp_strides)),
-        *(d * s for d, s in zip(dilation, sp_strides)),
-    )
-    return as_strided(x, shape, strides, writeable=False)
-
-
 def vector_norm(v: np.ndarray, p: float, axes: tuple[int, ...], keepdim: bool) -> np.ndarray:
     """(Σ|v|^p)^(1/p) over axes; p inf/-inf are max/min |v|, p 0 counts non-zeros."""
     a = np.abs(v)
@@ -328,127 +281,3 @@ def vector_norm(v: np.ndarray, p: float, axes: tuple[int, ...], keepdim: bool) -
     if p == 2:
         return np.sqrt(np.sum(a * a, axis=axes, keepdims=keepdim))
     return np.sum(a**p, axis=axes, keepdims=keepdim) ** (1.0 / p)
-
-
-def horner(z: np.ndarray, coefs: Sequence[float], out: np.ndarray | None = None) -> np.ndarray:
-    """Σ coefs[k]·zᵏ by Horner's rule in z's dtype (at least two coefs), into out if given."""
-    acc = np.multiply(z, coefs[-1], out=out)
-    acc += coefs[-2]
-    for c in coefs[-3::-1]:
-        acc *= z
-        acc += c
-    return acc
-
-
-_TWO_OVER_SQRT_PI = 2 / math.sqrt(math.pi)
-# erf(x)/x = Σ cₙ(x²)ⁿ; for |x| < 0.5 the 13 terms reach 1e-17 relative.
-_ERF_TAYLOR = tuple(_TWO_OVER_SQRT_PI * (-1) ** n / (math.factorial(n) * (2 * n + 1)) for n in range(13))
-# erfc(a) = exp(−a²)·t·S(y) on 0.5 <= a <= 6 with t = 2/(2 + a) in [0.25, 0.8] and y = (2t − 1.05)/0.55:
-# S = c₀/2 + Σ cₖ·Tₖ(y), Chebyshev coefficients of exp(a²)·erfc(a)/t interpolated at 60 nodes in
-# 50-digit arithmetic (mpmath); the first omitted one is below 1e-19. Above 6, erf is 1 in float64.
-_ERFC_CHEB = (
-    1.0989285902384596557,
-    0.19863814860634424788,
-    0.021017557492874383253,
-    0.00062330038760694793987,
-    -0.00012351630643154491377,
-    -8.188588865359774053e-6,
-    1.2829549924191963623e-6,
-    6.9117060247387300078e-8,
-    -1.8810462606342433896e-8,
-    1.7952779943317838285e-11,
-    2.7408515792360124765e-10,
-    -2.1202480021323491139e-11,
-    -2.6147492379152748008e-12,
-    6.147061244393843275e-13,
-    -1.8956142513781618171e-14,
-    -9.1172239550659134947e-15,
-    1.4768818936769706002e-15,
-    -1.3425727591117425007e-17,
-    -2.7875339420935672015e-17,
-    4.2700374071887697179e-18,
-)
-# float32: erf(x) ≈ tanh(x·P(x²)) for |x| <= 4 (erf rounds to 1 beyond): P is fitted to atanh(erf)
-# by least squares with Lawson reweighting toward the minimax relative error of tanh(x·P(x²))
-# against 40-digit erf at 40,001 points (9.5e-8). 16 passes over the array (the rational fit it
-# replaces took 26); evaluated in float32, within 2.5e-7 relative and 1.7e-7 absolute of erf.
-ERF32_CLAMP = 4.2  # P still rises past 4, to where float32 tanh gives exactly 1
-ERF32_TANH = (
-    1.1283792743413015,
-    0.10276905483847452,
-    -0.00019182704965068755,
-    -0.0006197894548191245,
-    8.763982097679111e-05,
-    -5.66901992221253e-06,
-    1.4189323999449533e-07,
-)
-
-
-def _erf_taylor(x: np.ndarray) -> np.ndarray:
-    """erf(x) for |x| < 0.5 in float64."""
-    acc = horner(np.square(x), _ERF_TAYLOR)
-    acc *= x
-    return acc
-
-
-def _erfc_chebyshev(a: np.ndarray) -> np.ndarray:
-    """erfc(a) for 0.5 <= a <= 6 in float64, by Clenshaw's recurrence on 2y."""
-    half_t = np.reciprocal(a + 2.0)
-    y2 = half_t * (8 / 0.55)
-    y2 -= 2 * 1.05 / 0.55
-    b1, b2, b0 = np.full_like(a, _ERFC_CHEB[-1]), np.zeros_like(a), np.empty_like(a)
-    for c in _ERFC_CHEB[-2:0:-1]:
-        np.multiply(y2, b1, out=b0)
-        b0 -= b2
-        b0 += c
-        b0, b1, b2 = b2, b0, b1
-    b1 *= y2
-    b1 *= 0.5
-    b1 -= b2
-    b1 += _ERFC_CHEB[0] / 2
-    b1 *= half_t
-    b1 *= 2.0
-    np.square(a, out=b2)
-    np.negative(b2, out=b2)
-    b1 *= np.exp(b2, out=b2)
-    return b1
-
-
-def _erf64(x: np.ndarray) -> np.ndarray:
-    """erf in float64: a Taylor series below 0.5 in magnitude, 1 − erfc above."""
-    a = np.abs(x)
-    small = a < 0.5
-    if small.all():
-        return _erf_taylor(x)
-    big = 1.0 - _erfc_chebyshev(np.clip(a, 0.5, 6.0))
-    np.copysign(big, x, out=big)
-    if not small.any():
-        return big
-    return np.where(small, _erf_taylor(np.where(small, x, 0.0)), big)
-
-
-def _erf32(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """erf in float32 as tanh(x·P(x²)) on the clamped input (out may be x)."""
-    u = np.clip(x, -ERF32_CLAMP, ERF32_CLAMP, out=out)
-    p = horner(np.square(u), ERF32_TANH)
-    p *= u
-    return np.tanh(p, out=u)
-
-
-@quiet
-def erf(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
-    """The error function (numpy has none): float16/float32 in float32, else in float64.
-
-    float64 is within a few ulp of the exact erf; float32 within 2.5e-7 relative (torch's
-    vectorized float32 erf is within 1.5e-7 absolute). A float32 `out` (which may be x) is computed in place.
-    """
-    x = np.asarray(x)
-    v = np.atleast_1d(x)  # 0-d arrays would compute in numpy scalars
-    if x.dtype not in (FLOAT32, FLOAT16):
-        result = _erf64(v.astype(FLOAT64, copy=False))
-    elif out is not None and out.dtype == FLOAT32:
-        _erf32(v.astype(FLOAT32, copy=False), np.atleast_1d(out))
-        return out
-    else:
-        result = _erf32(v.astype(FLOAT32, copy=False))
-    return result.reshape(x.shape) if out is None else store(out, result.reshape(x.shape))

@@ -22,47 +22,24 @@ from dataclasses import dataclass
 import numpy as np
 
 from etbuild.errors import KernelError
-from etbuild.kernels.portable.common import cast, opmath, pad_spatial, per_dim, result_dtype, windows
+from etbuild.kernels.numerics.im2col import column_view, columns
+from etbuild.kernels.numerics.window import interior, out_extent, padded_shape
+from etbuild.kernels.portable.common import cast, opmath, pad_spatial, per_dim, result_dtype
 from etbuild.kernels.registry import FLOAT_DTYPES, NonNegativeInts, PositiveInt, PositiveInts, kernel
 from etbuild.runtime.tensor import BoundedArray, resize
 
 
 def _out_spatial(padded: list[int], kernel: tuple[int, ...], stride: list[int], dilation: list[int]) -> list[int]:
     """The output extent of each spatial dim, from the padded input extents."""
-    sizes = [(s - d * (k - 1) - 1) // st + 1 for s, k, st, d in zip(padded, kernel, stride, dilation)]
+    sizes = [out_extent(s, k, st, d) for s, k, st, d in zip(padded, kernel, stride, dilation)]
     if min(sizes) < 0:
         raise KernelError(f"convolution: kernel {list(kernel)} (dilation {dilation}) exceeds padded input {padded}")
     return sizes
 
 
-def _columns(x: np.ndarray, kernel: tuple[int, ...], stride: list[int], dilation: list[int], groups: int) -> np.ndarray:
-    """The im2col matrix of x per sample and group: (N, G, C/g·K, P), K and P flattened.
-
-    A 1×1 kernel reads x itself (strided), a copy only when the stride skips elements.
-    """
-    view, shape = _column_view(x, kernel, stride, dilation, groups)
-    return view.reshape(shape)
-
-
-def _column_view(
-    x: np.ndarray, kernel: tuple[int, ...], stride: list[int], dilation: list[int], groups: int
-) -> tuple[np.ndarray, tuple[int, ...]]:
-    """The im2col elements of x as a strided view, and the (N, G, C/g·K, P) shape of their matrix."""
-    n, c = x.shape[:2]
-    nsp = x.ndim - 2
-    if all(k == 1 for k in kernel):
-        picked = x[(slice(None), slice(None), *(slice(None, None, st) for st in stride))]
-        return picked, (n, groups, c // groups, math.prod(picked.shape[2:]))
-    win = windows(x, kernel, stride, dilation)  # (N, C, *P, *K)
-    out_sp = win.shape[2 : 2 + nsp]
-    order = (0, 1, 2, *range(3 + nsp, 3 + 2 * nsp), *range(3, 3 + nsp))
-    cols = win.reshape(n, groups, c // groups, *out_sp, *kernel).transpose(order)  # (N, G, C/g, *K, *P)
-    return cols, (n, groups, c // groups * math.prod(kernel), math.prod(out_sp))
-
-
 def _im2col(x: np.ndarray, w: np.ndarray, stride: list[int], dilation: list[int], groups: int, res: np.ndarray) -> None:
     """res (N, O, *P) = w (O, C/g, *K) applied to each group's columns (C/g·K, P) of x."""
-    cols = _columns(x, w.shape[2:], stride, dilation, groups)
+    cols = columns(x, w.shape[2:], stride, dilation, groups)
     wmat = w.reshape(groups, w.shape[0] // groups, cols.shape[2])
     np.matmul(wmat, cols, out=res.reshape(*cols.shape[:2], wmat.shape[1], cols.shape[3]))
 
@@ -244,10 +221,10 @@ class _Im2colPlan:
         self.copies: list[tuple[np.ndarray, np.ndarray]] = []
         src = x
         if any(padding):
-            src = np.zeros((*x.shape[:2], *(s + 2 * p for s, p in zip(x.shape[2:], padding))), x.dtype)
-            self.copies.append((src[(slice(None), slice(None), *(slice(p, p + s) for p, s in
-                                                                 zip(padding, x.shape[2:])))], x))
-        view, shape = _column_view(src, w.shape[2:], stride, dilation, groups)
+            pads = [(p, p) for p in padding]
+            src = np.zeros(padded_shape(x.shape, 2, pads), x.dtype)
+            self.copies.append((interior(src, 2, pads, x.shape), x))
+        view, shape = column_view(src, w.shape[2:], stride, dilation, groups)
         self.cols = view.reshape(shape)
         if not np.may_share_memory(self.cols, src):  # the reshape copied: copy into a buffer per call
             self.cols = np.empty(shape, x.dtype)

@@ -16,19 +16,21 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import KernelError
+from etbuild.kernels.numerics.erf import erf, erf32
+from etbuild.kernels.numerics.ufuncs import bound_ufunc
 from etbuild.kernels.portable.common import (
     BOOL,
     EXACT,
+    FLOAT16,
+    FLOAT32,
     NATIVE,
     SCALAR_TENSOR,
     TENSOR_SCALAR,
     TENSORS,
     Operand,
-    bound_ufunc,
     broadcast_shape,
     cast,
     direct,
-    erf,
     fit,
     float_dtype,
     named,
@@ -36,6 +38,7 @@ from etbuild.kernels.portable.common import (
     prebound,
     quiet,
     result_dtype,
+    store,
 )
 from etbuild.kernels.registry import ALL_DTYPES, FLOAT_DTYPES, REAL_DTYPES, kernel
 from etbuild.runtime.tensor import resize
@@ -71,7 +74,10 @@ def _rsqrt(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:
 
 
 def _erf(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:
-    return erf(x, out=out)
+    """erf into out: in place for float16/float32 x into a float32 out, else by a store of erf's result."""
+    if out.dtype == FLOAT32 and x.dtype in (FLOAT32, FLOAT16):
+        return erf32(x, out)
+    return store(out, erf(x))
 
 
 def _reciprocal(x: np.ndarray, out: np.ndarray, casting: str) -> np.ndarray:

@@ -11,9 +11,9 @@ from typing import Any
 
 import numpy as np
 
+from etbuild.kernels.numerics.ufuncs import matmul_add
 from etbuild.kernels.portable.common import (
     NATIVE,
-    as_out_shape,
     cast,
     opmath,
     promoted,
@@ -94,14 +94,7 @@ def _scaled_add_fast(
         return product
     if np.may_share_memory(out, bias):
         return None
-    matmul, add = np.matmul, np.add
-    bias = as_out_shape(bias, out.shape)  # broadcasting over unit dims costs more than the add
-
-    def scaled_add() -> None:
-        matmul(a, b, out)
-        add(out, bias, out)
-
-    return scaled_add
+    return matmul_add(np.matmul, a, b, bias, out)
 
 
 @kernel("aten::mm.out", dtypes=FLOAT_DTYPES, fast=_matmul_fast)

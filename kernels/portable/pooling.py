@@ -13,7 +13,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from etbuild.errors import KernelError
-from etbuild.kernels.portable.common import cast, opmath, pad_spatial, per_dim, store, windows
+from etbuild.kernels.numerics.window import sliding
+from etbuild.kernels.portable.common import cast, opmath, pad_spatial, per_dim, store
 from etbuild.kernels.registry import FLOAT_DTYPES, NonNegativeInts, PositiveInts, kernel
 from etbuild.runtime.tensor import resize
 
@@ -57,7 +58,8 @@ class Geometry:
         """(*lead, *out, *kernel) windows of x padded with `fill` as far as the windows reach."""
         reach = [(o - 1) * s + d * (k - 1) + 1 for o, s, d, k in zip(self.out, self.s, self.d, self.k)]
         pads = [(p, max(r - n - p, 0)) for p, r, n in zip(self.p, reach, self.size)]
-        return windows(pad_spatial(x, pads, fill), self.k, self.s, self.d)
+        padded = pad_spatial(x, pads, fill)
+        return sliding(padded, padded.ndim - len(self.k), self.k, self.s, self.d)
 
 
 def _divisor(g: Geometry, count_include_pad: bool) -> np.ndarray:

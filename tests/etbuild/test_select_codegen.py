@@ -25,6 +25,8 @@ MLP_TREE = {
     "etbuild/__init__.py",
     "etbuild/errors.py",
     "etbuild/kernels/__init__.py",
+    "etbuild/kernels/numerics/__init__.py",
+    "etbuild/kernels/numerics/ufuncs.py",  # linalg's matmul_add, common's bound_ufunc
     "etbuild/kernels/portable/__init__.py",
     "etbuild/kernels/portable/activation.py",
     "etbuild/kernels/portable/common.py",

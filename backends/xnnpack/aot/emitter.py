@@ -23,7 +23,7 @@ from etbuild.backends.xnnpack.aot.builder import GraphBuilder
 from etbuild.backends.xnnpack.aot.known import Known
 from etbuild.backends.xnnpack.aot.quant import result_quant
 from etbuild.backends.xnnpack.format import graph as g
-from etbuild.backends.xnnpack.runtime.ops.base import CLAMPED
+from etbuild.backends.xnnpack.format.nodes import CLAMPED
 from etbuild.errors import InternalError
 from etbuild.lowering.partition import Subgraph
 

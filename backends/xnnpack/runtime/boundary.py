@@ -8,15 +8,12 @@ by one of these steps.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import numpy as np
 
 from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
 from etbuild.backends.xnnpack.runtime.grids import Snap
 from etbuild.backends.xnnpack.runtime.values import Value
-
-Step = Callable[[], None]
+from etbuild.runtime.steps import Step
 
 
 def direct(value: Value, arr: np.ndarray) -> bool:

@@ -12,8 +12,9 @@ import math
 from dataclasses import dataclass, field
 
 from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.format.nodes import CLAMPED
 from etbuild.backends.xnnpack.runtime.grids import Snap
-from etbuild.backends.xnnpack.runtime.ops import BUILDERS, CLAMPED, Context, Op
+from etbuild.backends.xnnpack.runtime.ops import BUILDERS, Context, Op
 from etbuild.backends.xnnpack.runtime.values import Value
 from etbuild.errors import InvalidProgram
 

@@ -23,9 +23,8 @@ from etbuild.backends.xnnpack.runtime.compile import Compiled
 from etbuild.backends.xnnpack.runtime.memory import Interval, place
 from etbuild.backends.xnnpack.runtime.ops.base import Shape, reshaped
 from etbuild.errors import InvalidProgram, KernelError
+from etbuild.runtime.steps import Step
 from etbuild.runtime.tensor import resize
-
-Step = Callable[[], None]
 
 
 class XnnpackDelegate:

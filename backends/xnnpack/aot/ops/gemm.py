@@ -21,8 +21,8 @@ from etbuild.backends.xnnpack.aot.quant import (
     result_quant,
 )
 from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.format.nodes import TRANSPOSE_WEIGHTS
 
-TRANSPOSE_WEIGHTS = 1  # XNN_FLAG_TRANSPOSE_WEIGHTS: the filter is [in, out]
 BLOCK_MULTIPLE = 32  # XNNPACK's blockwise (qbint4) filters take groups of a multiple of 32 inputs
 
 

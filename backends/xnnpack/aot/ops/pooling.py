@@ -26,8 +26,7 @@ from etbuild.backends.xnnpack.aot.ops.base import (
 )
 from etbuild.backends.xnnpack.aot.quant import per_tensor, result_quant, static
 from etbuild.backends.xnnpack.format import graph as g
-
-KEEP_DIMS = 0x40  # XNN_FLAG_KEEP_DIMS
+from etbuild.backends.xnnpack.format.nodes import KEEP_DIMS
 
 
 def _pair(v: Any, default: list[int]) -> tuple[int, int]:

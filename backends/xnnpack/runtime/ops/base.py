@@ -20,15 +20,9 @@ import numpy as np
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.runtime.values import Value
 from etbuild.errors import InternalError, InvalidProgram
+from etbuild.runtime.steps import Step
 
 Shape = tuple[int, ...]
-Step = Callable[[], None]
-
-# Nodes whose output_min_max ExecuTorch's runtime passes to XNNPACK; the others ignore it.
-CLAMPED = frozenset({
-    "FullyConnected", "Conv2d", "DepthwiseConv2d", "ConvTranspose2d", "AvgPooling2d", "MaxPooling2d",
-    "GlobalAvgPooling2d", "Add", "Subtract", "Multiply", "Div", "Clamp",
-})
 
 
 class Op:

@@ -20,9 +20,12 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from etbuild.backends.xnnpack.format import graph as g
-from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, builds, fail, flat2d, reshaped, scratch
-from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer, patches
+from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, builds, fail, flat2d, reshaped, scratch
+from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer
 from etbuild.backends.xnnpack.runtime.values import Value
+from etbuild.kernels.numerics.im2col import row_view
+from etbuild.kernels.numerics.ufuncs import matmul_add
+from etbuild.runtime.steps import Step
 
 
 def _window(node: g.Convolution, ctx: Context) -> Window:
@@ -87,10 +90,11 @@ class Conv2d(_Conv):
         x, o = ins[0], outs[0]
         win = self.win
         if self.groups == 1 and (win.kh, win.kw, win.sh, win.sw) == (1, 1, 1, 1) and not win.padded:
-            return _gemm(flat2d(x, self.cin), self.packed[0], self.bias, flat2d(o, self.cout))
+            return matmul_add(np.matmul, flat2d(x, self.cin), self.packed[0], self.bias, flat2d(o, self.cout))
         gather, cols = _im2col(x, win, o.shape[1], o.shape[2])
         if self.groups == 1:
-            product = _gemm(cols.reshape(-1, cols.shape[-1]), self.packed[0], self.bias, flat2d(o, self.cout))
+            product = matmul_add(np.matmul, cols.reshape(-1, cols.shape[-1]), self.packed[0], self.bias,
+                                 flat2d(o, self.cout))
         else:
             product = self._grouped(cols, o)
 
@@ -121,27 +125,16 @@ class Conv2d(_Conv):
         return step
 
 
-def _gemm(a: np.ndarray, w: np.ndarray, bias: np.ndarray | None, o: np.ndarray) -> Step:
-    if bias is None:
-        return lambda: np.matmul(a, w, out=o)
-
-    def gemm() -> None:
-        np.matmul(a, w, out=o)
-        np.add(o, bias, out=o)
-
-    return gemm
-
-
 def _im2col(x: np.ndarray, win: Window, oh: int, ow: int) -> tuple[Step, np.ndarray]:
     """The step filling an [N, OH, OW, KH·KW·C] column buffer from x, and the buffer."""
     n, _, _, c = x.shape
     cols = scratch((n, oh, ow, win.kh * win.kw * c))
     cols6 = reshaped(cols, (n, oh, ow, win.kh, win.kw, c))
     if not win.padded:
-        windows = patches(x, win, oh, ow)
+        windows = row_view(x, *win.sliding())
         return lambda: np.copyto(cols6, windows), cols
     buf, interior = pad_buffer(x.shape, win, 0.0)
-    windows = patches(buf, win, oh, ow)
+    windows = row_view(buf, *win.sliding())
 
     def gather() -> None:
         np.copyto(interior, x)

@@ -15,9 +15,11 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
-from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, broadcast, builds
+from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, broadcast, builds
 from etbuild.kernels import native
-from etbuild.kernels.portable.common import ERF32_CLAMP, ERF32_TANH, as_out_shape, bound_ufunc, erf
+from etbuild.kernels.numerics.erf import ERF_SQRT_HALF_CLAMP, ERF_SQRT_HALF_TANH, erf32
+from etbuild.kernels.numerics.ufuncs import as_out_shape, bound_ufunc
+from etbuild.runtime.steps import Step
 
 UnaryFn = Callable[[np.ndarray, np.ndarray], None]
 F = np.float32
@@ -36,7 +38,7 @@ def _sigmoid(x: np.ndarray, o: np.ndarray) -> None:
 
 def _gelu(x: np.ndarray, o: np.ndarray) -> None:
     np.multiply(x, F(math.sqrt(0.5)), o)
-    erf(o, out=o)
+    erf32(o, o)
     np.add(o, F(1), o)
     np.multiply(o, x, o)
     np.multiply(o, HALF, o)
@@ -112,21 +114,16 @@ class Unary(Op):
         return blocks(self.fn, x, o)  # several passes: block by block
 
 
-# gelu(x) = x·(1 + erf(x/√2))/2 with erf's tanh(u·P(u²)) (kernels/portable/common.py) and its 1/√2
-# folded into the coefficients: erf(x/√2) = tanh(x·Q(x²)), Q_k = P_k / (√2·2^k); erf's clamp scaled.
-_GELU_Q = tuple(F(c / (math.sqrt(2) * 2**k)) for k, c in enumerate(ERF32_TANH))
-_GELU_CLAMP = F(ERF32_CLAMP * math.sqrt(2))
-
-
 def _gelu_step(x: np.ndarray, o: np.ndarray) -> Step:
     """Gelu over contiguous x into o (not sharing memory), block by block with scratch of its own:
-    19 passes, no allocation per call."""
+    19 passes, no allocation per call. gelu(x) = x·(1 + erf(x/√2))/2 with erf(x/√2) = tanh(x·Q(x²)), erf32's
+    form with the 1/√2 folded in (etbuild.kernels.numerics.erf)."""
     xf, of = x.reshape(-1), o.reshape(-1)
     width = min(x.size, BLOCK)
     z, t = np.empty(width, F), np.empty(width, F)
     parts = [(xf[s : s + BLOCK], of[s : s + BLOCK], z[: min(BLOCK, x.size - s)], t[: min(BLOCK, x.size - s)])
              for s in range(0, x.size, BLOCK)]
-    q, lo, hi, one = _GELU_Q, -_GELU_CLAMP, _GELU_CLAMP, F(1)
+    q, lo, hi, one = ERF_SQRT_HALF_TANH, -ERF_SQRT_HALF_CLAMP, ERF_SQRT_HALF_CLAMP, F(1)
     clip, square, multiply, add, tanh = np.clip, np.square, np.multiply, np.add, np.tanh
 
     def gelu() -> None:

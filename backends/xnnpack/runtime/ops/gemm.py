@@ -16,11 +16,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
-from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, broadcast, builds, fail, flat2d
-from etbuild.kernels.portable.common import as_out_shape
-
-TRANSPOSE_WEIGHTS = 1
-RESHAPE_2D = 4
+from etbuild.backends.xnnpack.format.nodes import RESHAPE_2D, TRANSPOSE_WEIGHTS
+from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, broadcast, builds, fail, flat2d
+from etbuild.kernels.numerics.ufuncs import matmul_add
+from etbuild.runtime.steps import Step
 
 
 @builds("FullyConnected")
@@ -59,16 +58,7 @@ class FullyConnected(Op):
         bias = self.bias if not self.live_bias else live.pop(0)
         # np.dot takes 2-D operands straight to BLAS, a third cheaper than np.matmul on one row;
         # it needs a C-contiguous out.
-        product = np.dot if o.flags.c_contiguous else np.matmul
-        if bias is None:
-            return functools.partial(product, x, w, o)
-        add, bias = np.add, as_out_shape(bias, o.shape)
-
-        def fc() -> None:
-            product(x, w, o)
-            add(o, bias, o)
-
-        return fc
+        return matmul_add(np.dot if o.flags.c_contiguous else np.matmul, x, w, bias, o)
 
 
 def _filter_view(w: np.ndarray, transposed: bool) -> np.ndarray:

@@ -15,10 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
-from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, builds, fail, reshaped, scratch
-
-ALIGN_CORNERS = 0x8
-TENSORFLOW_LEGACY = 0x4
+from etbuild.backends.xnnpack.format.nodes import ALIGN_CORNERS, TENSORFLOW_LEGACY
+from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, builds, fail, reshaped, scratch
+from etbuild.runtime.steps import Step
 
 
 class _Move(Op):

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
-from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, builds, fail, reshaped, scratch
+from etbuild.backends.xnnpack.format.nodes import KEEP_DIMS
+from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, builds, fail, reshaped, scratch
 from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer, taps
-
-KEEP_DIMS = 0x40
+from etbuild.runtime.steps import Step
 
 
 def _nhwc(op: Op, x: Shape) -> Shape:
@@ -58,9 +58,9 @@ class Pooling(Op):
             load = (interior, x)
         else:
             src = x
-        views = taps(src, self.win, o.shape[1], o.shape[2])
+        views = taps(src, self.win)
         fold = np.maximum if self.max else np.add
-        scale = None if self.max else self._reciprocal_counts(x.shape[1:3], o.shape[1:3])
+        scale = None if self.max else self._reciprocal_counts(x.shape[1:3])
 
         def pool() -> None:
             if load is not None:
@@ -76,14 +76,14 @@ class Pooling(Op):
 
         return pool
 
-    def _reciprocal_counts(self, in_hw: Sequence[int], out_hw: Sequence[int]) -> np.ndarray:
+    def _reciprocal_counts(self, in_hw: Sequence[int]) -> np.ndarray:
         """[1, OH, OW, 1]: 1 / the number of real input pixels under each window."""
         ones = np.ones((1, *in_hw, 1), np.float32)
         if self.win.padded:
             buf, interior = pad_buffer(ones.shape, self.win, 0.0)
             interior[...] = ones
             ones = buf
-        count = sum(taps(ones, self.win, *out_hw))
+        count = sum(taps(ones, self.win))
         return (1.0 / np.maximum(count, 1.0)).astype(np.float32)
 
 

@@ -16,7 +16,8 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
-from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, Step, builds, fail, scratch
+from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, builds, fail, scratch
+from etbuild.runtime.steps import Step
 
 
 @builds("Softmax")

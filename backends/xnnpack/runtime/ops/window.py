@@ -1,4 +1,8 @@
-"""2-D window geometry shared by convolutions and poolings (NHWC): sizes, padding, taps."""
+"""The 2-D window of a convolution or pooling node (NHWC): its parameters, checked, and its buffers.
+
+The geometry itself (extents, window and tap views) is etbuild.kernels.numerics.window's, shared
+with the portable kernels.
+"""
 
 from __future__ import annotations
 
@@ -6,10 +10,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from etbuild.backends.xnnpack.runtime.ops.base import scratch
 from etbuild.errors import InvalidProgram
+from etbuild.kernels.numerics import window as geometry
 
 MAX_WINDOW = 1 << 16
 
@@ -41,39 +45,32 @@ class Window:
         return bool(self.top or self.right or self.bottom or self.left)
 
     @property
+    def pads(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """(before, after) padding of H and W."""
+        return (self.top, self.bottom), (self.left, self.right)
+
+    @property
     def span(self) -> tuple[int, int]:
         """The dilated kernel's extent."""
-        return self.dh * (self.kh - 1) + 1, self.dw * (self.kw - 1) + 1
+        return geometry.span(self.kh, self.dh), geometry.span(self.kw, self.dw)
 
     def out_size(self, h: int, w: int) -> tuple[int, int]:
-        """The output extent of a sliding window over an h×w input (after padding); -1 if it does not fit."""
-        ph, pw = h + self.top + self.bottom, w + self.left + self.right
-        eh, ew = self.span
-        if ph < eh or pw < ew:
-            return -1, -1
-        return (ph - eh) // self.sh + 1, (pw - ew) // self.sw + 1
+        """The output extent of the window over an h×w input padded by its padding; below 1 where none fits."""
+        (top, bottom), (left, right) = self.pads
+        return (geometry.out_extent(h + top + bottom, self.kh, self.sh, self.dh),
+                geometry.out_extent(w + left + right, self.kw, self.sw, self.dw))
+
+    def sliding(self) -> tuple[tuple[int, int], tuple[int, int], tuple[int, int]]:
+        """(kernel, stride, dilation) as numerics.window takes them."""
+        return (self.kh, self.kw), (self.sh, self.sw), (self.dh, self.dw)
 
 
 def pad_buffer(x_shape: Sequence[int], win: Window, fill: float) -> tuple[np.ndarray, np.ndarray]:
     """A float32 buffer of the padded input, borders already `fill`, and the view of its interior."""
-    n, h, w, c = x_shape
-    buf = scratch((n, h + win.top + win.bottom, w + win.left + win.right, c), fill)
-    return buf, buf[:, win.top : win.top + h, win.left : win.left + w, :]
+    buf = scratch(geometry.padded_shape(x_shape, 1, win.pads), fill)
+    return buf, geometry.interior(buf, 1, win.pads, x_shape)
 
 
-def taps(src: np.ndarray, win: Window, oh: int, ow: int) -> list[np.ndarray]:
+def taps(src: np.ndarray, win: Window) -> list[np.ndarray]:
     """One strided [N, OH, OW, C] view of the (padded) input per kernel tap, row-major over the kernel."""
-    views = []
-    for i in range(win.kh):
-        for j in range(win.kw):
-            y, x = i * win.dh, j * win.dw
-            views.append(src[:, y : y + (oh - 1) * win.sh + 1 : win.sh, x : x + (ow - 1) * win.sw + 1 : win.sw, :])
-    return views
-
-
-def patches(src: np.ndarray, win: Window, oh: int, ow: int) -> np.ndarray:
-    """The read-only [N, OH, OW, KH, KW, C] view of every window of a (padded) input."""
-    sn, sy, sx, sc = src.strides
-    shape = (src.shape[0], oh, ow, win.kh, win.kw, src.shape[3])
-    strides = (sn, sy * win.sh, sx * win.sw, sy * win.dh, sx * win.dw, sc)
-    return as_strided(src, shape, strides, writeable=False)
+    return geometry.taps(src, 1, *win.sliding())
