@@ -9,7 +9,7 @@ aliases), that holds when:
 
 - `o` is a static planned tensor, not a method input or output, whose only writer is this
   instruction and which nothing touches before it;
-- the view (the kernel's `view`, see etbuild.kernels.registry) has `o`'s shape and dtype, is
+- the view (the kernel's `view`, see etbuild.runtime.kernel_registry) has `o`'s shape and dtype, is
   C-contiguous and shares memory with the input (a copy made at load would go stale);
 - from pc to the last instruction that touches `o`, nothing writes `r`, and no other value
   whose planned bytes overlap `r`'s or `o`'s is touched (a reuse of `r`'s memory, or a value

@@ -8,7 +8,7 @@ targets, caller-supplied inputs) are read from the live value list, and every li
 that holds them is updated in place when they change.
 
 A call whose arguments are all fixed gets its kernel's fast path when it has one (the numpy
-calls the kernel would make, decided once; see etbuild.kernels.registry), and a layout copy
+calls the kernel would make, decided once; see etbuild.runtime.kernel_registry), and a layout copy
 becomes a view of its input where the plan allows, or else one bound copy (see aliasing).
 """
 
@@ -21,9 +21,9 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import InvalidProgram, KernelError
-from etbuild.kernels.registry import KernelInfo, canonical_name
 from etbuild.runtime import aliasing, checks, control_flow, features
 from etbuild.runtime.format import program as fb
+from etbuild.runtime.kernel_registry import KernelInfo, canonical_name
 from etbuild.runtime.steps import Step
 from etbuild.runtime.values import Values, list_items
 

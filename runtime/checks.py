@@ -1,7 +1,7 @@
 """Load-time checks of what instructions pass around: each kernel gets the kinds of values it
 declares, every tensor an instruction touches has memory, moves keep a value's type.
 
-A kernel's parameter kinds come from its annotations (etbuild.kernels.registry), one letter
+A kernel's parameter kinds come from its annotations (etbuild.runtime.kernel_registry), one letter
 per parameter; the value types are the format's EValue union members, compared by name so
 that a trimmed runtime whose schema lacks a type (no lists, say) needs no class for it.
 Everything here runs once per `load_method`; nothing runs per call.
@@ -15,7 +15,7 @@ from etbuild.errors import InvalidProgram, KernelError
 from etbuild.runtime import features
 from etbuild.runtime.format import program as fb
 
-# Kind letter (etbuild.kernels.registry.ANNOTATION_KINDS) -> the value types it admits.
+# Kind letter (etbuild.runtime.kernel_registry.ANNOTATION_KINDS) -> the value types it admits.
 KIND_TYPES = {
     "T": "Tensor", "t": "Tensor Null", "i": "Int", "j": "Int Null", "f": "Double Int Bool",
     "g": "Double Int Bool Null", "b": "Bool", "c": "Bool Null", "z": "String", "y": "String Null",

@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from etbuild.backends.registry import DelegateHandle, RuntimeBackend, backend, backend_ids
 from etbuild.errors import InvalidProgram
+from etbuild.runtime.backend_registry import DelegateHandle, RuntimeBackend, backend, backend_ids
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, segment_bytes
 

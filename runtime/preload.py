@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import InvalidProgram, KernelError
-from etbuild.kernels.registry import canonical_name
 from etbuild.runtime.format import program as fb
+from etbuild.runtime.kernel_registry import canonical_name
 from etbuild.runtime.values import LIST_TYPES, list_items, tensor_nbytes
 
 PRELOADABLE = frozenset({

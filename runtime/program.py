@@ -17,13 +17,13 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import InvalidProgram, KernelError, MethodInputError
-from etbuild.kernels.registry import KernelInfo, load_all
 from etbuild.runtime import control_flow, features
 from etbuild.runtime.binding import Binder
 from etbuild.runtime.delegates import init_delegates, named_data, processed_blob
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, read_program, segment_bytes
 from etbuild.runtime.inputs import input_setters
+from etbuild.runtime.kernel_registry import KernelInfo, load_all
 from etbuild.runtime.preload import preload as preload_constants
 from etbuild.runtime.state import with_state
 from etbuild.runtime.values import ConstantData, Values, materialize, unplanned_outputs

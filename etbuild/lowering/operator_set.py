@@ -16,8 +16,8 @@ import torch
 from torch._ops import OpOverload
 
 from etbuild.errors import StageError
-from etbuild.kernels.registry import canonical_name, load_all
 from etbuild.lowering.out_variants import copy_variant, operator_name, out_schema
+from etbuild.runtime.kernel_registry import canonical_name, load_all
 
 EXECUTORCH_OPERATORS = Path(__file__).with_name("executorch_operators.txt")
 EXECUTORCH_VERSION = "1.5.1"

@@ -7,7 +7,7 @@ its outputs. Backends run in the recipe's order, each on what the ones before le
 program carries a `PartitionReport`: what went where, and why the rest stayed outside.
 
 A backend's AOT half (`BACKENDS[name].aot`, a module exposing BACKEND) satisfies
-`AotBackend`: `partition` proposes groups of nodes (in graph order, acyclic once each is
+`etbuild.backends.aot.AotBackend`: `partition` proposes groups of nodes (in graph order, acyclic once each is
 contracted to one node) and says why it leaves the others out; `preprocess` turns one group,
 as a `Subgraph`, into a blob and the named data its weights live in. Generic code names no
 backend.
@@ -19,64 +19,19 @@ import heapq
 import importlib
 import operator
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from dataclasses import replace
+from typing import Any
 
 import torch
 from torch.fx import Graph, Node
 
+from etbuild.backends.aot import AotBackend, Processed, Subgraph
 from etbuild.backends.options import parse_options
-from etbuild.backends.registry import BACKENDS, backend_options
 from etbuild.lowering.forms import GraphMethod, GraphProgram
 from etbuild.lowering.partition_report import MethodPartitions, OutsideNode, PartitionInfo, PartitionReport
 from etbuild.lowering.sources import node_location
 from etbuild.lowering.steps import at_node, in_method
-
-
-@dataclass(frozen=True)
-class Subgraph:
-    """One partition: its nodes in graph order, the values it reads from outside (in order of
-    first use; constants excluded) and the values used outside it (in graph order)."""
-
-    nodes: tuple[Node, ...]
-    inputs: tuple[Node, ...]
-    outputs: tuple[Node, ...]
-    constants: Mapping[Node, torch.Tensor]
-
-
-@dataclass(frozen=True)
-class Processed:
-    """What a backend's preprocess made of a Subgraph: the blob, the named data its constants
-    live in (key -> bytes, shared across delegates by key), and the node kinds in the blob."""
-
-    blob: bytes
-    named_data: Mapping[str, bytes]
-    nodes: Mapping[str, int] = field(default_factory=dict)
-    compile_specs: tuple[tuple[str, bytes], ...] = ()
-
-
-@dataclass(frozen=True)
-class Proposal:
-    """A backend's partitions (node groups in graph order) and the reason for each node left out."""
-
-    groups: tuple[tuple[Node, ...], ...]
-    outside: Mapping[Node, str]
-
-
-class AotBackend(Protocol):
-    """The AOT half of a backend."""
-
-    def partition(self, method: GraphMethod, options: Any) -> Proposal:
-        """Propose partitions of the method's call nodes not yet delegated (constants excluded)."""
-        ...
-
-    def preprocess(self, sub: Subgraph, options: Any) -> Processed:
-        """The blob that runs one partition."""
-        ...
-
-    def operators(self) -> frozenset[Any]:
-        """Every operator it may take: lowering keeps these whole even where ExecuTorch's kernels lack them."""
-        ...
+from etbuild.runtime.backend_registry import BACKENDS, backend_options
 
 
 class Delegate(torch.nn.Module):

@@ -10,11 +10,11 @@ from __future__ import annotations
 from typing import Any
 
 from etbuild.backends.options import OptionError, parse_options
-from etbuild.backends.registry import BACKENDS, backend_options
 from etbuild.errors import did_you_mean
 from etbuild.recipe.config import default
 from etbuild.recipe.parse import Doc
 from etbuild.recipe.places import KeyPath, format_key_path, located_error, show
+from etbuild.runtime.backend_registry import BACKENDS, backend_options
 
 NOT_SUPPORTED_YET: tuple[KeyPath, ...] = ()
 """Key paths whose stage does not exist yet: a recipe is rejected when one holds a non-null value.

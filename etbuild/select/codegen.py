@@ -4,7 +4,7 @@ The tree under `out_dir/etbuild/` imports on its own with numpy and flatbuffers:
 
     etbuild/__init__.py, errors.py          the package and its errors
     etbuild/runtime/**                      what loading and running a program needs
-    etbuild/kernels/registry.py             the registry; load_all() filters to SELECTED
+    etbuild/runtime/kernel_registry.py             the registry; load_all() filters to SELECTED
     etbuild/kernels/selected.py             generated: imports the kernel modules, SELECTED
     etbuild/kernels/<library>/<family>.py   only the selected kernels and what they use
     etbuild/kernels/<library>/__init__.py   generated: imports nothing
@@ -12,7 +12,7 @@ The tree under `out_dir/etbuild/` imports on its own with numpy and flatbuffers:
                                             pruned to the tables and fields the runtime reads,
                                             and the whole layout of each schema its backends read
     etbuild/runtime/format/program.py       generated: types for those tables
-    etbuild/backends/registry.py            BACKENDS: only the backends the programs name
+    etbuild/runtime/backend_registry.py            BACKENDS: only the backends the programs name
     etbuild/backends/<name>/**              the runtime half of each of them, cut as the rest
 
 Every module is cut from its source by `shake`: only the statements reachable from the
@@ -38,14 +38,14 @@ from pathlib import Path
 
 import jinja2
 
-from etbuild.backends.registry import BACKENDS, Backend, backend_ids
 from etbuild.errors import InternalError, StageError
 from etbuild.fsutil import atomic_dir, write_bytes
-from etbuild.kernels.registry import load_all
 from etbuild.runtime import features as runtime_features
+from etbuild.runtime.backend_registry import BACKENDS, Backend, backend_ids
 from etbuild.runtime.checks import KIND_TYPES
 from etbuild.runtime.format.fbs import load_schema
 from etbuild.runtime.format.reader import Layout, layout
+from etbuild.runtime.kernel_registry import KERNEL_LIBRARIES, load_all
 from etbuild.runtime.tensor import SCALAR_TYPE_TO_DTYPE
 from etbuild.select.render import render
 from etbuild.select.schema_cut import identifiers, mirror_module, schema_module
@@ -57,16 +57,15 @@ PACKAGE = "etbuild"
 # Modules shipped whole: the public runtime API (errors and the registry ship what it uses).
 ENTRY_MODULES = ("etbuild", "etbuild.runtime")
 RUNTIME_SIDE = ("etbuild.runtime", "etbuild.kernels", "etbuild.backends", "etbuild.schema")
-KERNEL_LIBRARIES = ("etbuild.kernels.portable", "etbuild.kernels.prim_ops", "etbuild.kernels.quantized")
 SELECTED_MODULE = "etbuild.kernels.selected"
 SCHEMA_MODULE = "etbuild.schema"
 PTE_MODULE = "etbuild.runtime.format.pte"
 MIRROR_MODULE = "etbuild.runtime.format.program"
-REGISTRY_MODULE = "etbuild.kernels.registry"
+REGISTRY_MODULE = "etbuild.runtime.kernel_registry"
 TENSOR_MODULE = "etbuild.runtime.tensor"
 CHECKS_MODULE = "etbuild.runtime.checks"
 FEATURES_MODULE = "etbuild.runtime.features"
-BACKENDS_MODULE = "etbuild.backends.registry"
+BACKENDS_MODULE = "etbuild.runtime.backend_registry"
 READER_MODULE = "etbuild.runtime.format.reader"
 ZIP_TIME = (1980, 1, 1, 0, 0, 0)
 

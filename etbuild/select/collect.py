@@ -11,9 +11,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from etbuild.errors import InvalidProgram, StageError
-from etbuild.kernels.registry import canonical_name
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import read_program
+from etbuild.runtime.kernel_registry import canonical_name
 from etbuild.runtime.tensor import numpy_dtype
 from etbuild.select.features import program_features, program_scalar_types
 from etbuild.select.selection import CallSite, Selection, SourceLocation, build

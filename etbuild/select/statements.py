@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 from etbuild.select.astscope import alias_paths, bound_names, scope_locals
 
-REGISTRY = "etbuild.kernels.registry"
+REGISTRY = "etbuild.runtime.kernel_registry"
 REGISTER_FN = "kernel"
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 from etbuild.errors import StageError
 from etbuild.fsutil import write_bytes
-from etbuild.kernels.registry import canonical_name, load_all
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import read_program, segment_bytes, write_program
+from etbuild.runtime.kernel_registry import canonical_name, load_all
 from etbuild.stages.plan import MethodPlan
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from etbuild.kernels.registry import canonical_name
 from etbuild.runtime.format import program as fb
+from etbuild.runtime.kernel_registry import canonical_name
 from etbuild.runtime.program import Method
 from etbuild.runtime.steps import Step
 

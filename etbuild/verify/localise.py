@@ -29,12 +29,12 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx import Node
 from torch.utils._pytree import tree_flatten
 
-from etbuild.kernels.registry import KernelInfo
 from etbuild.lowering.debug_map import ValueSource, read_debug_map
 from etbuild.lowering.forms import GraphMethod, GraphProgram
 from etbuild.lowering.steps import Step
 from etbuild.model import sample_inputs
 from etbuild.recipe import Recipe
+from etbuild.runtime.kernel_registry import KernelInfo
 from etbuild.runtime.program import Method, Program
 from etbuild.stages.lower import LOWERING, lower
 from etbuild.tools import instrument

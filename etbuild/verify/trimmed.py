@@ -113,7 +113,7 @@ def runner_source() -> str:
 
 def trimmed_kernels(runtime_dir: str | Path) -> set[str]:
     """The kernel names the trimmed runtime's `load_all()` returns."""
-    code = "from etbuild.kernels.registry import load_all\nprint('\\n'.join(sorted(load_all())))"
+    code = "from etbuild.runtime.kernel_registry import load_all\nprint('\\n'.join(sorted(load_all())))"
     proc = run_isolated(runtime_dir, code=code)
     if proc.returncode != 0:
         raise _error(proc, f"the trimmed runtime {runtime_dir}")

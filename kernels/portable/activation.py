@@ -26,7 +26,7 @@ from etbuild.kernels.portable.common import (
     store,
     wrap_dim,
 )
-from etbuild.kernels.registry import FLOAT_DTYPES, REAL_DTYPES, kernel
+from etbuild.runtime.kernel_registry import FLOAT_DTYPES, REAL_DTYPES, kernel
 from etbuild.runtime.tensor import resize
 
 

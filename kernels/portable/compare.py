@@ -23,7 +23,7 @@ from etbuild.kernels.portable.common import (
     named,
     result_dtype,
 )
-from etbuild.kernels.registry import ALL_DTYPES, INT_DTYPES, kernel
+from etbuild.runtime.kernel_registry import ALL_DTYPES, INT_DTYPES, kernel
 from etbuild.runtime.tensor import resize
 
 Ufunc = Callable[..., np.ndarray]

@@ -25,7 +25,7 @@ from etbuild.errors import KernelError
 from etbuild.kernels.numerics.im2col import column_view, columns
 from etbuild.kernels.numerics.window import interior, out_extent, padded_shape
 from etbuild.kernels.portable.common import cast, opmath, pad_spatial, per_dim, result_dtype
-from etbuild.kernels.registry import FLOAT_DTYPES, NonNegativeInts, PositiveInt, PositiveInts, kernel
+from etbuild.runtime.kernel_registry import FLOAT_DTYPES, NonNegativeInts, PositiveInt, PositiveInts, kernel
 from etbuild.runtime.tensor import BoundedArray, resize
 
 
@@ -188,7 +188,7 @@ def _check_convolution(
     x: np.ndarray, weight: np.ndarray, bias: np.ndarray | None, stride: list[int], padding: list[int],
     dilation: list[int], transposed: bool, output_padding: list[int], groups: int, out: np.ndarray,
 ) -> None:
-    """The load-time check of convolution's arguments (see etbuild.kernels.registry.kernel): ranks,
+    """The load-time check of convolution's arguments (see etbuild.runtime.kernel_registry.kernel): ranks,
     per-dim lists, and the weight's channels against the groups (and the input's, when static)."""
     nsp = _spatial_dims(x, weight)
     lists = {"stride": stride, "padding": padding, "dilation": dilation, "output_padding": output_padding}

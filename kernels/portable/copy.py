@@ -13,7 +13,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import named, quiet, store
-from etbuild.kernels.registry import ALL_DTYPES, kernel
+from etbuild.runtime.kernel_registry import ALL_DTYPES, kernel
 
 
 def _check_dim_order(dim_order: list[int] | None, ndim: int) -> None:

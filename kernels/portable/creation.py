@@ -12,7 +12,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import cast, store
-from etbuild.kernels.registry import ALL_DTYPES, REAL_DTYPES, NonNegativeInts, kernel
+from etbuild.runtime.kernel_registry import ALL_DTYPES, REAL_DTYPES, NonNegativeInts, kernel
 from etbuild.runtime.tensor import resize
 
 

@@ -40,7 +40,7 @@ from etbuild.kernels.portable.common import (
     result_dtype,
     store,
 )
-from etbuild.kernels.registry import ALL_DTYPES, FLOAT_DTYPES, REAL_DTYPES, kernel
+from etbuild.runtime.kernel_registry import ALL_DTYPES, FLOAT_DTYPES, REAL_DTYPES, kernel
 from etbuild.runtime.tensor import resize
 
 Ufunc = Callable[..., np.ndarray]

@@ -12,7 +12,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import BOOL, broadcast_shape, cast, result_dtype, store, wrap_dim
-from etbuild.kernels.registry import ALL_DTYPES, REAL_DTYPES, PositiveInt, kernel
+from etbuild.runtime.kernel_registry import ALL_DTYPES, REAL_DTYPES, PositiveInt, kernel
 from etbuild.runtime.tensor import resize
 
 

@@ -22,7 +22,7 @@ from etbuild.kernels.portable.common import (
     store,
     vector_norm,
 )
-from etbuild.kernels.registry import FLOAT_DTYPES, kernel
+from etbuild.runtime.kernel_registry import FLOAT_DTYPES, kernel
 from etbuild.runtime.tensor import resize
 
 

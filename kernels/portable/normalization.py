@@ -16,7 +16,7 @@ import numpy as np
 from etbuild.errors import KernelError
 from etbuild.kernels import native
 from etbuild.kernels.portable.common import FLOAT32, NATIVE, cast, opmath, quiet, store
-from etbuild.kernels.registry import FLOAT_DTYPES, PositiveInt, kernel
+from etbuild.runtime.kernel_registry import FLOAT_DTYPES, PositiveInt, kernel
 from etbuild.runtime.tensor import resize
 
 Outs = tuple[np.ndarray, np.ndarray, np.ndarray]

@@ -11,7 +11,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import named, store
-from etbuild.kernels.registry import ALL_DTYPES, REAL_DTYPES, kernel
+from etbuild.runtime.kernel_registry import ALL_DTYPES, REAL_DTYPES, kernel
 from etbuild.runtime.tensor import resize
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from etbuild.errors import KernelError
 from etbuild.kernels.numerics.window import sliding
 from etbuild.kernels.portable.common import cast, opmath, pad_spatial, per_dim, store
-from etbuild.kernels.registry import FLOAT_DTYPES, NonNegativeInts, PositiveInts, kernel
+from etbuild.runtime.kernel_registry import FLOAT_DTYPES, NonNegativeInts, PositiveInts, kernel
 from etbuild.runtime.tensor import resize
 
 
@@ -94,7 +94,7 @@ def _avg_pool(
 def _check_avg_pool2d(
     x: np.ndarray, kernel_size: list[int], stride: list[int], padding: list[int], ceil_mode: bool, *_: object
 ) -> None:
-    """The load-time check of avg_pool2d's arguments (see etbuild.kernels.registry.kernel)."""
+    """The load-time check of avg_pool2d's arguments (see etbuild.runtime.kernel_registry.kernel)."""
     Geometry(x, 2, kernel_size, stride, padding, [1, 1], ceil_mode)
 
 

@@ -24,7 +24,7 @@ from etbuild.kernels.portable.common import (
     vector_norm,
     wrap_dim,
 )
-from etbuild.kernels.registry import ALL_DTYPES, FLOAT_DTYPES, REAL_DTYPES, kernel
+from etbuild.runtime.kernel_registry import ALL_DTYPES, FLOAT_DTYPES, REAL_DTYPES, kernel
 from etbuild.runtime.tensor import numpy_dtype
 
 Dims = Sequence[int] | int | None

@@ -12,7 +12,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import cast, opmath, store
-from etbuild.kernels.registry import FLOAT_DTYPES, kernel
+from etbuild.runtime.kernel_registry import FLOAT_DTYPES, kernel
 
 Size2 = tuple[int, int]
 Scales2 = tuple[float | None, float | None]

@@ -10,7 +10,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import cast, opmath, store
-from etbuild.kernels.registry import FLOAT_DTYPES, NonNegativeInts, kernel
+from etbuild.runtime.kernel_registry import FLOAT_DTYPES, NonNegativeInts, kernel
 
 _RNG = np.random.default_rng()
 

@@ -15,7 +15,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import result_dtype, store, wrap_dim
-from etbuild.kernels.registry import ALL_DTYPES, NonNegativeInts, PositiveInt, kernel
+from etbuild.runtime.kernel_registry import ALL_DTYPES, NonNegativeInts, PositiveInt, kernel
 from etbuild.runtime.tensor import resize
 
 

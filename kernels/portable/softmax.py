@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 from etbuild.kernels.portable.common import cast, opmath, quiet, store, wrap_dim
-from etbuild.kernels.registry import FLOAT_DTYPES, kernel
+from etbuild.runtime.kernel_registry import FLOAT_DTYPES, kernel
 from etbuild.runtime.tensor import resize
 
 

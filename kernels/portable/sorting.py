@@ -10,7 +10,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import store, wrap_dim
-from etbuild.kernels.registry import REAL_DTYPES, kernel
+from etbuild.runtime.kernel_registry import REAL_DTYPES, kernel
 
 Pair = tuple[np.ndarray, np.ndarray]
 

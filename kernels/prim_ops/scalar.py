@@ -14,7 +14,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.portable.common import named
-from etbuild.kernels.registry import ALL_DTYPES, kernel
+from etbuild.runtime.kernel_registry import ALL_DTYPES, kernel
 
 Scalar = bool | int | float
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from etbuild.errors import KernelError
-from etbuild.kernels.registry import ALL_DTYPES, kernel
+from etbuild.runtime.kernel_registry import ALL_DTYPES, kernel
 
 
 @kernel("executorch_prim::et_view.default", dtypes=ALL_DTYPES)

@@ -15,7 +15,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.quantized.common import FLOAT32, store
-from etbuild.kernels.registry import kernel
+from etbuild.runtime.kernel_registry import kernel
 
 F32_EPS = np.finfo(np.float32).eps
 

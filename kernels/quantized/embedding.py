@@ -14,7 +14,7 @@ import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels.quantized.common import out_dtype, store
-from etbuild.kernels.registry import kernel
+from etbuild.runtime.kernel_registry import kernel
 
 FLOAT_SCALES = ("float32", "float16")
 

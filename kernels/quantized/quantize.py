@@ -26,7 +26,7 @@ from etbuild.kernels.quantized.common import (
     store,
     torch_float,
 )
-from etbuild.kernels.registry import kernel
+from etbuild.runtime.kernel_registry import kernel
 from etbuild.runtime.tensor import numpy_dtype
 
 QUANTIZE_INPUTS = ("float32", "float16")

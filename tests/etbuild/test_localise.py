@@ -15,11 +15,11 @@ import torch
 from etbuild.build.driver import build
 from etbuild.build.layout import Artifacts
 from etbuild.errors import StageError, VerificationError
-from etbuild.kernels.registry import KernelInfo, load_all
 from etbuild.lowering.debug_map import read_debug_map, to_json
 from etbuild.pipeline import compile_module
 from etbuild.recipe import load_recipe
 from etbuild.runtime import Program
+from etbuild.runtime.kernel_registry import KernelInfo, load_all
 from etbuild.verify import stage as verify
 from etbuild.verify.localise import NO_DIVERGENCE, Divergence, localise, localise_recipe, reference_graphs
 

@@ -19,13 +19,13 @@ import torch
 import torch.nn.functional as F
 
 from etbuild.errors import StageError
-from etbuild.kernels.registry import canonical_name
 from etbuild.lowering.decompositions import DECOMPOSITIONS, decomposition_of, exclusion
 from etbuild.lowering.operator_set import available, executorch_operators
 from etbuild.pipeline import compile_module
 from etbuild.recipe import discover_recipes, load_recipe
 from etbuild.runtime import Program
 from etbuild.runtime.format.pte import read_program
+from etbuild.runtime.kernel_registry import canonical_name
 from etbuild.stages.lower import lower
 from etbuild.verify.oracle import export_methods
 from tests.conftest import requires_executorch

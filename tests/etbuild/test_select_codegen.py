@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from etbuild.errors import InvalidProgram, StageError
-from etbuild.kernels.registry import load_all
 from etbuild.runtime import Program
 from etbuild.runtime.format.fbs import load_schema
 from etbuild.runtime.format.reader import layout
+from etbuild.runtime.kernel_registry import load_all
 from etbuild.select import RuntimeArtifact, collect, generate_runtime, write_runtime
 from etbuild.select.codegen import ZIP_TIME
 from etbuild.select.selection import CallSite, build
@@ -31,7 +31,7 @@ MLP_TREE = {
     "etbuild/kernels/portable/activation.py",
     "etbuild/kernels/portable/common.py",
     "etbuild/kernels/portable/linalg.py",
-    "etbuild/kernels/registry.py",
+    "etbuild/runtime/kernel_registry.py",
     "etbuild/kernels/selected.py",
     "etbuild/runtime/__init__.py",
     "etbuild/runtime/aliasing.py",  # layout copies as views: every straight-line program may have them
@@ -212,7 +212,7 @@ def test_trimmed_kernels_carry_their_argument_kinds(work):
     for a family that registers its kernels in a loop (mul.out ships with the loop of its family)."""
     selected = ["aten::mul.out", "aten::relu.out"]
     runtime = write_runtime(selected, work / "kinds", source=SOURCE)
-    code = "from etbuild.kernels.registry import load_all\nprint({n: i.kinds for n, i in load_all().items()})"
+    code = "from etbuild.runtime.kernel_registry import load_all\nprint({n: i.kinds for n, i in load_all().items()})"
     proc = run_isolated(runtime.root, code=code)
     assert proc.returncode == 0, proc.stderr
     assert ast.literal_eval(proc.stdout) == {name: load_all()[name].kinds for name in selected}

@@ -46,7 +46,7 @@ from __future__ import annotations
 import numpy as np
 
 from etbuild.fake.helpers import used
-from etbuild.kernels.registry import kernel
+from etbuild.runtime.kernel_registry import kernel
 
 TABLE = {"fake::neg.out": np.negative, "fake::abs.out": np.abs}
 
@@ -122,7 +122,7 @@ def test_literal_registrations_are_kept_only_when_selected():
     shaker.load("etbuild.fake.ops")
     assert text(shaker, "etbuild.fake.ops") == expected('''
         from etbuild.fake.helpers import used
-        from etbuild.kernels.registry import kernel
+        from etbuild.runtime.kernel_registry import kernel
 
         @kernel('fake::one.out')
         def one_out(x, out):
@@ -136,7 +136,7 @@ def test_a_table_loop_is_kept_when_its_table_names_a_selected_kernel():
     shaker.load("etbuild.fake.ops")
     assert text(shaker, "etbuild.fake.ops") == expected('''
         import numpy as np
-        from etbuild.kernels.registry import kernel
+        from etbuild.runtime.kernel_registry import kernel
         TABLE = {'fake::neg.out': np.negative, 'fake::abs.out': np.abs}
         for _name, _fn in TABLE.items():
             kernel(_name)(_fn)

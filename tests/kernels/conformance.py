@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from etbuild.kernels.registry import KernelInfo, load_all
+from etbuild.runtime.kernel_registry import KernelInfo, load_all
 from etbuild.runtime.tensor import bounded, scalar_type
 
 DTYPES: dict[str, torch.dtype] = {

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from etbuild.kernels.registry import load_all
+from etbuild.runtime.kernel_registry import load_all
 from tests.kernels import conformance
 
 REGISTRY = load_all()

@@ -11,8 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from etbuild.kernels.registry import KernelInfo, load_all
 from etbuild.runtime import aliasing
+from etbuild.runtime.kernel_registry import KernelInfo, load_all
 from tests.kernels import conformance
 
 REGISTRY = load_all()

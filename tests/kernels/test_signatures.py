@@ -7,9 +7,9 @@ import inspect
 import numpy as np
 import pytest
 
-from etbuild.kernels.registry import Scalar, argument_kinds, load_all
 from etbuild.lowering import quantized_ops
 from etbuild.runtime.checks import KIND_TYPES
+from etbuild.runtime.kernel_registry import Scalar, argument_kinds, load_all
 from tests.kernels import conformance
 
 REGISTRY = load_all()

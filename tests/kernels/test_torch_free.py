@@ -9,7 +9,7 @@ SCRIPT = """
 import sys
 sys.modules["torch"] = None
 import numpy as np
-from etbuild.kernels.registry import load_all
+from etbuild.runtime.kernel_registry import load_all
 kernels = load_all()
 out = np.empty(3, dtype=np.float32)
 kernels["aten::relu.out"].fn(np.array([-1.0, 0.0, 2.0], dtype=np.float32), out)

@@ -12,12 +12,12 @@ import numpy as np
 import pytest
 import torch
 
-from etbuild.kernels.registry import load_all
 from etbuild.pipeline import compile_module
 from etbuild.runtime import Program, aliasing
 from etbuild.runtime.aliasing import Aliaser
 from etbuild.runtime.binding import Binder, _noop
 from etbuild.runtime.format import program as fb
+from etbuild.runtime.kernel_registry import load_all
 from tests.conftest import HAS_EXECUTORCH, executorch_pte
 
 

@@ -90,7 +90,7 @@ def test_runtime_imports_and_runs_without_torch(small_mlp, small_mlp_pte, tmp_pa
         "from etbuild.cli import main\n"
         f"sys.exit(main(['run', {str(small_mlp_pte)!r}, '--inputs', {str(tmp_path / 'in.npz')!r}, "
         f"'--out', {str(tmp_path / 'out.npz')!r}, '--calls', '2']))\n"
-        "import etbuild.runtime, etbuild.kernels.registry\n"
+        "import etbuild.runtime, etbuild.runtime.kernel_registry\n"
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr

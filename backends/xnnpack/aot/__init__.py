@@ -11,12 +11,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from etbuild.backends.aot import Processed, Proposal, Subgraph
 from etbuild.backends.xnnpack.aot.ops import RULES
 from etbuild.backends.xnnpack.aot.partitioner import propose
 from etbuild.backends.xnnpack.aot.preprocess import preprocess
 from etbuild.backends.xnnpack.options import XnnpackOptions
 from etbuild.lowering.forms import GraphMethod
-from etbuild.lowering.partition import Processed, Proposal, Subgraph
 
 
 class XnnpackAot:

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 from torch.fx import Node
 
+from etbuild.backends.aot import Subgraph
 from etbuild.backends.xnnpack.aot import layout as lay
 from etbuild.backends.xnnpack.aot.builder import GraphBuilder
 from etbuild.backends.xnnpack.aot.known import Known
@@ -25,7 +26,6 @@ from etbuild.backends.xnnpack.aot.quant import result_quant
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.format.nodes import CLAMPED
 from etbuild.errors import InternalError
-from etbuild.lowering.partition import Subgraph
 
 
 def logical_shape(node: Node) -> tuple[int, ...]:

@@ -17,11 +17,11 @@ from torch.fx import Node
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
+from etbuild.backends.aot import Proposal
 from etbuild.backends.xnnpack.aot.ops.shape import FREE
 from etbuild.backends.xnnpack.aot.support import reasons
 from etbuild.backends.xnnpack.options import XnnpackOptions
 from etbuild.lowering.forms import GraphMethod
-from etbuild.lowering.partition import Proposal
 
 
 class _Taken(OperatorSupportBase):

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from etbuild.backends.aot import Processed, Subgraph
 from etbuild.backends.xnnpack.aot.emitter import Emitter
 from etbuild.backends.xnnpack.aot.ops import RULES
 from etbuild.backends.xnnpack.format.blob import write_blob
-from etbuild.lowering.partition import Processed, Subgraph
 
 
 def preprocess(sub: Subgraph) -> Processed:

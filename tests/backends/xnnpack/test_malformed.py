@@ -175,7 +175,7 @@ def test_malformed_blob_inside_a_program_names_the_delegate():
 
 
 def test_registered_backend_whose_package_is_not_shipped(monkeypatch):
-    from etbuild.backends import registry
+    from etbuild.runtime import backend_registry as registry
 
     away = registry.Backend(id="TrimmedBackend", runtime="etbuild.backends.trimmed_away.runtime", aot="", options="")
     monkeypatch.setitem(registry.BACKENDS, "trimmed", away)

@@ -9,12 +9,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from etbuild.backends import registry
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.runtime import BACKEND, XnnpackBackend
 from etbuild.backends.xnnpack.runtime.grids import Grid
 from etbuild.errors import KernelError
 from etbuild.runtime import Program
+from etbuild.runtime import backend_registry as registry
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import read_program, write_program
 from tests.backends.xnnpack.graphs import DT, GraphBuilder, fc_graph, float_tensor

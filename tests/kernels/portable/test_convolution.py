@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from etbuild.kernels.registry import load_all
+from etbuild.runtime.kernel_registry import load_all
 
 CONV = load_all()["aten::convolution.out"].fn
 TOL = {torch.float32: 2e-5, torch.float64: 1e-12, torch.float16: 3e-3}

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from etbuild.kernels.portable import common, compare
-from etbuild.kernels.registry import load_all
+from etbuild.runtime.kernel_registry import load_all
 
 KERNELS = load_all()
 RNG = np.random.default_rng(0)

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from etbuild.kernels.registry import load_all
+from etbuild.runtime.kernel_registry import load_all
 
 MAX_POOL = load_all()["aten::max_pool2d_with_indices.out"].fn
 

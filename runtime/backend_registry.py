@@ -1,11 +1,12 @@
-"""The backends: one table from the name a recipe gives to the modules of each half. Torch-free.
+"""The backend registry and the runtime half of the backend contract. Torch-free.
 
 A backend has an AOT half (partition a graph, preprocess each partition into a blob; may
-import torch) and a runtime half (init a blob once, execute it per call; torch-free), as
-DESIGN.md says. BACKENDS is the one explicit table, read without importing anything: the
-build looks a recipe's `backends:` names up here, the runtime looks a program's
-`BackendDelegate.id` up here, and selective build ships only the backends a product's
-programs name (a trimmed runtime replaces this table). A module is imported the first time
+import torch; its contract is `etbuild.backends.aot.AotBackend`) and a runtime half (init a
+blob once, execute it per call; torch-free; `RuntimeBackend` below), as ExecuTorch's
+`runtime/backend/interface.h` has it (docs/architecture.md). BACKENDS is the one explicit
+table, read without importing anything: the build looks a recipe's `backends:` names up
+here, the runtime looks a program's `BackendDelegate.id` up here, and selective build ships
+only the backends a product's programs name (a trimmed runtime replaces this table). A module is imported the first time
 it is needed; each exposes `BACKEND` (the runtime one a `RuntimeBackend`, the AOT one an
 `AotBackend`) and the options module `OPTIONS`, the frozen dataclass of what a recipe may set.
 """

@@ -1,4 +1,8 @@
-"""The kernel registry: operator name -> numpy out-variant kernel.
+"""The kernel registry: operator name -> numpy out-variant kernel. Part of the runtime's contract.
+
+Kernel libraries (`etbuild.kernels.*`) import this module to register; the runtime looks
+kernels up here and imports the default libraries by name (`KERNEL_LIBRARIES`) in `load_all`,
+as ExecuTorch's kernels register with its runtime's operator registry.
 
 Kernels register with `@kernel("aten::add.out", dtypes=...)` keyed by the canonical name
 `namespace::op.overload` (`aten::copy_` when the overload is empty). The decorator returns
@@ -23,6 +27,7 @@ and never evaluated.
 
 from __future__ import annotations
 
+import importlib
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +40,9 @@ Scalar = bool | int | float  # an ATen Scalar: an Int, Double or Bool value
 PositiveInt = int
 PositiveInts = list[int]
 NonNegativeInts = list[int]
+
+# The kernel libraries of the full runtime, imported by name the first time kernels are needed.
+KERNEL_LIBRARIES = ("etbuild.kernels.portable", "etbuild.kernels.prim_ops", "etbuild.kernels.quantized")
 
 FLOAT_DTYPES = ("float32", "float64", "float16")
 INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")
@@ -160,13 +168,12 @@ def registered() -> dict[str, KernelInfo]:
 
 
 def load_all() -> dict[str, KernelInfo]:
-    """Import the kernel libraries this runtime ships and return their kernels.
+    """Import the kernel libraries this runtime ships (KERNEL_LIBRARIES) and return their kernels.
 
-    A trimmed runtime (written by etbuild.select) replaces this function: it returns only
-    the kernels its generated `etbuild.kernels.selected` imports and lists.
+    The libraries are named, not imported in code: kernels depend on this registry, never the
+    reverse. A trimmed runtime (written by etbuild.select) replaces this function: it returns
+    only the kernels its generated `etbuild.kernels.selected` imports and lists.
     """
-    import etbuild.kernels.portable  # noqa: F401  (registers on import)
-    import etbuild.kernels.prim_ops  # noqa: F401
-    import etbuild.kernels.quantized  # noqa: F401
-
+    for library in KERNEL_LIBRARIES:
+        importlib.import_module(library)  # registers its kernels on import
     return registered()

@@ -1,0 +1,67 @@
+"""The AOT half of the backend contract: what a backend's build side gives the partition step.
+
+A backend's AOT module (`BACKENDS[name].aot` in etbuild.runtime.backend_registry) exposes
+`BACKEND`, an `AotBackend`: `partition` proposes groups of a method's nodes it can run (in
+graph order, acyclic once each is contracted to one node) and says why it leaves the others
+out; `preprocess` turns one group, as a `Subgraph`, into a blob and the named data its weights
+live in. The partitioning algorithm that calls these is `etbuild.lowering.partition`; the
+runtime half of the contract is `etbuild.runtime.backend_registry.RuntimeBackend`. Build side:
+imports torch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import torch
+from torch.fx import Node
+
+from etbuild.lowering.forms import GraphMethod
+
+
+@dataclass(frozen=True)
+class Subgraph:
+    """One partition: its nodes in graph order, the values it reads from outside (in order of
+    first use; constants excluded) and the values used outside it (in graph order)."""
+
+    nodes: tuple[Node, ...]
+    inputs: tuple[Node, ...]
+    outputs: tuple[Node, ...]
+    constants: Mapping[Node, torch.Tensor]
+
+
+@dataclass(frozen=True)
+class Processed:
+    """What a backend's preprocess made of a Subgraph: the blob, the named data its constants
+    live in (key -> bytes, shared across delegates by key), and the node kinds in the blob."""
+
+    blob: bytes
+    named_data: Mapping[str, bytes]
+    nodes: Mapping[str, int] = field(default_factory=dict)
+    compile_specs: tuple[tuple[str, bytes], ...] = ()
+
+
+@dataclass(frozen=True)
+class Proposal:
+    """A backend's partitions (node groups in graph order) and the reason for each node left out."""
+
+    groups: tuple[tuple[Node, ...], ...]
+    outside: Mapping[Node, str]
+
+
+class AotBackend(Protocol):
+    """The AOT half of a backend."""
+
+    def partition(self, method: GraphMethod, options: Any) -> Proposal:
+        """Propose partitions of the method's call nodes not yet delegated (constants excluded)."""
+        ...
+
+    def preprocess(self, sub: Subgraph, options: Any) -> Processed:
+        """The blob that runs one partition."""
+        ...
+
+    def operators(self) -> frozenset[Any]:
+        """Every operator it may take: lowering keeps these whole even where ExecuTorch's kernels lack them."""
+        ...
