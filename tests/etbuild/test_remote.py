@@ -13,8 +13,7 @@ from etbuild.errors import UsageError
 from etbuild.release import make_release, verify_dist
 from etbuild.remote import executor_for
 from etbuild.tasks import STAGES
-
-from .release_support import RECIPES, make_project
+from tests.etbuild.release.support import RECIPES, make_project
 
 
 def test_a_release_on_two_dask_workers_then_a_fresh_tree_from_the_bucket(dask_cluster, s3_bucket, tmp_path):

@@ -13,7 +13,7 @@ from etbuild.runtime.format.pte import read_program
 from etbuild.select import Contents, collect, run_trimmed, write_runtime
 from etbuild.select.features import plan_features, program_features
 from etbuild.select.selection import Selection
-from tests.etbuild.select_support import write_both
+from tests.etbuild.select.support import write_both
 
 STATIC, BOUND = fb.TensorShapeDynamism.STATIC, fb.TensorShapeDynamism.DYNAMIC_BOUND
 
