@@ -10,7 +10,6 @@ the reason, in NOT_RUN and SLOW below.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shlex
 import shutil
@@ -19,6 +18,7 @@ import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -77,7 +77,7 @@ def variants(command: str) -> list[str]:
     return [" ".join(PLACEHOLDERS.get(word, word) for word in run.split()) for run in runs]
 
 
-def cases() -> list[pytest.param]:
+def cases() -> list[Any]:
     """One case per command variant; NOT_RUN ones left out, SLOW ones marked."""
     params = []
     for command in readme_commands((REPO / "README.md").read_text(encoding="utf-8")):
@@ -100,7 +100,7 @@ class Project:
         if command not in self.results:
             self.results[command] = subprocess.run(
                 argv(command), cwd=REPO if command.startswith("python -m tests.") else self.root,
-                capture_output=True, text=True, timeout=900, env={**os.environ, "PYTHONPATH": str(REPO)})
+                capture_output=True, text=True, timeout=900)
         return self.results[command]
 
     def ok(self, command: str) -> str:
@@ -172,6 +172,12 @@ def check_release(project: Project, command: str, out: str) -> None:
     assert (dist / "release.json").is_file() and (dist / "measurements.json").is_file()
 
 
+def check_reproducible(project: Project, command: str, out: str) -> None:
+    assert re.fullmatch(r"reproducible: two builds in clean directories gave identical bytes for all (\d+) files; "
+                        r"kept dist/example-0\.1\.0\n", out), out
+    assert (project.root / "dist/example-0.1.0/SHA256SUMS").is_file()
+
+
 def check_release_verify(project: Project, command: str, out: str) -> None:
     assert out.startswith("ok: dist/example-0.1.0:") and "match SHA256SUMS and provenance.json" in out
 
@@ -230,6 +236,7 @@ def check_conformance(project: Project, command: str, out: str) -> None:
 CHECKS: dict[str, Callable[[Project, str, str], None]] = {  # by first words; the longest match applies
     "etbuild build": check_build,
     "etbuild release releases/": check_release,
+    "etbuild release releases/example.yaml --check-reproducible": check_reproducible,
     "etbuild release verify": check_release_verify,
     "etbuild release diff": check_release_diff,
     "etbuild run": check_run,
