@@ -13,8 +13,7 @@ from etbuild.build.stage_table import STAGES
 from etbuild.cache import open_cache
 from etbuild.errors import UsageError
 from etbuild.release import make_release, verify_dist
-
-from .release_support import RECIPES, make_project
+from tests.etbuild.release.support import RECIPES, make_project
 
 
 def test_a_release_on_two_dask_workers_then_a_fresh_tree_from_the_bucket(dask_cluster, s3_bucket, tmp_path):

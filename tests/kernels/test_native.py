@@ -4,6 +4,7 @@ use, and the kernels that bind them conforming to torch with the loops and witho
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 
@@ -105,7 +106,28 @@ def test_without_numba_the_kernels_keep_their_numpy_paths() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-def test_warm_compiles_every_loop_or_does_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    native.warm()  # with numba (when installed): every loop compiled or loaded, no exception
-    monkeypatch.setenv("ETBUILD_NATIVE", "0")
-    native.warm()
+WARM_CHECK = """
+import os, numba
+from etbuild.kernels import native
+from etbuild.kernels import native_loops
+dispatchers = {n: f for n, f in vars(native_loops).items() if isinstance(f, numba.core.registry.CPUDispatcher)}
+assert not any(f.signatures for f in dispatchers.values()), "compiled before warm()"
+native.warm()
+print(sorted(n for n, f in dispatchers.items() if f.signatures))
+print(sorted(dispatchers))
+print(native.loops() is None)
+"""
+
+
+@needs_loops
+@pytest.mark.parametrize("setting", ["1", "0"])
+def test_warm_compiles_every_loop_or_does_nothing(setting: str) -> None:
+    """In a fresh process: warm() leaves every numba dispatcher of native_loops with a compiled
+    signature; with ETBUILD_NATIVE=0, loops() is None and warm() compiles none."""
+    env = {**os.environ, "ETBUILD_NATIVE": setting}
+    proc = subprocess.run([sys.executable, "-c", WARM_CHECK], env=env, capture_output=True, text=True, check=True)
+    compiled, every, disabled = proc.stdout.splitlines()
+    assert {"gelu", "sigmoid", "snap_to_grid", "snap_rows_qdint8", "layer_norm"} <= set(eval(every))
+    called_inside = {"row_moments"}  # layer_norm's helper: compiled into layer_norm, never bound alone
+    assert eval(compiled) == (sorted(set(eval(every)) - called_inside) if setting == "1" else [])
+    assert disabled == str(setting == "0")

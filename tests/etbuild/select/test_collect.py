@@ -8,7 +8,7 @@ import pytest
 
 from etbuild.errors import StageError
 from etbuild.select import Selection, SourceLocation, collect
-from tests.etbuild.select_support import HERE, line_of, write_program_files
+from tests.etbuild.select.support import HERE, line_of, write_program_files
 
 F32 = "float32"
 
@@ -46,7 +46,7 @@ def test_tensor_lists_are_flattened(programs):
 def test_sources_come_from_the_lowered_program(programs):
     pte, lowered = programs["tiny"]
     sel = collect(pte, lowered)
-    support = str(HERE / "select_support.py")
+    support = str(HERE / "support.py")
     assert sel.operator("aten::addmm.out").sources == (
         SourceLocation(support, line_of("y = self.fc(x)"), "fc (Linear)", "y = self.fc(x)"),
     )
@@ -54,7 +54,7 @@ def test_sources_come_from_the_lowered_program(programs):
     cat_code = "return torch.cat([y, x[:, :2]], 1).sigmoid()"
     assert sel.operator("aten::cat.out").sources == (SourceLocation(support, cat_line, "<root> (TinyNet)", cat_code),)
     assert sel.operator("aten::addmm.out").sources[0].describe(HERE) == (
-        f"fc (Linear) at select_support.py:{line_of('y = self.fc(x)')}: y = self.fc(x)"
+        f"fc (Linear) at support.py:{line_of('y = self.fc(x)')}: y = self.fc(x)"
     )
 
 

@@ -14,7 +14,7 @@ from etbuild.select import Contents, collect, write_runtime
 from etbuild.select.features import plan_features, program_features
 from etbuild.select.selection import Selection
 from etbuild.verify.trimmed import run_trimmed
-from tests.etbuild.select_support import write_both
+from tests.etbuild.select.support import write_both
 
 STATIC, BOUND = fb.TensorShapeDynamism.STATIC, fb.TensorShapeDynamism.DYNAMIC_BOUND
 

@@ -8,7 +8,7 @@ import pytest
 import yaml
 
 from etbuild.select import collect, selected_operators_yaml
-from tests.etbuild.select_support import write_program_files
+from tests.etbuild.select.support import write_program_files
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,7 @@ import pytest
 
 from etbuild.select import Contents, collect, full_runtime_bytes, generate_runtime, runtime_size, write_runtime
 from etbuild.select.size import full_runtime_files
-from tests.etbuild.select_support import write_program_files
+from tests.etbuild.select.support import write_program_files
 
 ISSUE_TARGET = 0.15  # the issue: the MLP's trimmed runtime under 15% of the full runtime
 

@@ -13,7 +13,7 @@ CHAIN = [
     TensorLife(0, 100_352, -1, 0), TensorLife(5, 65_536, 0, 1), TensorLife(6, 65_536, 1, 2),
     TensorLife(11, 32_768, 2, 3), TensorLife(12, 32_768, 3, 4), TensorLife(17, 1_280, 4, 5),
 ]
-# Greedy needs 224 bytes where 208 are live at once (see test_memory).
+# Greedy needs 224 bytes where 208 are live at once (see memory/test_memory.py).
 FRAGMENTED = [
     TensorLife(0, 64, 2, 4), TensorLife(1, 32, 2, 4), TensorLife(2, 64, 0, 2), TensorLife(3, 48, 0, 2),
     TensorLife(4, 80, 0, 1),

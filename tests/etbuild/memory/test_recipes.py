@@ -20,7 +20,7 @@ from etbuild.pipeline import compile_module
 from etbuild.recipe import MemoryConfig, load_recipe
 from etbuild.runtime import Program
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+RECIPES = Path(__file__).resolve().parents[3] / "recipes"
 
 
 @pytest.fixture(scope="module")

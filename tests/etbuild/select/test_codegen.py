@@ -18,7 +18,7 @@ from etbuild.select import RuntimeArtifact, collect, generate_runtime, write_run
 from etbuild.select.codegen import ZIP_TIME
 from etbuild.select.selection import CallSite, build
 from etbuild.verify.trimmed import run_isolated, run_trimmed, trimmed_kernels
-from tests.etbuild.select_support import write_both
+from tests.etbuild.select.support import write_both
 
 SOURCE = "recipes/mlp.yaml"
 MLP_TREE = {

@@ -26,6 +26,15 @@ runtimes:
   - {name: mlps, products: [tiny-a, tiny-b]}
   - {name: all, products: "*"}
 """
+TWO = """\
+name: pair
+version: 2.0.0
+products:
+  - recipe: ../recipes/tiny-a.yaml
+    budget: {pte_bytes: 2KiB, runtime_bytes: 3000, latency_ms: 1.5}
+  - recipe: ../recipes/tiny-b.yaml
+"""
+"""A release of tiny-a (with a budget) and tiny-b, with no `runtimes:` (one group, `all`)."""
 
 
 def make_project(root: Path, release: str = RELEASE) -> Path:

@@ -17,7 +17,7 @@ from etbuild.errors import IntegrityError, RecipeError, ReleaseError
 from etbuild.release import diff_dists, load_release, make_release, verify_dist
 from etbuild.verify.trimmed import run_trimmed
 
-from .release_support import RELEASE, make_project
+from .support import RELEASE, make_project
 
 
 @pytest.fixture(scope="module")

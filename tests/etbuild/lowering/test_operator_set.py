@@ -31,7 +31,7 @@ from etbuild.verify.oracle import export_methods
 from tests.conftest import requires_executorch
 
 aten = torch.ops.aten
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 class Call(torch.nn.Module):

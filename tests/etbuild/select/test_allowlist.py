@@ -10,7 +10,7 @@ from etbuild.errors import RecipeError, StageError
 from etbuild.select import check_allowed, collect, parse_allowlist
 from etbuild.select.allowlist import describe_use
 from etbuild.select.selection import CallSite, SourceLocation, build
-from tests.etbuild.select_support import HERE, line_of, write_program_files
+from tests.etbuild.select.support import HERE, line_of, write_program_files
 
 WHERE = "recipes/tiny.yaml:14:3"
 
@@ -31,8 +31,8 @@ def test_every_offender_is_listed_with_its_source(tiny):
     code = "return torch.cat([y, x[:, :2]], 1).sigmoid()"
     assert str(err.value) == (
         "recipes/tiny.yaml:14:3: operators.allow: the program calls operators outside the allowlist:\n"
-        f"  aten::cat.out (1 call) from <root> (TinyNet) at select_support.py:{line}: {code}\n"
-        f"  aten::sigmoid.out (1 call) from <root> (TinyNet) at select_support.py:{line}: {code}"
+        f"  aten::cat.out (1 call) from <root> (TinyNet) at support.py:{line}: {code}\n"
+        f"  aten::sigmoid.out (1 call) from <root> (TinyNet) at support.py:{line}: {code}"
         "\n  add them to operators.allow, change the model so it does not call them, or leave them to a backend"
     )
 

@@ -1,0 +1,67 @@
+"""etbuild.quantize.modules: module paths of graph nodes, and per-module scheme globs."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from etbuild.quantize.modules import SchemeMap, enclosing, graph_modules, module_path, unmatched_glob
+from etbuild.recipe import ModuleOverride
+
+
+class Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.encoder = nn.Sequential(nn.Linear(4, 4), nn.ReLU())
+        self.head = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(x)) * 2
+
+
+def exported_graph() -> torch.fx.Graph:
+    return torch.export.export(Net(), (torch.randn(1, 4),)).graph
+
+
+def test_enclosing_lists_the_module_then_its_containers() -> None:
+    assert enclosing("a.b.c") == ["a.b.c", "a.b", "a"]
+    assert enclosing("") == []
+
+
+def test_module_paths_of_an_exported_graph() -> None:
+    graph = exported_graph()
+    paths = {module_path(n) for n in graph.nodes if n.op == "call_function"}
+    assert paths == {"encoder.0", "encoder.1", "head", ""}  # the `* 2` runs in the model itself
+    assert graph_modules([graph]) == ["encoder", "encoder.0", "encoder.1", "head"]
+
+
+def test_the_first_matching_glob_wins_and_containers_match() -> None:
+    overrides = (ModuleOverride("head*", "float"), ModuleOverride("encoder", "int8-dynamic"),
+                 ModuleOverride("*", "int8-weight-only"))
+    schemes = SchemeMap("int8-static", overrides)
+    assert schemes.for_path("head") == "float"
+    assert schemes.for_path("encoder.0") == "int8-dynamic"  # by its container `encoder`
+    assert schemes.for_path("other") == "int8-weight-only"
+    assert schemes.for_path("") == "int8-static"  # the root has no path a glob can match
+
+
+def test_with_float_puts_exact_paths_first_even_with_glob_characters() -> None:
+    schemes = SchemeMap("int8-static", (ModuleOverride("*", "int8-dynamic"),)).with_float(["blocks[0]*"])
+    assert schemes.for_path("blocks[0]*") == "float"
+    assert schemes.for_path("blocks0x") == "int8-dynamic"  # the literal path is not a glob
+    assert schemes.overrides[-1] == ModuleOverride("*", "int8-dynamic")
+
+
+def test_unmatched_glob_names_the_glob_and_its_near_miss() -> None:
+    modules = ["encoder", "encoder.0", "head"]
+    assert unmatched_glob((ModuleOverride("enc*", "float"),), modules) is None
+    glob, message = unmatched_glob((ModuleOverride("head*", "float"), ModuleOverride("haed", "float")), modules)
+    assert glob == "haed"
+    assert "matches no module of the model" in message and "head" in message
+    assert message.endswith("(its modules: encoder, encoder.0, head)")
+
+
+def test_unmatched_glob_shows_at_most_twelve_modules() -> None:
+    modules = [f"m{i:02}" for i in range(20)]
+    _, message = unmatched_glob((ModuleOverride("zzz", "float"),), modules)
+    assert message.endswith("m10, m11, ...)")
