@@ -1,4 +1,5 @@
-"""The LM recipe built once per test module, and its eager greedy tokens (tests/etbuild/test_lm.py, interop)."""
+"""The LM recipe built once per test module, and its eager greedy tokens (tests/etbuild/tools/test_generate.py,
+interop)."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Each is a plain function in torch ops, registered with `@decomposes(op, ...)`, w
 fit-operator-set step traces in place of the call (`ExportedProgram.run_decompositions`).
 An operator without one of ours falls back to torch's decomposition table. `EXCLUDED` lists,
 in one place, the core ATen operators that have neither a kernel nor a decomposition, each
-with the reason; `tests/etbuild/test_operator_coverage.py` derives the core set from torch
+with the reason; `tests/etbuild/lowering/test_operator_set.py` derives the core set from torch
 and checks that every operator of it is available, decomposed or excluded.
 """
 

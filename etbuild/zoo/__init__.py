@@ -1,7 +1,7 @@
 """Example models that recipes name as `etbuild.zoo:<callable>`.
 
 Each is a plain factory returning an `nn.Module` built from standard layers, so that the set of
-operators each one exports to is predictable (`tests/etbuild/test_zoo.py` lists them per recipe).
+operators each one exports to is predictable (`tests/etbuild/zoo/test_zoo.py` lists them per recipe).
 Initialization draws from torch's global RNG, which `etbuild.model.build_model` seeds with
 `model.seed` first; nothing is downloaded. AOT side: imports torch.
 

@@ -17,10 +17,9 @@ from etbuild.build.driver import build
 from etbuild.build.state import STATE_FILE, check_state
 from etbuild.cli import main
 from etbuild.fsutil import leftover_temporaries, temp_name
+from tests.etbuild.build.test_driver import RECIPE, STAGES
 
-from .test_build import RECIPE, STAGES
-
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -10,8 +10,7 @@ import re
 from etbuild.build.driver import build
 from etbuild.cache import open_cache
 from etbuild.cache.cache import blob_name
-
-from .test_build import RECIPE, STAGES
+from tests.etbuild.build.test_driver import RECIPE, STAGES
 
 
 def test_a_fresh_tree_fetches_every_stage_and_a_corrupt_entry_is_rebuilt(tmp_path):

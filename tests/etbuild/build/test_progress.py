@@ -7,8 +7,7 @@ import json
 
 from etbuild.build.progress import JsonSink, LiveSink, TextSink, event, make_sink
 from etbuild.cli import main
-
-from .test_build import RECIPE, STAGES
+from tests.etbuild.build.test_driver import RECIPE, STAGES
 
 
 def test_text_lines_serial_and_parallel():

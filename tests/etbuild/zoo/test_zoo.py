@@ -28,7 +28,7 @@ from etbuild.model import (
 )
 from etbuild.recipe import Recipe, load_recipe
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 LINEAR = {"aten.addmm.default", "aten.permute.default"}
 BATCH_NORM = "aten._native_batch_norm_legit_no_training.default"

@@ -186,7 +186,7 @@ def test_doit_at_the_repo_root_lists_every_stage_of_every_recipe():
     import subprocess
     import sys
 
-    root = Path(__file__).resolve().parents[2]
+    root = Path(__file__).resolve().parents[3]
     proc = subprocess.run([sys.executable, "-m", "doit", "list", "--all"], cwd=root, capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
     names = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}

@@ -20,7 +20,7 @@ from etbuild.runtime import Program
 from etbuild.tools.profile import INSTRUCTION, Recorder, _rewrap_on_bind, generated_inputs, profile_method
 from tests.conftest import requires_executorch
 
-RECIPES = Path(__file__).resolve().parents[2] / "recipes"
+RECIPES = Path(__file__).resolve().parents[3] / "recipes"
 
 
 def _check_trace(trace: dict[str, Any], instructions: int, calls: int) -> list[dict[str, Any]]:
