@@ -12,6 +12,12 @@ quantize and what follows, never export. Lower then reads `quantized/<method>.pt
 `export/<method>.pt2`. A recipe without one has no quantize stage.
 
 Lowering dumps (`dump_after`) are extra outputs of the lower call, not part of its key.
+
+Every stage runs torch on one thread (`StageCall.run`), here, in a `-n` worker or on a Dask
+worker: a stage's files are a function of its keyed inputs only, which a shared cache relies
+on, and torch's float reductions round differently with more threads (the converted model of
+`transformer-int8-dynamic-xnnpack` moves by 55.9 dB SNR between one and two threads, which
+moved its verify verdict between `etbuild build` and `etbuild build -n 2`).
 Nothing here knows doit: `etbuild.build.tasks` makes these calls into tasks.
 """
 
@@ -21,6 +27,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+import torch
 
 from etbuild.build.layout import Artifacts
 from etbuild.recipe import Recipe
@@ -60,7 +68,13 @@ class StageCall:
         return tuple(f for s in self.sections for f in SECTION_FILES.get(s, lambda r: [])(self.recipe))
 
     def run(self) -> None:
-        self.fn(*self.args)
+        """Run the stage with torch on one thread, wherever it runs (see the module docstring)."""
+        threads = torch.get_num_threads()
+        torch.set_num_threads(1)
+        try:
+            self.fn(*self.args)
+        finally:
+            torch.set_num_threads(threads)
 
 
 def model_files(recipe: Recipe) -> list[Path]:
