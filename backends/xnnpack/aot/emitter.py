@@ -22,7 +22,7 @@ from etbuild.backends.aot import Subgraph
 from etbuild.backends.xnnpack.aot import layout as lay
 from etbuild.backends.xnnpack.aot.builder import GraphBuilder
 from etbuild.backends.xnnpack.aot.known import Known
-from etbuild.backends.xnnpack.aot.quant import result_quant
+from etbuild.backends.xnnpack.aot.quant import per_tensor, result_quant
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.format.nodes import CLAMPED
 from etbuild.errors import InternalError
@@ -52,9 +52,11 @@ class Emitter:
         self.inputs = []
         for node in sub.inputs:
             shape = logical_shape(node)
-            vid = self.b.tensor(shape)
+            quant = input_quant(node, sub)
+            vid = self.b.tensor(shape) if quant is None else self.b.tensor(
+                shape, g.XNNDatatype.QINT8, per_tensor(quant))
             self.inputs.append(vid)
-            self.env[node] = lay.Held(vid, lay.identity(len(shape)), shape)
+            self.env[node] = lay.Held(vid, lay.identity(len(shape)), shape, quant)
         self.handle = 0
 
     # ------------------------------------------------------------------ reading values
@@ -204,6 +206,21 @@ class Emitter:
                 vid = self.b.copy(vid)
             outputs.append(vid)
         return self.b.finish(self.inputs, outputs)
+
+
+def input_quant(node: Node, sub: Subgraph) -> lay.Quant | None:
+    """How a partition's input is held when it is int8 (an earlier delegate's quantized output,
+    handed over as int8 values): the static per-tensor quantization its dequantize calls in this
+    partition name; None for a float input."""
+    if node.meta["val"].dtype != torch.int8:
+        return None
+    dequantize = torch.ops.quantized_decomposed.dequantize_per_tensor.default
+    params = {(float(u.args[1]), int(u.args[2])) for u in node.users if u in sub.nodes and u.target is dequantize}
+    if len(params) != 1:
+        raise InternalError(f"partition input {node.name} is int8 but read by {len(params)} sets of dequantize "
+                            "parameters in the partition (expected one)")
+    scale, zero_point = params.pop()
+    return lay.Quant(scale, zero_point)
 
 
 def numel(shape: Sequence[int]) -> int:

@@ -201,6 +201,45 @@ def test_quantized_linears_delegate_as_quantized_nodes_equal_to_the_converted_mo
     np.testing.assert_allclose(actual, expected, rtol=0, atol=0.05 * float(np.abs(expected).max()))
 
 
+class MaskedResidual(torch.nn.Module):
+    """A residual stream that crosses a masked step XNNPACK does not take (a where on a bool mask),
+    as a BERT layer's attention mask splits its delegates."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = torch.nn.Linear(16, 16), torch.nn.Linear(16, 16), torch.nn.Linear(16, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.a(x))
+        s = torch.where(x > 0.5, self.b(h), torch.zeros_like(h))
+        return self.c(torch.relu(s)) + h
+
+
+def test_an_int8_value_handed_from_one_delegate_to_the_next_stays_int8():
+    from etbuild.backends.xnnpack.format import graph as g
+    from etbuild.backends.xnnpack.format.blob import read_blob
+    from etbuild.quantize.flow import Plan, quantize, reexport
+    from etbuild.quantize.modules import SchemeMap
+    from etbuild.runtime.format.pte import segment_bytes
+
+    torch.manual_seed(0)
+    module, inputs = MaskedResidual().eval(), (torch.randn(4, 16),)
+    samples = [(torch.randn(4, 16),) for _ in range(4)]
+    converted = quantize(torch.export.export(module, inputs), Plan(SchemeMap("int8-static")), samples)
+    compiled = _compile_exported(reexport(converted, inputs, None))
+    assert len(compiled.report.methods[0].partitions) == 2
+    program, header = read_program(compiled.pte)
+    segment = program.execution_plan[0].delegates[1].processed.index
+    second = read_blob(segment_bytes(compiled.pte, program, header, segment))
+    inputs_of_second = [second.graph.xvalues[i].value for i in second.graph.input_ids]
+    assert any(isinstance(v, g.QuantizedTensorValue) and v.tensor_value.datatype == g.XNNDatatype.QINT8
+               for v in inputs_of_second)  # the residual, int8 as the first delegate wrote it
+    with torch.no_grad():
+        expected = converted(*samples[0]).numpy()
+    (actual,) = Program(compiled.pte).load_method("forward")(*[t.numpy() for t in samples[0]])
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=1e-5)
+
+
 def _compile_exported(exported):
     return compile_exported({"forward": exported}, backends=XNNPACK)
 
