@@ -27,10 +27,12 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch._ops import HigherOrderOperator, OpOverload
 from torch.export import ExportedProgram
 from torch.fx import Interpreter, Node
 
 from etbuild.lowering import quantized_ops  # noqa: F401  (torch's quantized_decomposed ops)
+from etbuild.lowering.assertions import is_assertion
 from etbuild.quantize.metrics import db, gate_holds, gate_value, snr_db
 from etbuild.recipe import AccuracyConfig
 
@@ -64,17 +66,29 @@ _QUANTIZING = frozenset({
 })
 
 
+_SET_GRAD_ENABLED = torch.ops.higher_order.wrap_with_set_grad_enabled
+
+
 class Float64(Interpreter):
     """Runs a converted graph with its float ops in float64: floats are cast to float32 only
-    where they are quantized (as the program's values are), and back to float64 after."""
+    where they are quantized (as the program's values are), and back to float64 after. The
+    assertions torch.export leaves in the graph (`_assert_tensor_metadata(x, dtype=float32)`
+    around a rotary table's cast) see float32 too: they check the float32 program's values.
+    A region export wrapped in `wrap_with_set_grad_enabled` runs in float64 as well; any other
+    higher-order region runs on float32 values, as the program's does."""
 
     def run_node(self, n: Node) -> Any:
         result = super().run_node(n)
         return result.double() if isinstance(result, torch.Tensor) and result.is_floating_point() else result
 
     def call_function(self, target: Any, args: Any, kwargs: Any) -> Any:
-        if target in _QUANTIZING:
-            args = torch.utils._pytree.tree_map(_float32, args)
+        if target is _SET_GRAD_ENABLED:  # a region export wrapped (a rotary table under no_grad): in float64 too
+            enabled, body, *operands = args
+            with torch.set_grad_enabled(enabled):
+                return Float64(body).run(*operands)
+        if target in _QUANTIZING or isinstance(target, HigherOrderOperator) or (
+                isinstance(target, OpOverload) and is_assertion(target)):
+            args = torch.utils._pytree.tree_map(_float32, args)  # other regions run as the float32 program does
         return super().call_function(target, args, kwargs)
 
 

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-import numpy as np
+import operator
 
-from etbuild.quantize.checks import FLIP_MARGIN_DB, Outputs, gate, tight, worst_layer
+import numpy as np
+import torch
+from torch import fx
+
+from etbuild.quantize.checks import FLIP_MARGIN_DB, Float64, Outputs, gate, tight, worst_layer
 from etbuild.recipe import AccuracyConfig
 
 F = np.float32
@@ -55,3 +59,25 @@ def test_worst_layer_names_the_lowest_own_snr() -> None:
     assert worst_layer(layers) == ("; the layer that loses the most is linear_1 (aten.linear.default in module fc2, "
                                    "12.5 dB SNR of its own)")
     assert worst_layer(layers[2:]) == "" and worst_layer([]) == ""
+
+
+def test_float64_runs_wrapped_regions_in_float64_and_assertions_on_float32() -> None:
+    # what torch.export makes of a Llama rotary table: a no_grad region (wrap_with_set_grad_enabled)
+    # and _assert_tensor_metadata(dtype=float32) checks, which stopped verify with "dtype mismatch"
+    aten = torch.ops.aten
+    body = fx.Graph()
+    bx = body.placeholder("x")
+    square = body.call_function(aten.mul.Tensor, (bx, bx))
+    body.call_function(aten._assert_tensor_metadata.default, (square, None, None, torch.float32))
+    body.output((square,))
+    root = torch.nn.Module()
+    root.body = fx.GraphModule(torch.nn.Module(), body)
+    graph = fx.Graph()
+    x = graph.placeholder("x")
+    wrapped = graph.call_function(torch.ops.higher_order.wrap_with_set_grad_enabled, (False, graph.get_attr("body"), x))
+    graph.call_function(aten._assert_tensor_metadata.default, (x, None, None, torch.float32))
+    graph.output(graph.call_function(aten.add.Tensor, (graph.call_function(operator.getitem, (wrapped, 0)), x)))
+    t = torch.randn(5) / 3
+    precise = Float64(fx.GraphModule(root, graph)).run(t)
+    assert precise.dtype == torch.float64
+    assert torch.equal(precise, t.double() * t.double() + t.double())
