@@ -1,4 +1,4 @@
-"""etbuild.release.assemble: the pieces around a release build (source root, dates, sums, budgets)."""
+"""etbuild.release.assemble: the pieces around a release build (checkout root, dates, sums, budgets)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from etbuild.release.assemble import (
 from etbuild.release.config import load_release
 
 
-def test_source_root_is_the_checkout_else_the_release_folder(tmp_path: Path) -> None:
+def test_checkout_root_is_the_checkout_else_the_release_folder(tmp_path: Path) -> None:
     (tmp_path / "releases").mkdir()
     release = tmp_path / "releases" / "r.yaml"
     assert checkout_root(release) == tmp_path / "releases"
