@@ -1,7 +1,7 @@
 """The backend registry and the runtime half of the backend contract. Torch-free.
 
-A backend has an AOT half (partition a graph, preprocess each partition into a blob; may
-import torch; its contract is `etbuild.backends.aot.AotBackend`) and a runtime half (init a
+A backend has an AOT half (partition a graph, preprocess each partition into a blob; it may
+use torch; its contract is `etbuild.backends.aot.AotBackend`) and a runtime half (init a
 blob once, execute it per call; torch-free; `RuntimeBackend` below), as ExecuTorch's
 `runtime/backend/interface.h` has it (docs/architecture.md). BACKENDS is the one explicit
 table, read without importing anything: the build looks a recipe's `backends:` names up
