@@ -15,7 +15,7 @@ from etbuild.cli import build, programs, release
 from etbuild.cli.command import Command
 from etbuild.errors import EtbuildError, printable
 
-COMMANDS: tuple[Command, ...] = (*build.COMMANDS[:1], *release.COMMANDS, *build.COMMANDS[1:], *programs.COMMANDS)
+COMMANDS: tuple[Command, ...] = (*build.COMMANDS, *release.COMMANDS, *programs.COMMANDS)
 ALIASES = {("release", "verify"): "release-verify", ("release", "diff"): "release-diff"}  # two-word commands
 
 

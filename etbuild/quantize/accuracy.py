@@ -56,17 +56,11 @@ class _Probe:
     seen: Node  # the value the next op sees (end, or the dequantize after it)
 
 
-def _before_quantization(arg: Node) -> Node | None:
-    """The value a dequantize node restores (through its quantize), or `arg` itself; None for
-    a quantized constant (convert folds `quantize(constant)` into an int8 constant, as it does for
-    an attention mask or position table a layer adds): that is weight noise, not an input's."""
-    if arg.target not in DEQUANTIZE or not isinstance(arg.args[0], Node):
-        return arg
-    quantized = arg.args[0]
-    if quantized.op in ("get_attr", "placeholder") and quantized.target not in QUANTIZE:
-        return None
-    if quantized.target in QUANTIZE and isinstance(quantized.args[0], Node):
-        return quantized.args[0]
+def _before_quantization(arg: Node) -> Node:
+    """The value a dequantize node restores (through its quantize), or `arg` itself."""
+    if arg.target in DEQUANTIZE and isinstance(arg.args[0], Node) and arg.args[0].target in QUANTIZE:
+        source = arg.args[0].args[0]
+        return source if isinstance(source, Node) else arg
     return arg
 
 
@@ -91,14 +85,15 @@ def _probes(graph: Any) -> list[_Probe]:
         activations = args[:1] if node.target in _WEIGHTED_FIRST else args
         users = list(node.users)
         end = users[0] if len(users) == 1 and users[0].target in FUSED_ACTIVATIONS else node
-        sources = tuple(s for a in activations if (s := _before_quantization(a)) is not None)
+        sources = tuple(_before_quantization(a) for a in activations)
         probes.append(_Probe(node, sources, end, _seen(end)))
     return probes
 
 
 def _measurable(probes: list[_Probe], float_names: set[str]) -> list[_Probe]:
     """The probes whose output has a float counterpart, each with the sources that have one: a
-    value only the converted graph has (a dequantize it shares between layers) is not compared."""
+    value only the converted graph has (the dequantize of a constant that convert folded into
+    int8, such as a position table a layer adds) is weight noise, not an input's, and is not compared."""
     kept = []
     for p in probes:
         if p.end.name in float_names:
