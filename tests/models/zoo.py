@@ -372,6 +372,9 @@ class Architecture:
     factory: Callable[[], torch.nn.Module]
     inputs: list[dict[str, Any]]
     library: str
+    scheme: str
+    """The quantization scheme its family ships with: int8 static for convolutional networks,
+    int8 dynamic for encoders (vision transformers included), 8da4w for decoders."""
 
 
 def _tier() -> dict[str, Architecture]:
@@ -392,15 +395,33 @@ def _tier() -> dict[str, Architecture]:
         (tv_densenet, [image()], tv), (tv_vit, [image(32)], tv), (tv_convnext, [image()], tv),
         (tv_swin, [image(32)], tv), (tv_regnet, [image()], tv), (tv_efficientnet_v2, [image()], tv),
     ]
-    return {f.__name__: Architecture(f, inputs, lib) for f, inputs, lib in table}
+    return {f.__name__: Architecture(f, inputs, lib, _family_scheme(f.__name__)) for f, inputs, lib in table}
+
+
+DECODERS = frozenset({"gpt2", "llama", "qwen2", "mistral", "gemma", "phi", "opt", "bloom"})
+ENCODERS = frozenset({"bert", "distilbert", "albert", "deberta", "t5", "bart", "whisper_encoder", "wav2vec2",
+                      "clip_vision", "vit", "swin", "levit", "mixer", "tv_vit", "tv_swin"})
+
+
+def _family_scheme(name: str) -> str:
+    if name in DECODERS:
+        return "int8-dynamic-int4-weight"
+    return "int8-dynamic" if name in ENCODERS else "int8-static"
 
 
 ARCHITECTURES: dict[str, Architecture] = _tier()
 
 
-def write_recipe(name: str, root: Path) -> Path:
-    """A recipe file in `root` for architecture `name`, whose factory is this file's function of that name."""
+def write_recipe(name: str, root: Path, *, quantized: bool = False, xnnpack: bool = False) -> Path:
+    """A recipe file in `root` for architecture `name`, whose factory is this file's function of that
+    name; `quantized` adds its family's scheme (16 calibration samples), `xnnpack` the XNNPACK backend."""
     model = {"factory": f"{Path(__file__).resolve()}:{name}", "inputs": ARCHITECTURES[name].inputs}
-    path = root / f"{name}.yaml"
-    path.write_text(yaml.safe_dump({"name": name.replace("_", "-"), "model": model}, sort_keys=False))
+    stem = name.replace("_", "-") + ("-q" if quantized else "") + ("-xnnpack" if xnnpack else "")
+    recipe: dict[str, Any] = {"name": stem, "model": model}
+    if quantized:
+        recipe["quantize"] = {"scheme": ARCHITECTURES[name].scheme, "calibration": {"samples": 16, "seed": 0}}
+    if xnnpack:
+        recipe["backends"] = [{"name": "xnnpack"}]
+    path = root / f"{stem}.yaml"
+    path.write_text(yaml.safe_dump(recipe, sort_keys=False))
     return path
