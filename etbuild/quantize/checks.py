@@ -1,19 +1,28 @@
 """The two checks verify makes of a quantized program, on the verify samples.
 
 1. Against the converted torch model (`quantized/<method>.pt2`: what the program should
-   compute), tightly: every output element within one quantization step of it, plus the
-   recipe's `verify.rtol`/`atol`. The step of an output is the scale of the
-   `dequantize_per_tensor` it comes from (through reshapes); a float output (dynamic or
-   weight-only schemes) gets no step. This checks the kernels and the lowering. One thing
-   legitimately breaks it: a value computed in another summation order can land on the other
-   side of a rounding boundary and quantize one step away (or, dynamically quantized, move
-   a tensor's range), and the network carries that difference to its outputs; ExecuTorch's
-   own runtime differs from the converted model so on `cnn-int8` and
-   `transformer-int8-dynamic`. So an output beyond the step still passes when the program is
-   about as close to the converted model as the same quantized computation done in float64
-   is (`converted64`: float ops in float64, values cast to float32 where they are
-   quantized): its SNR against the converted model at most `FLIP_MARGIN_DB` below that one's.
-   A lowering that passes a wrong axis, scale or zero point errs far beyond that.
+   compute). It passes by the first of three bounds that holds, named in `passed_by`:
+   - `step`: every output element within one quantization step of it, plus the recipe's
+     `verify.rtol`/`atol`. The step of an output is the scale of the `dequantize_per_tensor`
+     it comes from (through reshapes); a float output (dynamic or weight-only schemes) gets
+     no step.
+   - `float64`: the program is about as close to the converted model as the same quantized
+     computation done in float64 is (`converted64`: float ops in float64, values cast to
+     float32 where they are quantized): its SNR against the converted model at most
+     `FLIP_MARGIN_DB` below that one's. A value computed in another summation order can land
+     on the other side of a rounding boundary and quantize one step away, and the network
+     carries that to its outputs.
+   - `quantization_noise`: the program's difference from the converted model is no larger
+     than quantizing made, `NOISE_MARGIN_DB` aside: its SNR against the converted model at
+     least the converted model's SNR against the float model minus that margin. Integer
+     kernels round at every requantization and XNNPACK quantizes dynamic inputs per row where
+     the converted model does per tensor; in a deep int8 network those differences compound
+     layer by layer to the size of the quantization error itself, however correct the
+     lowering. ExecuTorch's own XNNPACK programs differ from their converted models so
+     (docs/quantization.md: ResNet 1.0 dB below the quantization error, BERT int8-dynamic
+     69.5 dB against a float64 spread of 139 dB), and pass only by this bound.
+   A lowering that passes a wrong axis, scale or zero point errs far beyond all three: its
+   difference from the converted model swamps the quantization error.
 2. Against the float model, by the recipe's gate (`quantize.accuracy`): the lowest output
    SNR, or top-1 agreement. This checks that quantizing was acceptable.
 """
@@ -60,6 +69,9 @@ def _step(node: Node) -> float:
 
 
 FLIP_MARGIN_DB = 10.0
+NOISE_MARGIN_DB = 6.0
+"""How far (dB) the program's difference from the converted model may exceed the converted
+model's own difference from the float model: twice its amplitude."""
 _QUANTIZING = frozenset({
     qd.quantize_per_tensor.default, qd.quantize_per_tensor.tensor, qd.quantize_per_channel.default,
     qd.quantize_per_token.default, qd.choose_qparams.tensor, qd.choose_qparams_per_token_asymmetric.default,
@@ -100,34 +112,49 @@ def tight(
     outputs: Outputs, steps: Sequence[float], rtol: float, atol: float
 ) -> list[dict[str, Any]]:
     """Per output: the largest difference from the converted model and its step, whether every
-    element is within step + atol + rtol·|converted|, the two SNRs, and whether it passes."""
+    element is within step + atol + rtol·|converted|, the SNRs the bounds compare, and the
+    first bound that holds (`passed_by`; None when none does)."""
     report = []
     for k, step in enumerate(steps):
-        worst, within = 0.0, True
-        for c, a in zip((s[k] for s in outputs.converted), (s[k] for s in outputs.actual)):
-            c64, a64 = np.asarray(c, np.float64), np.asarray(a, np.float64)
-            if c64.shape != a64.shape:
-                within = False
-                continue
-            diff = np.abs(a64 - c64)
-            if diff.size:
-                worst = max(worst, float(np.nanmax(diff)))
-                within = within and bool(np.all(diff <= step + atol + rtol * np.abs(c64)))
+        within, worst = _within(outputs, k, step, rtol, atol)
         program = _snr(outputs.converted, outputs.actual, k)
         spread = _snr(outputs.converted, outputs.converted64, k)
+        noise = _snr(outputs.reference, outputs.converted, k)
+        passed_by = next((name for name, holds in (
+            ("step", within), ("float64", program >= spread - FLIP_MARGIN_DB),
+            ("quantization_noise", math.isfinite(noise) and program >= noise - NOISE_MARGIN_DB)) if holds), None)
         report.append({"index": k, "max_abs_error": worst, "step": step, "within_step": within,
                        "snr_vs_converted_db": db(program), "converted64_snr_vs_converted_db": db(spread),
-                       "passed": within or program >= spread - FLIP_MARGIN_DB})
+                       "converted_snr_vs_float_db": db(noise), "passed_by": passed_by,
+                       "passed": passed_by is not None})
     return report
+
+
+def _within(outputs: Outputs, k: int, step: float, rtol: float, atol: float) -> tuple[bool, float]:
+    """Whether output `k` is within step + atol + rtol·|converted| of the converted model on
+    every sample, and the largest difference."""
+    worst, within = 0.0, True
+    for c, a in zip((s[k] for s in outputs.converted), (s[k] for s in outputs.actual)):
+        c64, a64 = np.asarray(c, np.float64), np.asarray(a, np.float64)
+        if c64.shape != a64.shape:
+            within = False
+            continue
+        diff = np.abs(a64 - c64)
+        if diff.size:
+            worst = max(worst, float(np.nanmax(diff)))
+            within = within and bool(np.all(diff <= step + atol + rtol * np.abs(c64)))
+    return within, worst
 
 
 @dataclass(frozen=True)
 class Outputs:
-    """Per sample, the flattened outputs of the converted model, of it in float64, and of the program."""
+    """Per sample, the flattened outputs of the converted model, of it in float64, of the
+    program, and of the float model (`reference`)."""
 
     converted: list[list[np.ndarray]]
     converted64: list[list[np.ndarray]]
     actual: list[list[np.ndarray]]
+    reference: list[list[np.ndarray]]
 
 
 def _snr(ref: list[list[np.ndarray]], test: list[list[np.ndarray]], k: int) -> float:

@@ -105,7 +105,7 @@ def verify_method(
     with torch.no_grad():
         converted = [[_numpy(t) for t in tree_flatten(module(*s))[0]] for s in samples]
         precise = [[_numpy(t) for t in tree_flatten(checks.Float64(module).run(*s))[0]] for s in samples]
-    outputs = checks.tight(checks.Outputs(converted, precise, actual), checks.output_steps(ep), cfg.rtol, cfg.atol)
+    outputs = checks.tight(checks.Outputs(converted, precise, actual, expected), checks.output_steps(ep), cfg.rtol, cfg.atol)
     return {"outputs": outputs}, checks.gate(recipe.quantize.accuracy if recipe.quantize else None, expected, actual)
 
 
@@ -228,8 +228,10 @@ def _raise_for_quantized(recipe: Recipe, pte: Path, report: dict[str, Any], laye
                     f"{recipe.name}: {pte.name} method {method} output {o['index']} differs from the converted "
                     f"(quantized) torch model by up to {o['max_abs_error']:.3g}, beyond one quantization step "
                     f"({o['step']:.3g}) plus rtol={recipe.verify.rtol}, atol={recipe.verify.atol}, and by more than "
-                    f"rounding does: {o['snr_vs_converted_db']} dB SNR against it, where the same quantized model in "
-                    f"float64 reaches {o['converted64_snr_vs_converted_db']} dB (see {out})"
+                    f"rounding or quantizing does: {o['snr_vs_converted_db']} dB SNR against it, where the same "
+                    f"quantized model in float64 reaches {o['converted64_snr_vs_converted_db']} dB and the converted "
+                    f"model reaches {o['converted_snr_vs_float_db']} dB against the float model (allowed: "
+                    f"{checks.NOISE_MARGIN_DB:g} dB below that; see {out})"
                 )
     for method, gate in report["accuracy"].items():
         if not gate["passed"]:

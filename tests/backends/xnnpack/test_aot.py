@@ -279,3 +279,29 @@ def test_has_delegates(tmp_path):
         pte = tmp_path / "m.pte"
         pte.write_bytes(_compile(module, inputs, backends).pte)
         assert has_delegates(pte) is expected
+
+
+class PatchThenLinear(torch.nn.Module):
+    """A patch convolution (dynamically quantized, which XNNPACK takes only for matrix products) before a linear."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patch = torch.nn.Conv2d(3, 8, 4, stride=4)
+        self.fc = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(self.patch(x).flatten(2).transpose(1, 2))
+
+
+def test_a_dynamic_dequantize_stays_with_its_quantize_outside_the_partition():
+    from etbuild.quantize.flow import Plan, quantize, reexport
+    from etbuild.quantize.modules import SchemeMap
+
+    torch.manual_seed(0)
+    module, inputs = PatchThenLinear().eval(), (torch.randn(1, 3, 16, 16),)
+    converted = quantize(torch.export.export(module, inputs), Plan(SchemeMap("int8-dynamic")), [inputs])
+    compiled = _compile_exported(reexport(converted, inputs, None))  # raised: partition input is int8
+    with torch.no_grad():
+        expected = converted(*inputs).numpy()
+    (actual,) = Program(compiled.pte).load_method("forward")(*[t.numpy() for t in inputs])
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=0.05)

@@ -8,7 +8,7 @@ import numpy as np
 import torch
 from torch import fx
 
-from etbuild.quantize.checks import FLIP_MARGIN_DB, Float64, Outputs, gate, tight, worst_layer
+from etbuild.quantize.checks import FLIP_MARGIN_DB, NOISE_MARGIN_DB, Float64, Outputs, gate, tight, worst_layer
 from etbuild.recipe import AccuracyConfig
 
 F = np.float32
@@ -17,8 +17,8 @@ F = np.float32
 def test_tight_passes_within_one_step_and_reports_the_worst_difference() -> None:
     converted = [[np.array([0.0, 1.0, 2.0], F)], [np.array([3.0, 4.0, 5.0], F)]]
     actual = [[np.array([0.0, 1.1, 2.0], F)], [np.array([3.0, 4.0, 4.75], F)]]
-    [report] = tight(Outputs(converted, converted, actual), steps=[0.25], rtol=0.0, atol=0.0)
-    assert report["index"] == 0 and report["within_step"] and report["passed"]
+    [report] = tight(Outputs(converted, converted, actual, converted), steps=[0.25], rtol=0.0, atol=0.0)
+    assert report["index"] == 0 and report["within_step"] and report["passed"] and report["passed_by"] == "step"
     assert report["max_abs_error"] == 0.25 and report["step"] == 0.25
     assert report["snr_vs_converted_db"] is not None and report["converted64_snr_vs_converted_db"] is None
 
@@ -26,17 +26,33 @@ def test_tight_passes_within_one_step_and_reports_the_worst_difference() -> None
 def test_tight_fails_beyond_the_step_unless_the_snr_is_close_to_float64s() -> None:
     converted = [[np.array([1.0, 2.0, 3.0], F)]]
     off = [[np.array([1.0, 2.0, 4.0], F)]]
-    [far] = tight(Outputs(converted, converted, off), steps=[0.25], rtol=0.0, atol=0.0)
+    [far] = tight(Outputs(converted, converted, off, converted), steps=[0.25], rtol=0.0, atol=0.0)
     assert not far["within_step"] and not far["passed"]  # converted64 equals converted: infinite SNR
     noisy64 = [[np.array([1.0, 2.0, 3.9], F)]]
-    [close] = tight(Outputs(converted, noisy64, off), steps=[0.25], rtol=0.0, atol=0.0)
+    [close] = tight(Outputs(converted, noisy64, off, converted), steps=[0.25], rtol=0.0, atol=0.0)
     assert not close["within_step"] and close["passed"]
     assert close["snr_vs_converted_db"] >= close["converted64_snr_vs_converted_db"] - FLIP_MARGIN_DB
+    assert close["passed_by"] == "float64"
+
+
+def test_tight_passes_a_difference_no_larger_than_quantizing_made() -> None:
+    """A deep int8 program differs from its converted model by as much as quantizing does (ExecuTorch's own too)."""
+    rng = np.random.default_rng(0)
+    reference = [[rng.standard_normal(256).astype(F)] for _ in range(4)]
+    converted = [[r[0] + 0.03 * rng.standard_normal(256).astype(F)] for r in reference]  # ~30 dB of quantization
+    program = [[c[0] + 0.05 * rng.standard_normal(256).astype(F)] for c in converted]  # ~26 dB from converted
+    [report] = tight(Outputs(converted, converted, program, reference), steps=[0.0], rtol=0.0, atol=0.0)
+    assert report["passed_by"] == "quantization_noise" and report["passed"]
+    assert report["snr_vs_converted_db"] < report["converted_snr_vs_float_db"]
+    assert report["snr_vs_converted_db"] >= report["converted_snr_vs_float_db"] - NOISE_MARGIN_DB
+    wrong = [[c[0] * 1.5] for c in converted]  # a wrong scale: 6 dB from converted, far below the noise
+    [bad] = tight(Outputs(converted, converted, wrong, reference), steps=[0.0], rtol=0.0, atol=0.0)
+    assert bad["passed_by"] is None and not bad["passed"]
 
 
 def test_tight_counts_a_shape_mismatch_as_outside() -> None:
     converted = [[np.zeros(3, F)]]
-    [report] = tight(Outputs(converted, converted, [[np.zeros(2, F)]]), steps=[1.0], rtol=0.0, atol=0.0)
+    [report] = tight(Outputs(converted, converted, [[np.zeros(2, F)]], converted), steps=[1.0], rtol=0.0, atol=0.0)
     assert not report["within_step"] and report["snr_vs_converted_db"] is None
 
 

@@ -139,6 +139,16 @@ def emit_dynamic_quantize(node: Node, e: Emitter) -> None:
     e.alias(node, lay.Held(held.id, held.perm, held.dims, lay.Quant(None)))
 
 
-@rule(*DYNAMIC_DEQUANTIZE, check=lambda node, c: _int8_range(node), dtypes=DYNAMIC_DTYPES)
+def _check_dynamic_dequantize(node: Node, c: Checker) -> str | None:
+    """Taken only with the dynamic quantize it reads: alone, its int8 input would enter the
+    partition with parameters chosen outside it, which no XNNPACK value can carry."""
+    source = node.args[0]
+    if not isinstance(source, Node) or source.target not in DYNAMIC_QUANTIZE:
+        return "it reads no dynamic quantize call"
+    why = _check_dynamic_quantize(source, c)
+    return _int8_range(node) if why is None else f"the quantize it reads is not taken ({why})"
+
+
+@rule(*DYNAMIC_DEQUANTIZE, check=_check_dynamic_dequantize, dtypes=DYNAMIC_DTYPES)
 def emit_dynamic_dequantize(node: Node, e: Emitter) -> None:
     e.alias(node, e.raw(node.args[0]))
