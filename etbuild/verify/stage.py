@@ -105,7 +105,8 @@ def verify_method(
     with torch.no_grad():
         converted = [[_numpy(t) for t in tree_flatten(module(*s))[0]] for s in samples]
         precise = [[_numpy(t) for t in tree_flatten(checks.Float64(module).run(*s))[0]] for s in samples]
-    outputs = checks.tight(checks.Outputs(converted, precise, actual, expected), checks.output_steps(ep), cfg.rtol, cfg.atol)
+    outputs = checks.tight(checks.Outputs(converted, precise, actual, expected), checks.output_steps(ep),
+                           cfg.rtol, cfg.atol)
     return {"outputs": outputs}, checks.gate(recipe.quantize.accuracy if recipe.quantize else None, expected, actual)
 
 
