@@ -422,8 +422,8 @@ def write_recipe(name: str, root: Path, *, quantized: bool = False, xnnpack: boo
         scheme = ARCHITECTURES[name].scheme
         if scheme == "int8-dynamic-int4-weight" and not xnnpack:
             scheme = "int8-dynamic"  # int4 linear weights run only inside the XNNPACK delegate
-        recipe["quantize"] = {"scheme": scheme, **({"calibration": {"samples": 16, "seed": 0}} if scheme == "int8-static"
-                                                    else {})}
+        calibration = {"calibration": {"samples": 16, "seed": 0}} if scheme == "int8-static" else {}
+        recipe["quantize"] = {"scheme": scheme, **calibration}
     if xnnpack:
         recipe["backends"] = [{"name": "xnnpack"}]
     path = root / f"{stem}.yaml"
