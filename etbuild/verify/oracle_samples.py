@@ -5,7 +5,9 @@
 
 It imports only numpy, torch and the pybindings' extension module, which
 `executorch.extension.pybindings.portable_lib` re-exports after importing all of
-`executorch.exir` (8 s of CPU here, for nothing a run needs).
+`executorch.exir` (8 s of CPU here, for nothing a run needs); and, when the program calls
+`quantized_decomposed::` operators outside its delegates, `executorch.kernels.quantized`,
+which registers their kernels (5 s).
 """
 
 from __future__ import annotations
@@ -21,7 +23,9 @@ def run_samples(pte: str, inputs_npz: str, out_npz: str, method: str) -> None:
     """Each sample's outputs, in order on one loaded method."""
     from executorch.extension.pybindings import _C
 
-    data = Path(pte).read_bytes()  # ExecuTorch's program reads these bytes, not a copy: keep them alive
+    data = Path(pte).read_bytes()
+    if needs_quantized_kernels(data):
+        import executorch.kernels.quantized  # noqa: F401  (registers quantized_decomposed's kernels)  # ExecuTorch's program reads these bytes, not a copy: keep them alive
     loaded = _C._load_for_executorch_from_buffer(data)
     with np.load(inputs_npz) as npz:
         arity = len([k for k in npz.files if k.startswith("s0_in")])
@@ -32,6 +36,15 @@ def run_samples(pte: str, inputs_npz: str, out_npz: str, method: str) -> None:
         for k, out in enumerate(loaded.run_method(method, tuple(sample))):
             outputs[f"s{j}_out{k}"] = out.numpy() if isinstance(out, torch.Tensor) else np.asarray(out)
     np.savez(out_npz, **outputs)
+
+
+def needs_quantized_kernels(data: bytes) -> bool:
+    """Whether a program calls any `quantized_decomposed::` operator (their kernels are not in
+    ExecuTorch's runtime until `executorch.kernels.quantized` is imported)."""
+    from etbuild.runtime.format.pte import read_program
+
+    program, _ = read_program(data)
+    return any(op.name.startswith("quantized_decomposed::") for plan in program.execution_plan for op in plan.operators)
 
 
 if __name__ == "__main__":

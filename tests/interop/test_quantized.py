@@ -80,3 +80,22 @@ def test_executorch_quantized_pte_runs_in_ours(tmp_path: Path, model: str, schem
     if scheme == "int8-dynamic":
         assert "quantized_decomposed::choose_qparams" in operators
     _compare(recipe, pte)
+
+
+def test_verify_runs_a_portable_quantized_program_in_executorchs_runtime(tmp_path: Path) -> None:
+    """The oracle subprocess registers quantized_decomposed's kernels when the program calls them."""
+    from etbuild.verify.oracle import run_samples_in_executorch
+    from etbuild.verify.oracle_samples import needs_quantized_kernels
+    from etbuild.verify.stage import run_samples
+
+    path = tmp_path / "m.yaml"
+    path.write_text(f"name: m\nmodel:\n  {LINEAR}\nquantize: {{scheme: int8-static}}\n")
+    recipe = load_recipe(path)
+    assert build([path], tmp_path / "build", stream=io.StringIO()).exit_code == 0
+    pte = tmp_path / "build" / "m" / "m.pte"
+    assert needs_quantized_kernels(pte.read_bytes())
+    samples = sample_inputs(recipe, 2, 7)
+    theirs = run_samples(run_samples_in_executorch, pte, samples)  # failed: no kernel for dequantize_per_channel
+    ours = Program.load(pte).load_method("forward")
+    for sample, outputs in zip(samples, theirs):
+        _assert_close(ours(*[t.numpy() for t in sample]), outputs)

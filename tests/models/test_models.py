@@ -2,9 +2,11 @@
 
 Per architecture a recipe names the zoo's factory (`factory: tests/models/zoo.py:<name>`);
 `etbuild build` takes it through export → … → verify (the trimmed runtime against eager
-torch), then ExecuTorch's runtime runs our `.pte` and must give our runtime's outputs. A few
-small architectures run in the default suite; the rest carry the `models` mark
-(`pytest -m models`). Skipped when the model's library or executorch is not installed
+torch), then ExecuTorch's runtime runs our `.pte` and must give our runtime's outputs.
+Quantized, with the scheme its family ships with, portable and delegated to XNNPACK, each
+verifies (against its converted model and the float model) and ExecuTorch's runtime passes
+the same check on our `.pte`. A few small architectures run in the default suite; the rest
+carry the `models` mark (`pytest -m models`). Skipped when the model's library or executorch is not installed
 (`pip install -e '.[test,interop,models]'`).
 """
 
@@ -23,15 +25,19 @@ from etbuild.model import sample_inputs
 from etbuild.recipe import load_recipe
 from etbuild.runtime import Program
 from etbuild.verify.compare import compare_output, describe
+from etbuild.verify.oracle import run_samples_in_executorch
+from etbuild.verify.stage import verify_method
 from tests.conftest import requires_executorch
 from tests.models.zoo import ARCHITECTURES, write_recipe
 
 FAST = ("albert", "segformer", "tv_densenet", "tv_efficientnet_v2", "tv_vit")
 """Small enough (a few seconds each) for the default suite; between them: attention, batch norm, a constant output."""
+FAST_QUANTIZED = ("tv_efficientnet_v2", "albert")
+"""Quantized in the default suite: a CNN with squeeze-excite blocks (static), an encoder (dynamic)."""
 
 
-def _param(name: str) -> object:
-    marks = [] if name in FAST else [pytest.mark.models]
+def _param(name: str, fast: tuple[str, ...] = FAST) -> object:
+    marks = [] if name in fast else [pytest.mark.models]
     library = ARCHITECTURES[name].library
     if importlib.util.find_spec(library) is None:
         marks.append(pytest.mark.skip(reason=f"{library} (the models extra) is not installed"))
@@ -57,3 +63,23 @@ def test_builds_verifies_and_runs_in_executorch(name: str, tmp_path: Path):
     for k, (a, b) in enumerate(zip(ours, theirs)):
         report = compare_output([np.asarray(a)], [b.numpy()], recipe.verify.rtol, recipe.verify.atol)
         assert report["passed"], f"output {k}: ExecuTorch's runtime and ours differ: {describe(report)}"
+
+
+@requires_executorch
+@pytest.mark.interop
+@pytest.mark.parametrize("xnnpack", [False, True], ids=["portable", "xnnpack"])
+@pytest.mark.parametrize("name", [_param(n, FAST_QUANTIZED) for n in ARCHITECTURES])
+def test_quantized_builds_verifies_and_passes_the_same_check_in_executorch(name: str, xnnpack: bool, tmp_path: Path):
+    import executorch.kernels.quantized  # noqa: F401  (its quantized kernels, for portable programs)
+
+    recipe = load_recipe(write_recipe(name, tmp_path, quantized=True, xnnpack=xnnpack))
+    result = build([recipe.path], tmp_path / "build", stream=io.StringIO())
+    assert result.exit_code == 0, result.failed
+    out = tmp_path / "build" / recipe.name
+    report = json.loads((out / "verify.json").read_text())
+    assert report["passed"] is True
+    assert all(o["passed_by"] for o in report["methods"]["forward"])
+    theirs, _ = verify_method(recipe, out / f"{recipe.name}.pte", run_samples_in_executorch, "forward",
+                              quantized=out / "quantized" / "forward.pt2")
+    for o in theirs["outputs"]:
+        assert o["passed"], f"output {o['index']} in ExecuTorch's runtime: {o}"
