@@ -17,10 +17,10 @@ step per output element plus rtol/atol, and against the float model by the recip
 accuracy gate. Verify then also writes `quantize.json` beside the `.pte`: the quantize
 stage's report (`quantized/layers.json`) with the program's bytes and both checks.
 
-A program with delegates has its outputs compared a second time (with eager torch, or the
-converted model when quantized), run in ExecuTorch's own runtime (the `executorch` oracle,
-in a subprocess) when that is installed: `verify.json`'s `executorch` holds the same
-per-output report, or why it was skipped.
+A program with delegates, and a quantized one, has its outputs compared a second time (with
+eager torch, or the converted model when quantized), run in ExecuTorch's own runtime (the
+`executorch` oracle, in a subprocess) when that is installed: `verify.json`'s `executorch`
+holds the same per-output report, or why it was skipped.
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def verify_method(
 def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Path] | None = None) -> dict[str, Any]:
     """Compare every method of the program, run in `runtime`, with eager torch (a quantized
     one, whose converted methods `quantized` names, also with its converted model); a program
-    with delegates also in ExecuTorch's runtime (`executorch`), when the oracle is installed."""
+    with delegates, or quantized, also in ExecuTorch's runtime (`executorch`), when the oracle is installed."""
     cfg = recipe.verify
     results = _results(recipe, pte, trimmed_runner(runtime), quantized)
     methods = {name: r["outputs"] for name, (r, _) in results.items()}
@@ -124,7 +124,7 @@ def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Pat
     if quantized:
         report["accuracy"] = {name: gate for name, (_, gate) in results.items()}
         report["passed"] = report["passed"] and all(g["passed"] for g in report["accuracy"].values())
-    if has_delegates(pte):
+    if quantized or has_delegates(pte):
         report["executorch"] = _in_executorch(recipe, pte, quantized)
         report["passed"] = report["passed"] and report["executorch"].get("passed", True)
     return report

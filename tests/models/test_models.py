@@ -25,8 +25,6 @@ from etbuild.model import sample_inputs
 from etbuild.recipe import load_recipe
 from etbuild.runtime import Program
 from etbuild.verify.compare import compare_output, describe
-from etbuild.verify.oracle import run_samples_in_executorch
-from etbuild.verify.stage import verify_method
 from tests.conftest import requires_executorch
 from tests.models.zoo import ARCHITECTURES, write_recipe
 
@@ -70,16 +68,10 @@ def test_builds_verifies_and_runs_in_executorch(name: str, tmp_path: Path):
 @pytest.mark.parametrize("xnnpack", [False, True], ids=["portable", "xnnpack"])
 @pytest.mark.parametrize("name", [_param(n, FAST_QUANTIZED) for n in ARCHITECTURES])
 def test_quantized_builds_verifies_and_passes_the_same_check_in_executorch(name: str, xnnpack: bool, tmp_path: Path):
-    import executorch.kernels.quantized  # noqa: F401  (its quantized kernels, for portable programs)
-
     recipe = load_recipe(write_recipe(name, tmp_path, quantized=True, xnnpack=xnnpack))
     result = build([recipe.path], tmp_path / "build", stream=io.StringIO())
     assert result.exit_code == 0, result.failed
-    out = tmp_path / "build" / recipe.name
-    report = json.loads((out / "verify.json").read_text())
+    report = json.loads((tmp_path / "build" / recipe.name / "verify.json").read_text())
     assert report["passed"] is True
-    assert all(o["passed_by"] for o in report["methods"]["forward"])
-    theirs, _ = verify_method(recipe, out / f"{recipe.name}.pte", run_samples_in_executorch, "forward",
-                              quantized=out / "quantized" / "forward.pt2")
-    for o in theirs["outputs"]:
-        assert o["passed"], f"output {o['index']} in ExecuTorch's runtime: {o}"
+    for where in (report, report["executorch"]):  # our trimmed runtime, then ExecuTorch's on the same .pte
+        assert all(o["passed_by"] for o in where["methods"]["forward"]), where["methods"]
