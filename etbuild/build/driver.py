@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from doit.cmd_base import ModuleTaskLoader
 from doit.doit_cmd import DoitMain
+from doit.exceptions import UnmetDependency
 
 from etbuild.build.progress import Event, Sink, TextSink, event
 from etbuild.build.stage_table import STAGES
@@ -35,11 +36,13 @@ from etbuild.recipe import Recipe, load_recipe
 
 @dataclass
 class BuildResult:
-    """What a build did: tasks run, up to date and failed (message, exit code), cache outcomes, notes."""
+    """What a build did: tasks run, up to date, failed (message, exit code) and not run because
+    a stage before them failed (`blocked`), cache outcomes, notes."""
 
     executed: list[str] = field(default_factory=list)
     up_to_date: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+    blocked: list[str] = field(default_factory=list)
     failed_codes: dict[str, int] = field(default_factory=dict)
     seconds: dict[str, float] = field(default_factory=dict)
     cache: dict[str, str] = field(default_factory=dict)
@@ -92,6 +95,10 @@ class StageReporter:
             self.emit(event("note", message=values["note"]))
 
     def add_failure(self, task: Any, fail: Any) -> None:
+        if isinstance(fail, UnmetDependency):  # a stage before it failed: the recipe's own failure says why
+            self.result.blocked.append(task.name)
+            self.emit(event("blocked", task.name, after=str(fail.get_msg()).strip()))
+            return
         self.result.executed.append(task.name)
         known = isinstance(fail, StageFailure)
         message = fail.message if known else fail.get_msg()
@@ -133,6 +140,7 @@ def doit_namespace(
         "DOIT_CONFIG": {
             "dep_file": str(build_root / STATE_FILE), "backend": BACKEND, "verbosity": 0,
             "default_tasks": [f"verify:{r.name}" for r in recipes],
+            "continue": True,  # one recipe's failure does not stop the others
             **({"reporter": reporter} if reporter else {}),
         }
     }

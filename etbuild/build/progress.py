@@ -1,8 +1,9 @@
 """What a build shows while it runs: events, written as text lines, a live table, or JSON lines.
 
-Events are plain dicts: `{"event": "start" | "end" | "fail" | "up-to-date" | "note", "task":
+Events are plain dicts: `{"event": "start" | "end" | "fail" | "blocked" | "up-to-date" | "note", "task":
 "plan:mlp", "stage": "plan", "product": "mlp", …}`; `end` adds `seconds` and `cache` (`hit`,
-`miss`, `corrupt`, `off`), `fail` adds `message` and `exit_code`; `note` (something to know)
+`miss`, `corrupt`, `off`), `fail` adds `message` and `exit_code`, `blocked` (not run: a stage
+before it failed) adds `after`, the failed task; `note` (something to know)
 and `step` (a release step done) have only `message`.
 
 - `TextSink`: one line per stage (`plan:mlp ... 0.12 s`), the default when not on a terminal;
@@ -102,7 +103,7 @@ class LiveSink:
         kind = ev["event"]
         if kind in ("note", "step"):
             self.after.append(f"note: {ev['message']}" if kind == "note" else f"  {ev['message']}")
-        elif ev.get("task"):
+        elif ev.get("task") and kind != "blocked":
             self._update(ev)
         if kind == "fail":
             self.after.append(failure_text(ev, self.debug))

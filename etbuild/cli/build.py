@@ -32,8 +32,10 @@ def run_build(args: argparse.Namespace) -> int:
     if args.json:
         return result.exit_code
     ran, fresh = len(result.executed), len(result.up_to_date)
-    status = "failed" if result.exit_code else "ok"
-    print(f"{status}: {len(paths)} recipe(s), {ran} task(s) run, {fresh} up to date")
+    failed = sorted({task.partition(":")[2] for task in result.failed})
+    status = f"failed: {len(failed)} of" if result.exit_code else "ok:"
+    print(f"{status} {len(paths)} recipe(s), {ran} task(s) run, {fresh} up to date"
+          + (f" (failed: {', '.join(failed)})" if failed else ""))
     if args.dump_after:
         print(f"lowering dumps: {args.build_dir}/<recipe>/dump/")
     return result.exit_code

@@ -153,6 +153,18 @@ def test_an_input_dtype_the_model_cannot_take_fails_export_naming_the_key(projec
     assert not (root / "tiny" / "export").exists()
 
 
+def test_a_failing_recipe_does_not_stop_the_others(project, capsys):
+    recipe, root = project
+    broken = recipe.with_name("broken.yaml")
+    broken.write_text(RECIPE.replace("name: tiny", "name: broken").replace("dtype: float32", "dtype: int64"))
+    result = build([broken, recipe], root, stream=io.StringIO())
+    assert list(result.failed) == ["export:broken"] and result.exit_code != 0
+    assert [t for t in result.executed if t.endswith(":tiny")] == STAGES  # built after broken failed
+    assert sorted(result.blocked) == sorted(s.replace("tiny", "broken") for s in STAGES[1:])
+    assert main(["build", str(broken), str(recipe), "--build-dir", str(root)]) != 0
+    assert "failed: 1 of 2 recipe(s), 1 task(s) run, 6 up to date (failed: broken)" in capsys.readouterr().out
+
+
 def test_operator_outside_the_allowlist_fails_select_naming_it_and_its_source(project):
     recipe, root = project
     recipe.write_text(RECIPE + "operators:\n  allow: [aten::addmm.out, 'aten::view*']\n")
