@@ -137,7 +137,7 @@ def fall_back(ep: Any, plan: flow.Plan, observed: GraphModule, gate: AccuracyCon
     def attempt(k: int) -> Fallback:
         kept = ranked[:k]
         names = frozenset(n for layer in kept for n in (layer.node, layer.fused) if n)
-        candidate = replace(plan, keep_float=plan.keep_float | names)
+        candidate = replace(plan, choices=replace(plan.choices, keep_float=plan.keep_float | names))
         model = flow.quantize(ep, candidate, inputs.calibration)
         value = gate_value(gate, reference, _outputs(model, samples))
         return Fallback(candidate, model, tuple(layer.node for layer in kept), value)

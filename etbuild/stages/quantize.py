@@ -45,7 +45,7 @@ def run_quantize(recipe: Recipe, exports: Mapping[str, Path], outs: Mapping[str,
     cfg = _config(recipe)
     methods = {name: _model_relative(torch.export.load(str(path))) for name, path in exports.items()}
     _check_globs(recipe, cfg, methods)
-    schemes = SchemeMap(cfg.scheme, cfg.modules)
+    schemes = SchemeMap(cfg.scheme, cfg.modules, cfg.calibration.observer)
     results = {name: quantize_method(recipe, name, ep, schemes) for name, ep in methods.items()}
     write_json(layers_json, {**_settings(cfg), "methods": {name: r.record for name, r in results.items()}})
     failed = [(name, r) for name, r in results.items() if not r.record["gate"]["passed"]]
@@ -119,7 +119,9 @@ def _settings(cfg: QuantizeConfig) -> dict[str, Any]:
                           ("fallback", accuracy.fallback)) if v is not None}
     return {"scheme": cfg.scheme, "per_channel": cfg.per_channel, "group_size": cfg.group_size,
             "embeddings": cfg.embeddings, "accuracy": gate,
-            "overrides": [{"module": o.module, "scheme": o.scheme} for o in cfg.modules]}
+            "observer": cfg.calibration.observer,
+            "overrides": [{k: v for k, v in (("module", o.module), ("scheme", o.scheme), ("observer", o.observer))
+                           if v is not None} for o in cfg.modules]}
 
 
 def _gate_message(recipe: Recipe, cfg: QuantizeConfig, failed: list[tuple[str, MethodResult]], out: Path) -> str:
