@@ -23,7 +23,7 @@ from etbuild.quantize import weights
 from etbuild.quantize.ao import convert_pt2e, prepare_pt2e
 from etbuild.quantize.modules import SchemeMap
 from etbuild.quantize.quantizer import Choices, EtbuildQuantizer
-from etbuild.quantize.schemes import FLOAT, INT4
+from etbuild.quantize.schemes import DYNAMIC, FLOAT, INT4
 
 EMBEDDING_BITS = {"int8": 8, "int4": 4}
 
@@ -75,6 +75,7 @@ def converted(observed: GraphModule, plan: Plan) -> GraphModule:
     a deep copy would not do (the copy's annotations still name the original's nodes)."""
     model = convert_pt2e(observed)
     weights.int4_linears(model, lambda n: plan.scheme_of(n) == INT4, plan.group_size)
+    weights.per_token_inputs(model, lambda n: plan.schemes.scheme_of(n) == INT4 and plan.scheme_of(n) == DYNAMIC)
     if plan.embeddings is not None:
         bits = EMBEDDING_BITS[plan.embeddings]
         weights.embeddings(model, bits, lambda n: plan.scheme_of(n) != FLOAT, plan.group_size)

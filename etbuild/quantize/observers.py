@@ -23,6 +23,8 @@ is widened to contain zero; scale = (hi − lo) / 255, at least eps; the zero po
 
 from __future__ import annotations
 
+import math
+
 import torch
 
 from etbuild.quantize.ao import UniformQuantizationObserverBase
@@ -43,21 +45,27 @@ class _HistogramBase(UniformQuantizationObserverBase):
         self.register_buffer("histogram", torch.zeros(BINS, dtype=torch.float64))
         self.register_buffer("origin", torch.tensor(0.0, dtype=torch.float64))
         self.register_buffer("width", torch.tensor(0.0, dtype=torch.float64))
+        self._qparams: tuple[torch.Tensor, torch.Tensor] | None = None  # of the histogram as it is
 
     def forward(self, x_orig: torch.Tensor) -> torch.Tensor:
-        x = x_orig.detach().to(torch.float64).flatten()
-        x = x[torch.isfinite(x)]
+        x = x_orig.detach().float().flatten()
         if x.numel() == 0:
             return x_orig
-        lo, hi = float(x.min()), float(x.max())
+        lo, hi = (float(v) for v in torch.aminmax(x))
+        if not (math.isfinite(lo) and math.isfinite(hi)):  # infinities and NaNs are not in the range
+            x = x[torch.isfinite(x)]
+            if x.numel() == 0:
+                return x_orig
+            lo, hi = (float(v) for v in torch.aminmax(x))
+        self._qparams = None
         if float(self.width) == 0.0:
             span = hi - lo
             self.origin.fill_(lo)
             self.width.fill_(span / BINS if span > 0 else max(abs(lo), 1.0) * 2.0**-20)
         while lo < float(self.origin) or hi > float(self.origin) + BINS * float(self.width):
             self._grow(left=lo < float(self.origin))
-        index = ((x - self.origin) / self.width).floor().clamp(0, BINS - 1).long()
-        self.histogram += torch.bincount(index, minlength=BINS).to(torch.float64)
+        start = float(self.origin)
+        self.histogram += torch.histc(x, BINS, min=start, max=start + BINS * float(self.width)).double()
         self.min_val.fill_(min(float(self.min_val), lo))
         self.max_val.fill_(max(float(self.max_val), hi))
         return x_orig
@@ -88,7 +96,10 @@ class _HistogramBase(UniformQuantizationObserverBase):
     def calculate_qparams(self) -> tuple[torch.Tensor, torch.Tensor]:  # type: ignore[override]
         if float(self.width) == 0.0:
             return self._calculate_qparams(self.min_val, self.max_val)  # nothing seen: scale 1, as min/max gives
-        return self._qparams_of(*self._range())
+        if self._qparams is None:
+            self._qparams = self._qparams_of(*self._range())
+        scale, zero = self._qparams
+        return scale.clone(), zero.clone()
 
     def extra_repr(self) -> str:
         return f"min_val={float(self.min_val)}, max_val={float(self.max_val)}"

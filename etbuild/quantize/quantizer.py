@@ -150,6 +150,8 @@ class EtbuildQuantizer(Quantizer):
             return None
         fused = users[0] if len(users) == 1 else None
         if fused is not None and fused.target in FUSED_ACTIVATIONS and self.scheme_of(fused) == self.scheme_of(node):
+            if fused.users and all(u.name in self.keep_float for u in fused.users):
+                return None  # only float ops read it
             _annotate(fused, {}, self._static(fused, node, s))
             return None
         return self._static(node, node, s)

@@ -17,7 +17,6 @@ the layer that loses the most; `layers.json` is written first.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -69,21 +68,23 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
     plan = flow.Plan(schemes, cfg.per_channel, cfg.group_size, cfg.embeddings)
     inputs = fallback.Inputs(calibration_inputs(recipe, method),
                              sample_inputs(recipe, recipe.verify.samples, recipe.verify.seed, method))
-    observed = flow.prepared(ep, plan, inputs.calibration)
     gate = cfg.accuracy
-    spare = copy.deepcopy(observed) if gate is not None and gate.fallback == "auto" else None
-    model, kept = flow.converted(observed, plan), ()
+    model, kept, search = flow.quantize(ep, plan, inputs.calibration), (), None
     reference = flow.float_reference(ep)
     comparison = compare(reference, model, inputs.evaluation)
     value = _gate_value(gate, comparison)
-    if spare is not None and not gate_holds(gate, value):
-        found = fallback.fall_back(ep, plan, spare, gate, inputs)
+    if gate is not None and gate.fallback == "auto" and not gate_holds(gate, value):
+        uniform = {"gate_value": _shown(gate, value), "weight_bytes": report.constant_bytes(model)}
+        found = fallback.fall_back(ep, plan, gate, inputs)
         plan, model, kept = found.plan, found.model, found.kept
         comparison = compare(reference, model, inputs.evaluation)
         value = _gate_value(gate, comparison)
+        search = {"uniform": uniform, **found.record,
+                  "final": {"gate_value": _shown(gate, value), "weight_bytes": report.constant_bytes(model)}}
     record = _record(plan, reference, model, comparison, kept)
-    record["gate"] = {"value": value if gate is None or gate.top1_agreement is not None else db(value),
-                      "passed": gate is None or gate_holds(gate, value)}
+    if search is not None:
+        record["search"] = search
+    record["gate"] = {"value": _shown(gate, value), "passed": gate is None or gate_holds(gate, value)}
     exported = flow.reexport(model, example_inputs(recipe, method), dynamic_shapes(recipe, method))
     return MethodResult(exported, record)
 
@@ -92,6 +93,11 @@ def _config(recipe: Recipe) -> QuantizeConfig:
     if recipe.quantize is None:
         raise recipe.error("quantize", "the quantize stage needs a quantize section")
     return recipe.quantize
+
+
+def _shown(gate: Any, value: float) -> float | None:
+    """A gate's value for the report: top-1 agreement as is, an SNR in dB rounded (None: exact)."""
+    return value if gate is None or gate.top1_agreement is not None else db(value)
 
 
 def _gate_value(gate: Any, comparison: Any) -> float:
