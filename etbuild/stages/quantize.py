@@ -6,12 +6,13 @@ measured on, the same ones verify uses). Gives: `quantized/<method>.pt2`, still 
 but with `quantized_decomposed` quantize/dequantize ops and int8 constant weights (the
 standard pt2e q/dq form, see `etbuild.quantize.quantizer`), and `quantized/layers.json`
 (schemes per module, per-layer SNR against float, outputs, weight bytes before and after,
-the layers the fallback kept float).
+the layers kept float, and what the accuracy search chose).
 
 Per method: capture, annotate with etbuild's Quantizer, calibrate, convert (torchao's pt2e),
 rewrite int4 linear weights and embedding tables, measure against the float graph on the
-verify samples, and, when the gate fails with `accuracy.fallback: auto`, keep the most
-sensitive layers float until it holds. A gate that still fails is a VerificationError naming
+verify samples, and, when the gate fails with `accuracy.fallback: auto`, search observers per
+layer and then higher precision for the layers with the most accuracy per byte until it holds
+(`etbuild.quantize.fallback`). A gate that still fails is a VerificationError naming
 the layer that loses the most; `layers.json` is written first.
 """
 
@@ -136,7 +137,8 @@ def _gate_message(recipe: Recipe, cfg: QuantizeConfig, failed: list[tuple[str, M
     want = f"top1_agreement {gate.top1_agreement}" if top1 else f"min_snr_db {gate.min_snr_db}"
     parts = [f"method {method} reaches {result.record['gate']['value']}{worst_layer(result.record['layers'])}"
              for method, result in failed]
-    hint = "" if gate.fallback == "auto" else "; accuracy.fallback: auto keeps the most sensitive layers float"
+    hint = "" if gate.fallback == "auto" else (
+        "; accuracy.fallback: auto searches observers per layer, then keeps layers at higher precision")
     return (f"{recipe.where('quantize.accuracy')}: quantize.accuracy: {want} fails on the {recipe.verify.samples} "
             f"verify samples against the float model: {'; '.join(parts)}{hint} (see {out})")
 

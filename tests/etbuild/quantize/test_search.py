@@ -188,6 +188,7 @@ def test_an_int4_recipe_keeps_some_linears_int8_and_runs_in_both_runtimes(tmp_pa
     forward = report["methods"]["forward"]
     changes = [c["change"] for c in forward["search"]["choices"]]
     assert "int4->int8" in changes and forward["gate"]["passed"] and forward["gate"]["value"] >= 40
+    assert forward["search"]["final"]["weight_bytes"] < forward["search"]["float_fallback"]["weight_bytes"]
     schemes = {layer["scheme"] for layer in forward["layers"]}
     assert {"int8-dynamic", "int8-dynamic-int4-weight"} <= schemes  # both kinds in one program
     x = np.random.default_rng(0).standard_normal((1, 16, 64)).astype(np.float32)
