@@ -75,13 +75,12 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
     comparison = compare(reference, model, inputs.evaluation)
     value = _gate_value(gate, comparison)
     if gate is not None and gate.fallback == "auto" and not gate_holds(gate, value):
-        uniform = {"gate_value": _shown(gate, value), "weight_bytes": report.constant_bytes(model)}
+        uniform = _totals(gate, value, comparison, model)
         found = fallback.fall_back(ep, plan, gate, inputs)
         plan, model, kept = found.plan, found.model, found.kept
         comparison = compare(reference, model, inputs.evaluation)
         value = _gate_value(gate, comparison)
-        search = {"uniform": uniform, **found.record,
-                  "final": {"gate_value": _shown(gate, value), "weight_bytes": report.constant_bytes(model)}}
+        search = {"uniform": uniform, **found.record, "final": _totals(gate, value, comparison, model)}
     record = _record(plan, reference, model, comparison, kept)
     if search is not None:
         record["search"] = search
@@ -94,6 +93,12 @@ def _config(recipe: Recipe) -> QuantizeConfig:
     if recipe.quantize is None:
         raise recipe.error("quantize", "the quantize stage needs a quantize section")
     return recipe.quantize
+
+
+def _totals(gate: Any, value: float, comparison: Any, model: Any) -> dict[str, Any]:
+    """The search report's summary of a converted model: gate value, output SNR, weight bytes."""
+    return {"gate_value": _shown(gate, value), "snr_db": db(fallback.snr_db_of(comparison.reference,
+            comparison.quantized)), "weight_bytes": report.constant_bytes(model)}
 
 
 def _shown(gate: Any, value: float) -> float | None:

@@ -172,6 +172,7 @@ def test_a_gate_the_scheme_misses_is_met_smaller_than_by_float_layers_alone(tmp_
     assert search["uniform"]["gate_value"] < 30 <= forward["gate"]["value"] == search["final"]["gate_value"]
     assert search["final"]["weight_bytes"] < search["float_fallback"]["weight_bytes"]
     assert search["float_fallback"]["gate_value"] >= 30
+    assert search["final"]["snr_db"] == search["final"]["gate_value"] and search["uniform"]["snr_db"] < 30
     changes = [(c["node"], c["module"], c["change"]) for c in search["choices"]]
     assert changes[0] == ("linear_1", "fc2", "observer percentile")
     assert ("linear_1", "fc2", "int8->float") in changes
