@@ -27,9 +27,11 @@ def _quiet_import() -> None:
 _quiet_import()
 
 from torchao.quantization.pt2e.observer import (  # noqa: E402
+    HistogramObserver,
     MinMaxObserver,
     PerChannelMinMaxObserver,
     PlaceholderObserver,
+    UniformQuantizationObserverBase,
 )
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e  # noqa: E402
 from torchao.quantization.pt2e.quantizer import (  # noqa: E402
@@ -45,6 +47,7 @@ ANNOTATION = "quantization_annotation"
 
 __all__ = [
     "ANNOTATION",
+    "HistogramObserver",
     "MinMaxObserver",
     "PerChannelMinMaxObserver",
     "PlaceholderObserver",
@@ -53,6 +56,7 @@ __all__ = [
     "QuantizationSpecBase",
     "Quantizer",
     "SharedQuantizationSpec",
+    "UniformQuantizationObserverBase",
     "convert_pt2e",
     "prepare_pt2e",
 ]

@@ -22,8 +22,8 @@ from torch.fx import GraphModule, Node
 from etbuild.quantize import weights
 from etbuild.quantize.ao import convert_pt2e, prepare_pt2e
 from etbuild.quantize.modules import SchemeMap
-from etbuild.quantize.quantizer import EtbuildQuantizer
-from etbuild.quantize.schemes import FLOAT, INT4
+from etbuild.quantize.quantizer import Choices, EtbuildQuantizer
+from etbuild.quantize.schemes import DYNAMIC, FLOAT, INT4
 
 EMBEDDING_BITS = {"int8": 8, "int4": 4}
 
@@ -31,20 +31,24 @@ EMBEDDING_BITS = {"int8": 8, "int4": 4}
 @dataclass(frozen=True)
 class Plan:
     """What to quantize: schemes per node, weights per channel or not, int4 group size, embedding
-    tables (None, `int8`, `int4`), and the nodes the accuracy fallback keeps float."""
+    tables (None, `int8`, `int4`), and what the accuracy search chose per node (`choices`)."""
 
     schemes: SchemeMap
     per_channel: bool = True
     group_size: int = 32
     embeddings: str | None = None
-    keep_float: frozenset[str] = field(default_factory=frozenset)
+    choices: Choices = field(default_factory=Choices)
+
+    @property
+    def keep_float(self) -> frozenset[str]:
+        return self.choices.keep_float
 
     def quantizer(self) -> EtbuildQuantizer:
-        return EtbuildQuantizer(self.schemes, self.per_channel, self.keep_float)
+        return EtbuildQuantizer(self.schemes, self.per_channel, self.choices)
 
     def scheme_of(self, node: Node) -> str:
         """The scheme of `node` before the quantizer's own choices (`float` when kept float)."""
-        return FLOAT if node.name in self.keep_float else self.schemes.scheme_of(node)
+        return self.choices.scheme_of(node, self.schemes)
 
 
 def captured(ep: ExportedProgram) -> GraphModule:
@@ -71,6 +75,7 @@ def converted(observed: GraphModule, plan: Plan) -> GraphModule:
     a deep copy would not do (the copy's annotations still name the original's nodes)."""
     model = convert_pt2e(observed)
     weights.int4_linears(model, lambda n: plan.scheme_of(n) == INT4, plan.group_size)
+    weights.per_token_inputs(model, lambda n: plan.schemes.scheme_of(n) == INT4 and plan.scheme_of(n) == DYNAMIC)
     if plan.embeddings is not None:
         bits = EMBEDDING_BITS[plan.embeddings]
         weights.embeddings(model, bits, lambda n: plan.scheme_of(n) != FLOAT, plan.group_size)

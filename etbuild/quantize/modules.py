@@ -1,11 +1,12 @@
-"""Which scheme each graph node gets: the recipe's scheme, or the first `quantize.modules` glob
-that matches the node's module.
+"""Which scheme and activation observer each graph node gets: the recipe's, or those of the
+first `quantize.modules` globs that match the node's module.
 
 A node's module is the innermost entry of its `nn_module_stack` (the path `named_modules`
 gives, `""` for the model itself). A glob (fnmatch: `*` crosses dots) matches a node when it
 matches the node's module or any module that contains it, so `head` covers `head.fc` too.
-The globs are tried in the recipe's order and the first that matches wins; `float` keeps the
-node's op float. A glob that matches no module of the graph is a RecipeError naming it.
+The globs are tried in the recipe's order; for each of scheme and observer, the first that
+matches and sets it wins (an override may set either or both); `float` keeps the node's op
+float. A glob that matches no module of the graph is a RecipeError naming it.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from torch.fx import Graph, Node
 
 from etbuild.errors import did_you_mean
+from etbuild.quantize.schemes import MINMAX
 from etbuild.recipe import ModuleOverride
 
 MODULE_STACK = "nn_module_stack"
@@ -49,24 +51,35 @@ def graph_modules(graphs: Iterable[Graph]) -> list[str]:
 
 @dataclass(frozen=True)
 class SchemeMap:
-    """The recipe's scheme and its per-module overrides, first match wins."""
+    """The recipe's scheme and observer and its per-module overrides, first match wins."""
 
     default: str
     overrides: tuple[ModuleOverride, ...] = ()
+    observer: str = MINMAX
 
     def scheme_of(self, node: Node) -> str:
         return self.for_path(module_path(node))
 
     def for_path(self, path: str) -> str:
+        found = self._first(path, "scheme")
+        return self.default if found is None else found
+
+    def observer_of(self, node: Node) -> str:
+        """The observer of the static activations `node`'s op quantizes."""
+        found = self._first(module_path(node), "observer")
+        return self.observer if found is None else found
+
+    def _first(self, path: str, attribute: str) -> str | None:
         for override in self.overrides:
-            if any(fnmatch.fnmatchcase(p, override.module) for p in enclosing(path)):
-                return override.scheme
-        return self.default
+            value = getattr(override, attribute)
+            if value is not None and any(fnmatch.fnmatchcase(p, override.module) for p in enclosing(path)):
+                return str(value)
+        return None
 
     def with_float(self, paths: Sequence[str]) -> SchemeMap:
         """This map with `paths` (exact module paths) kept float ahead of every other override."""
         kept = tuple(ModuleOverride(_literal(p), "float") for p in paths)
-        return SchemeMap(self.default, kept + self.overrides)
+        return SchemeMap(self.default, kept + self.overrides, self.observer)
 
 
 def _literal(path: str) -> str:

@@ -1,8 +1,11 @@
 """etbuild's pt2e Quantizer: annotates a captured ATen graph with the recipe's schemes.
 
 torchao's `prepare_pt2e` reads the annotations this writes; the policy is ours. Per node, the
-scheme comes from the `SchemeMap` (the recipe's scheme or a module override); nodes named in
-`keep_float` (the accuracy fallback) stay float. What is annotated, by op:
+scheme comes from the `SchemeMap` (the recipe's scheme or a module override) unless the
+accuracy search chose one (`Choices`: nodes kept float, int4 linears made int8-dynamic). A
+static activation's observer is the one the search chose for that value, else the one the
+`SchemeMap` gives the op quantizing it (prepare then lets a value's producer's observer stand
+for its consumers' too). What is annotated, by op:
 
 - weighted ops (`linear`, `conv1d`, `conv2d`, depthwise included) with a constant weight: the
   weight (per channel or per tensor), the activation input (static or dynamic), and, for a
@@ -22,6 +25,8 @@ forms after `choose_qparams` for dynamic ones), float ops in between.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -35,7 +40,7 @@ from etbuild.quantize.ao import (
     SharedQuantizationSpec,
 )
 from etbuild.quantize.modules import SchemeMap
-from etbuild.quantize.schemes import FLOAT, INT4, Specs, specs
+from etbuild.quantize.schemes import FLOAT, INT4, Specs, specs, static_activation
 
 aten = torch.ops.aten
 
@@ -69,19 +74,39 @@ def _annotate(node: Node, inputs: dict[Node, QuantizationSpecBase], output: Quan
     node.meta[ANNOTATION] = QuantizationAnnotation(input_qspec_map=inputs, output_qspec=output, _annotated=True)
 
 
-class EtbuildQuantizer(Quantizer):
-    """Annotates by `schemes` (per node), weights per channel or per tensor; `keep_float` names nodes left float."""
+@dataclass(frozen=True)
+class Choices:
+    """What the accuracy search chose, by node name: nodes kept float, nodes given another
+    scheme (an int4 linear made int8-dynamic), and the observer of a value (the node it observes)."""
 
-    def __init__(self, schemes: SchemeMap, per_channel: bool, keep_float: frozenset[str] = frozenset()) -> None:
+    keep_float: frozenset[str] = frozenset()
+    schemes: Mapping[str, str] = field(default_factory=dict)
+    observers: Mapping[str, str] = field(default_factory=dict)
+
+    def scheme_of(self, node: Node, schemes: SchemeMap) -> str:
+        if node.name in self.keep_float:
+            return FLOAT
+        return self.schemes.get(node.name) or schemes.scheme_of(node)
+
+
+class EtbuildQuantizer(Quantizer):
+    """Annotates by `schemes` (per node), weights per channel or per tensor, with the search's `choices`."""
+
+    def __init__(self, schemes: SchemeMap, per_channel: bool, choices: Choices | None = None) -> None:
         super().__init__()
-        self.schemes, self.per_channel, self.keep_float = schemes, per_channel, keep_float
+        self.schemes, self.per_channel, self.choices = schemes, per_channel, choices or Choices()
+        self.keep_float = self.choices.keep_float
 
     def scheme_of(self, node: Node) -> str:
         """The scheme `node` is quantized with (`float`: none)."""
-        if node.name in self.keep_float:
-            return FLOAT
-        scheme = self.schemes.scheme_of(node)
-        return FLOAT if scheme == INT4 and node.target is aten.linear.default else scheme  # int4.py rewrites it
+        scheme = self.choices.scheme_of(node, self.schemes)
+        return FLOAT if scheme == INT4 and node.target is aten.linear.default else scheme  # weights.py rewrites it
+
+    def _static(self, value: Node, op: Node, s: Specs) -> QuantizationSpecBase | None:
+        """The spec of static activation `value` that `op` quantizes, with its observer (None: dynamic or none)."""
+        if not s.static:
+            return s.inputs
+        return static_activation(self.choices.observers.get(value.name) or self.schemes.observer_of(op))
 
     def annotate(self, model: GraphModule) -> GraphModule:
         for node in model.graph.nodes:
@@ -107,14 +132,16 @@ class EtbuildQuantizer(Quantizer):
         if not (_float_tensor(x) and isinstance(weight, Node) and weight.op == "get_attr"):
             return
         inputs: dict[Node, QuantizationSpecBase] = {weight: s.weight}
-        if s.inputs is not None and isinstance(x, Node) and x.name not in self.keep_float:
-            inputs[x] = s.inputs
+        spec = self._static(x, node, s) if isinstance(x, Node) else None
+        if spec is not None and x.name not in self.keep_float:
+            inputs[x] = spec
         _annotate(node, inputs, self._output(node, s))
 
     def _activation_op(self, node: Node, s: Specs) -> None:
         tensors = [a for a in node.args[:2] if _float_tensor(a) and a.name not in self.keep_float]
         if tensors and s.inputs is not None:
-            _annotate(node, dict.fromkeys(tensors, s.inputs), self._output(node, s))
+            specs_of = {t: self._static(t, node, s) for t in tensors}
+            _annotate(node, {t: spec for t, spec in specs_of.items() if spec is not None}, self._output(node, s))
 
     def _output(self, node: Node, s: Specs) -> QuantizationSpecBase | None:
         """The output spec of a quantized op: on the op, or on the activation fused after it."""
@@ -123,9 +150,11 @@ class EtbuildQuantizer(Quantizer):
             return None
         fused = users[0] if len(users) == 1 else None
         if fused is not None and fused.target in FUSED_ACTIVATIONS and self.scheme_of(fused) == self.scheme_of(node):
-            _annotate(fused, {}, s.output)
+            if fused.users and all(u.name in self.keep_float for u in fused.users):
+                return None  # only float ops read it
+            _annotate(fused, {}, self._static(fused, node, s))
             return None
-        return s.output
+        return self._static(node, node, s)
 
 
 def _shared(node: Node) -> None:

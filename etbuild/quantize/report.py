@@ -22,9 +22,10 @@ _REPORTED_OPS = LAYER_OPS | {torch.ops.aten.embedding.default}
 
 
 def constant_bytes(gm: GraphModule) -> int:
-    """Bytes of the tensors the graph's get_attr nodes read."""
+    """Bytes of the tensors the graph reads (through get_attr nodes that something uses: the int4
+    rewrite leaves the float weight's get_attr behind, unused, until re-export drops it)."""
     tensors = {**dict(gm.named_parameters()), **dict(gm.named_buffers())}
-    used = {str(n.target) for n in gm.graph.nodes if n.op == "get_attr"}
+    used = {str(n.target) for n in gm.graph.nodes if n.op == "get_attr" and n.users}
     return sum(t.numel() * t.element_size() for name, t in tensors.items() if name in used)
 
 

@@ -4,8 +4,8 @@ Every int8 scheme stores weights as int8 in [-127, 127], symmetric (zero point 0
 channel (axis 0) or, with `per_channel: false`, per tensor; biases stay float. Activations:
 
 - `int8-static`: activations int8 [-128, 127], per tensor, affine, their ranges calibrated
-  (min/max); quantizes weighted ops, matmul/bmm, add/mul, and the ops that share their
-  input's parameters;
+  by the recipe's observer (`OBSERVERS`, min/max by default); quantizes weighted ops,
+  matmul/bmm, add/mul, and the ops that share their input's parameters;
 - `int8-dynamic`: activations int8 per tensor, affine, their range chosen at run time
   (`choose_qparams`); quantizes the inputs of weighted ops only;
 - `int8-weight-only`: weights only, activations stay float;
@@ -14,9 +14,10 @@ channel (axis 0) or, with `per_channel: false`, per tensor; biases stay float. A
 
 These are the parameters of ExecuTorch's XNNPACK symmetric configs (eps 2**-12 for every
 observer), so a backend can fuse the dq → op → q groups they give. One choice differs: static
-activation ranges come from a min/max observer, not a histogram one. On `cnn` (MobileNetV2)
-the histogram observer gave 16.3 dB against float where min/max gives 17.4, and took 6.6 s
-to convert where min/max takes 0.4 s.
+activation ranges come from a min/max observer by default, not a histogram one (the measurements
+are in docs/quantization.md). `quantize.calibration.observer` and per-module overrides choose
+`histogram` (torchao's), `percentile` or `mse` (`observers.py`) instead; every one gives
+per-tensor affine int8 parameters, so convert makes the same quantize/dequantize ops of them.
 """
 
 from __future__ import annotations
@@ -26,11 +27,13 @@ from dataclasses import dataclass
 import torch
 
 from etbuild.quantize.ao import (
+    HistogramObserver,
     MinMaxObserver,
     PerChannelMinMaxObserver,
     PlaceholderObserver,
     QuantizationSpec,
 )
+from etbuild.quantize.observers import MseObserver, PercentileObserver
 
 STATIC = "int8-static"
 DYNAMIC = "int8-dynamic"
@@ -43,9 +46,16 @@ EPS = 2**-12
 ACT_RANGE = (-128, 127)
 WEIGHT_RANGE = (-127, 127)
 
-_STATIC_ACT = QuantizationSpec(
-    torch.int8, MinMaxObserver.with_args(eps=EPS), *ACT_RANGE, qscheme=torch.per_tensor_affine
-)
+MINMAX = "minmax"
+OBSERVERS = {MINMAX: MinMaxObserver, "histogram": HistogramObserver, "percentile": PercentileObserver,
+             "mse": MseObserver}
+"""The observers a recipe may name for static activation ranges, by name."""
+
+_STATIC_ACTS = {
+    name: QuantizationSpec(torch.int8, cls.with_args(eps=EPS), *ACT_RANGE, qscheme=torch.per_tensor_affine)
+    for name, cls in OBSERVERS.items()
+}
+_STATIC_ACT = _STATIC_ACTS[MINMAX]
 _DYNAMIC_ACT = QuantizationSpec(
     torch.int8, PlaceholderObserver.with_args(eps=EPS), *ACT_RANGE, qscheme=torch.per_tensor_affine, is_dynamic=True
 )
@@ -73,8 +83,17 @@ class Specs:
         return self.output is not None
 
 
+def static_activation(observer: str) -> QuantizationSpec:
+    """The spec of a static activation whose range `observer` (a name of `OBSERVERS`) calibrates."""
+    try:
+        return _STATIC_ACTS[observer]
+    except KeyError:
+        raise ValueError(f"unknown observer {observer!r}; expected one of {', '.join(OBSERVERS)}") from None
+
+
 def specs(scheme: str, per_channel: bool) -> Specs:
-    """The pt2e specs of an int8 scheme (`int8-dynamic-int4-weight` gives those of its non-linear ops)."""
+    """The pt2e specs of an int8 scheme (`int8-dynamic-int4-weight` gives those of its non-linear ops);
+    static activations with the min/max observer (the quantizer picks each one's observer)."""
     weight = _WEIGHT_PER_CHANNEL if per_channel else _WEIGHT_PER_TENSOR
     if scheme == STATIC:
         return Specs(_STATIC_ACT, _STATIC_ACT, weight)

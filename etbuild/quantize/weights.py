@@ -8,7 +8,8 @@ that keeps its values within [qmin, qmax], and values are rounded by torch's own
 `quantize_per_channel_group` (half to even). The forms:
 
 - int4 linear (`int8-dynamic-int4-weight`): `choose_qparams_per_token_asymmetric` →
-  `quantize_per_token` → `dequantize_per_token` on the input (int8 per token, as XNNPACK's
+  `quantize_per_token` → `dequantize_per_token` on the input (also given to a linear the
+  accuracy search raises from int4 to int8, `per_token_inputs`) (int8 per token, as XNNPACK's
   dynamic linear takes it) and `dequantize_per_channel_group` (range [-8, 7], groups of
   `group_size` along the input dimension, scales rounded up to bfloat16 as XNNPACK keeps them)
   on the weight. ExecuTorch runs int4 linear weights only inside the XNNPACK delegate, which
@@ -109,15 +110,34 @@ def int4_linears(gm: GraphModule, wanted: Callable[[Node], bool], group_size: in
                 f"linear {module_path(node) or node.name} has {weight.shape[1]} input features, not a multiple of "
                 f"quantize.group_size {group_size}; choose a group size that divides it"
             )
-        x = node.args[0]
-        with gm.graph.inserting_before(node):
-            qparams = _call(gm, qd.choose_qparams_per_token_asymmetric.default, (x, torch.int8), node)
-            scale, zero = (_call(gm, operator.getitem, (qparams, i), node) for i in (0, 1))
-            per_token = (scale, zero, *INT8_RANGE, torch.int8)
-            xq = _call(gm, qd.quantize_per_token.default, (x, *per_token), node)
-            xdq = _call(gm, qd.dequantize_per_token.default, (xq, *per_token, torch.float32), node)
+        xdq = _per_token(gm, node.args[0], node)
         node.args = (xdq, _dequantized(gm, node, weight, group_size, INT4_RANGE, bf16_scales=True), *node.args[2:])
         count += 1
+    return count
+
+
+def _per_token(gm: GraphModule, x: Any, node: Node) -> Node:
+    """Nodes quantizing `x` to int8 per token and back, inserted before `node`."""
+    with gm.graph.inserting_before(node):
+        qparams = _call(gm, qd.choose_qparams_per_token_asymmetric.default, (x, torch.int8), node)
+        scale, zero = (_call(gm, operator.getitem, (qparams, i), node) for i in (0, 1))
+        per_token = (scale, zero, *INT8_RANGE, torch.int8)
+        xq = _call(gm, qd.quantize_per_token.default, (x, *per_token), node)
+        return _call(gm, qd.dequantize_per_token.default, (xq, *per_token, torch.float32), node)
+
+
+def per_token_inputs(gm: GraphModule, wanted: Callable[[Node], bool]) -> int:
+    """Give each wanted linear whose input is quantized dynamically per tensor the int8 per-token
+    input of an int4 linear instead (a linear the accuracy search raised from int4 to int8 keeps
+    its scheme's activations, as XNNPACK runs both); the count."""
+    count = 0
+    for node in list(gm.graph.nodes):
+        dq = node.args[0] if node.target is aten.linear.default and wanted(node) else None
+        if isinstance(dq, Node) and dq.target is qd.dequantize_per_tensor.tensor and isinstance(dq.args[0], Node):
+            node.args = (_per_token(gm, dq.args[0].args[0], node), *node.args[1:])
+            count += 1
+    if count:
+        gm.graph.eliminate_dead_code()  # the per-tensor chains no other node reads
     return count
 
 

@@ -162,7 +162,7 @@ def _check_quantize(doc: Doc) -> None:
     quantize = doc.data.get("quantize")
     if quantize is None:
         return
-    schemes = {quantize["scheme"], *(quantize.get("modules") or {}).values()}
+    schemes = {quantize["scheme"], *(scheme for _, scheme in override_schemes(quantize))}
     _check_int4_backend(doc, quantize)
     int4 = INT4_SCHEME in schemes or quantize.get("embeddings") == "int4"
     where = "in quantize.scheme or quantize.modules"
@@ -173,10 +173,20 @@ def _check_quantize(doc: Doc) -> None:
     _check_one_of(doc, ("quantize", "accuracy"), ("min_snr_db", "top1_agreement"), required=True)
 
 
+def override_schemes(quantize: dict[str, Any]) -> list[tuple[str, str]]:
+    """(glob, scheme) of each `quantize.modules` entry that sets a scheme."""
+    found = []
+    for glob, value in (quantize.get("modules") or {}).items():
+        scheme = value.get("scheme") if isinstance(value, dict) else value
+        if scheme is not None:
+            found.append((glob, scheme))
+    return found
+
+
 def _check_int4_backend(doc: Doc, quantize: dict[str, Any]) -> None:
     """`int8-dynamic-int4-weight` (the scheme or an override) needs `backends` to list xnnpack."""
     named = [("quantize", "scheme")] if quantize["scheme"] == INT4_SCHEME else []
-    named += [("quantize", "modules", glob) for glob, s in (quantize.get("modules") or {}).items() if s == INT4_SCHEME]
+    named += [("quantize", "modules", glob) for glob, s in override_schemes(quantize) if s == INT4_SCHEME]
     backends = [backend["name"] for backend in doc.data.get("backends") or []]
     if named and INT4_BACKEND not in backends:
         listed = ", ".join(backends) or "none"

@@ -3,7 +3,7 @@
 Normalising turns sizes into integers, gives levels memory.alignment unless they set their
 own, makes every file path absolute against the directory of the recipe file that names it
 (a file factory, weights, calibration data, allowlist files), turns `operators.allow: file`
-into the one entry `@file`, and `quantize.modules` into a list of `{module, scheme}` in the
+into the one entry `@file`, and `quantize.modules` into a list of `{module, scheme?, observer?}` in the
 recipe's order (mapping keys are sorted everywhere else, so that sections serialise the same way).
 """
 
@@ -51,7 +51,8 @@ def complete(path: Path, doc: Doc) -> Recipe:
     _normalize_files(data, doc)
     if data["quantize"] is not None:
         modules = data["quantize"]["modules"]
-        data["quantize"]["modules"] = [{"module": glob, "scheme": scheme} for glob, scheme in modules.items()]
+        data["quantize"]["modules"] = [{"module": glob, **(value if isinstance(value, dict) else {"scheme": value})}
+                                       for glob, value in modules.items()]
     return _build(path, doc, _sorted(data))
 
 
@@ -202,7 +203,7 @@ def _quantize(quantize: dict[str, Any]) -> QuantizeConfig:
         per_channel=quantize["per_channel"],
         group_size=quantize["group_size"],
         embeddings=quantize["embeddings"],
-        calibration=CalibrationConfig(data, calibration["samples"], calibration["seed"]),
+        calibration=CalibrationConfig(data, calibration["samples"], calibration["seed"], calibration["observer"]),
         modules=tuple(ModuleOverride(**item) for item in quantize["modules"]),
         accuracy=None if accuracy is None else AccuracyConfig(**accuracy),
     )

@@ -137,26 +137,31 @@ class ModelConfig:
 @dataclass(frozen=True)
 class CalibrationConfig:
     """Calibration inputs for int8-static: the arrays of `data` (an .npz, absolute once loaded),
-    or, when `data` is None, `samples` inputs drawn from the recipe's inputs with `seed`."""
+    or, when `data` is None, `samples` inputs drawn from the recipe's inputs with `seed`; and the
+    `observer` that turns what they produce into activation ranges."""
 
     data: Path | None = default("quantize", "calibration", "data")
     samples: int = default("quantize", "calibration", "samples")
     seed: int = default("quantize", "calibration", "seed")
+    observer: str = default("quantize", "calibration", "observer")
 
 
 @dataclass(frozen=True)
 class ModuleOverride:
-    """Modules whose path matches the glob `module` get `scheme` (`float`: not quantized)."""
+    """Modules whose path matches the glob `module` get `scheme` (`float`: not quantized) and
+    their static activations `observer`; None leaves that choice to later globs or the recipe."""
 
     module: str
-    scheme: str
+    scheme: str | None = None
+    observer: str | None = None
 
 
 @dataclass(frozen=True)
 class AccuracyConfig:
     """The gate against the float model: exactly one of `min_snr_db` and `top1_agreement`.
 
-    `fallback` "auto" keeps the most sensitive layers float, one at a time, until the gate holds.
+    `fallback` "auto", when the scheme misses the gate, chooses observers per layer and then keeps
+    layers at higher precision, most accuracy per byte first, until it holds (`quantize.search`).
     """
 
     min_snr_db: float | None = None

@@ -86,6 +86,9 @@ def validate(doc: Doc, against: Any = _VALIDATOR) -> None:
 
 def _describe(error: jsonschema.ValidationError, doc: Doc) -> tuple[Location, KeyPath, str]:
     """Where a schema violation is, its key path, and the message for it."""
+    inner = _mapping_branch(error)
+    if inner is not None:
+        return _describe(inner, doc)
     path = tuple(error.absolute_path)
     if error.validator == "additionalProperties":
         known = list(error.schema.get("properties", {}))
@@ -98,6 +101,16 @@ def _describe(error: jsonschema.ValidationError, doc: Doc) -> tuple[Location, Ke
         path = (*path, error.instance)
         return doc.where(path), path, _expected(error)
     return doc.values[path], path, _expected(error)
+
+
+def _mapping_branch(error: jsonschema.ValidationError) -> jsonschema.ValidationError | None:
+    """For a mapping that fails an `anyOf` with a branch for mappings: that branch's first violation."""
+    if error.validator != "anyOf" or not isinstance(error.instance, dict):
+        return None
+    for index, branch in enumerate(error.validator_value):
+        if resolve(branch).get("type") == "object":
+            return next((e for e in error.context or () if e.relative_schema_path[0] == index), None)
+    return None
 
 
 def _unknown_key(key: str, known: list[str]) -> str:
@@ -125,14 +138,14 @@ def _expected(error: jsonschema.ValidationError) -> str:
 
 def _choices(schema: dict[str, Any]) -> list[Any] | None:
     """The values a schema admits when it admits only listed values (`enum`, `const`, and
-    `anyOf` of those, through `$ref`s), else None."""
+    `anyOf` of those, through `$ref`s; an `anyOf` branch for mappings is not a choice), else None."""
     schema = resolve(schema)
     if "enum" in schema:
         return list(schema["enum"])
     if "const" in schema:
         return [schema["const"]]
     if "anyOf" in schema:
-        branches = [_choices(branch) for branch in schema["anyOf"]]
+        branches = [_choices(branch) for branch in schema["anyOf"] if resolve(branch).get("type") != "object"]
         if all(branch is not None for branch in branches):
             return [choice for branch in branches for choice in branch or ()]
     return None

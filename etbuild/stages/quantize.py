@@ -6,18 +6,18 @@ measured on, the same ones verify uses). Gives: `quantized/<method>.pt2`, still 
 but with `quantized_decomposed` quantize/dequantize ops and int8 constant weights (the
 standard pt2e q/dq form, see `etbuild.quantize.quantizer`), and `quantized/layers.json`
 (schemes per module, per-layer SNR against float, outputs, weight bytes before and after,
-the layers the fallback kept float).
+the layers kept float, and what the accuracy search chose).
 
 Per method: capture, annotate with etbuild's Quantizer, calibrate, convert (torchao's pt2e),
 rewrite int4 linear weights and embedding tables, measure against the float graph on the
-verify samples, and, when the gate fails with `accuracy.fallback: auto`, keep the most
-sensitive layers float until it holds. A gate that still fails is a VerificationError naming
+verify samples, and, when the gate fails with `accuracy.fallback: auto`, search observers per
+layer and then higher precision for the layers with the most accuracy per byte until it holds
+(`etbuild.quantize.fallback`). A gate that still fails is a VerificationError naming
 the layer that loses the most; `layers.json` is written first.
 """
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -45,7 +45,7 @@ def run_quantize(recipe: Recipe, exports: Mapping[str, Path], outs: Mapping[str,
     cfg = _config(recipe)
     methods = {name: _model_relative(torch.export.load(str(path))) for name, path in exports.items()}
     _check_globs(recipe, cfg, methods)
-    schemes = SchemeMap(cfg.scheme, cfg.modules)
+    schemes = SchemeMap(cfg.scheme, cfg.modules, cfg.calibration.observer)
     results = {name: quantize_method(recipe, name, ep, schemes) for name, ep in methods.items()}
     write_json(layers_json, {**_settings(cfg), "methods": {name: r.record for name, r in results.items()}})
     failed = [(name, r) for name, r in results.items() if not r.record["gate"]["passed"]]
@@ -69,21 +69,22 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
     plan = flow.Plan(schemes, cfg.per_channel, cfg.group_size, cfg.embeddings)
     inputs = fallback.Inputs(calibration_inputs(recipe, method),
                              sample_inputs(recipe, recipe.verify.samples, recipe.verify.seed, method))
-    observed = flow.prepared(ep, plan, inputs.calibration)
     gate = cfg.accuracy
-    spare = copy.deepcopy(observed) if gate is not None and gate.fallback == "auto" else None
-    model, kept = flow.converted(observed, plan), ()
+    model, kept, search = flow.quantize(ep, plan, inputs.calibration), (), None
     reference = flow.float_reference(ep)
     comparison = compare(reference, model, inputs.evaluation)
     value = _gate_value(gate, comparison)
-    if spare is not None and not gate_holds(gate, value):
-        found = fallback.fall_back(ep, plan, spare, gate, inputs)
+    if gate is not None and gate.fallback == "auto" and not gate_holds(gate, value):
+        uniform = _totals(gate, value, comparison, model)
+        found = fallback.fall_back(ep, plan, gate, inputs)
         plan, model, kept = found.plan, found.model, found.kept
         comparison = compare(reference, model, inputs.evaluation)
         value = _gate_value(gate, comparison)
+        search = {"uniform": uniform, **found.record, "final": _totals(gate, value, comparison, model)}
     record = _record(plan, reference, model, comparison, kept)
-    record["gate"] = {"value": value if gate is None or gate.top1_agreement is not None else db(value),
-                      "passed": gate is None or gate_holds(gate, value)}
+    if search is not None:
+        record["search"] = search
+    record["gate"] = {"value": _shown(gate, value), "passed": gate is None or gate_holds(gate, value)}
     exported = flow.reexport(model, example_inputs(recipe, method), dynamic_shapes(recipe, method))
     return MethodResult(exported, record)
 
@@ -92,6 +93,17 @@ def _config(recipe: Recipe) -> QuantizeConfig:
     if recipe.quantize is None:
         raise recipe.error("quantize", "the quantize stage needs a quantize section")
     return recipe.quantize
+
+
+def _totals(gate: Any, value: float, comparison: Any, model: Any) -> dict[str, Any]:
+    """The search report's summary of a converted model: gate value, output SNR, weight bytes."""
+    return {"gate_value": _shown(gate, value), "snr_db": db(fallback.snr_db_of(comparison.reference,
+            comparison.quantized)), "weight_bytes": report.constant_bytes(model)}
+
+
+def _shown(gate: Any, value: float) -> float | None:
+    """A gate's value for the report: top-1 agreement as is, an SNR in dB rounded (None: exact)."""
+    return value if gate is None or gate.top1_agreement is not None else db(value)
 
 
 def _gate_value(gate: Any, comparison: Any) -> float:
@@ -119,7 +131,9 @@ def _settings(cfg: QuantizeConfig) -> dict[str, Any]:
                           ("fallback", accuracy.fallback)) if v is not None}
     return {"scheme": cfg.scheme, "per_channel": cfg.per_channel, "group_size": cfg.group_size,
             "embeddings": cfg.embeddings, "accuracy": gate,
-            "overrides": [{"module": o.module, "scheme": o.scheme} for o in cfg.modules]}
+            "observer": cfg.calibration.observer,
+            "overrides": [{k: v for k, v in (("module", o.module), ("scheme", o.scheme), ("observer", o.observer))
+                           if v is not None} for o in cfg.modules]}
 
 
 def _gate_message(recipe: Recipe, cfg: QuantizeConfig, failed: list[tuple[str, MethodResult]], out: Path) -> str:
@@ -128,7 +142,8 @@ def _gate_message(recipe: Recipe, cfg: QuantizeConfig, failed: list[tuple[str, M
     want = f"top1_agreement {gate.top1_agreement}" if top1 else f"min_snr_db {gate.min_snr_db}"
     parts = [f"method {method} reaches {result.record['gate']['value']}{worst_layer(result.record['layers'])}"
              for method, result in failed]
-    hint = "" if gate.fallback == "auto" else "; accuracy.fallback: auto keeps the most sensitive layers float"
+    hint = "" if gate.fallback == "auto" else (
+        "; accuracy.fallback: auto searches observers per layer, then keeps layers at higher precision")
     return (f"{recipe.where('quantize.accuracy')}: quantize.accuracy: {want} fails on the {recipe.verify.samples} "
             f"verify samples against the float model: {'; '.join(parts)}{hint} (see {out})")
 

@@ -45,6 +45,16 @@ def test_the_first_matching_glob_wins_and_containers_match() -> None:
     assert schemes.for_path("") == "int8-static"  # the root has no path a glob can match
 
 
+def test_scheme_and_observer_each_come_from_the_first_glob_that_sets_them() -> None:
+    overrides = (ModuleOverride("encoder.0", observer="mse"), ModuleOverride("encoder", "int8-dynamic"),
+                 ModuleOverride("*", observer="histogram"))
+    schemes = SchemeMap("int8-static", overrides, observer="percentile")
+    assert (schemes.for_path("encoder.0"), schemes._first("encoder.0", "observer")) == ("int8-dynamic", "mse")
+    assert schemes._first("encoder.1", "observer") == "histogram"
+    root = SchemeMap("int8-static", overrides, observer="percentile")
+    assert root._first("", "observer") is None and root.observer == "percentile"  # the root: the recipe's
+
+
 def test_with_float_puts_exact_paths_first_even_with_glob_characters() -> None:
     schemes = SchemeMap("int8-static", (ModuleOverride("*", "int8-dynamic"),)).with_float(["blocks[0]*"])
     assert schemes.for_path("blocks[0]*") == "float"

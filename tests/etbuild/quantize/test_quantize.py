@@ -85,7 +85,7 @@ def test_a_failing_gate_names_the_worst_layer(tmp_path: Path) -> None:
     message = str(info.value)
     assert "quantize.accuracy: min_snr_db 90 fails on the" in message
     assert "the layer that loses the most is linear" in message
-    assert "accuracy.fallback: auto keeps the most sensitive layers float" in message
+    assert "accuracy.fallback: auto searches observers per layer, then keeps layers at higher precision" in message
     assert (tmp_path / "quantized" / "layers.json").exists()
 
 

@@ -10,6 +10,7 @@ from torch import nn
 from etbuild.quantize.accuracy import Layer
 from etbuild.quantize.flow import Plan
 from etbuild.quantize.modules import SchemeMap
+from etbuild.quantize.quantizer import Choices
 from etbuild.quantize.report import constant_bytes, layer_record, module_schemes
 from etbuild.recipe import ModuleOverride
 
@@ -44,7 +45,7 @@ def test_module_schemes_by_module_path() -> None:
     plan = Plan(SchemeMap("int8-static", (ModuleOverride("head", "float"),)))
     assert module_schemes(graph.nodes, plan) == {"body": "int8-static", "head": "float"}
     linear = next(n for n in graph.nodes if n.op == "call_function" and "linear" in str(n.target))
-    kept = Plan(plan.schemes, keep_float=frozenset({linear.name}))
+    kept = Plan(plan.schemes, choices=Choices(keep_float=frozenset({linear.name})))
     assert module_schemes(graph.nodes, kept) == {"body": "float", "head": "float"}
 
 

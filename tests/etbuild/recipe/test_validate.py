@@ -186,6 +186,24 @@ def test_unknown_module_scheme_lists_the_schemes_and_float() -> None:
 
 
 
+def test_unknown_observer_names_the_key_and_the_observers() -> None:
+    assert error_of(GOOD + "quantize:\n  scheme: int8-static\n  calibration: {observer: percentil}\n") == (
+        "recipes/x.yaml:7:27: quantize.calibration.observer: expected one of minmax, histogram, percentile, mse;"
+        " got 'percentil' — did you mean 'percentile'?"
+    )
+
+
+def test_a_module_override_mapping_is_checked_key_by_key() -> None:
+    text = GOOD + "quantize:\n  scheme: int8-static\n  modules: {'head*': {observer: mse, schem: float}}\n"
+    assert error_of(text) == (
+        "recipes/x.yaml:7:38: quantize.modules.head*.schem: unknown key 'schem' — did you mean 'scheme'?")
+    text = GOOD + "quantize:\n  scheme: int8-static\n  modules: {'head*': {observer: minmix}}\n"
+    assert error_of(text) == (
+        "recipes/x.yaml:7:33: quantize.modules.head*.observer: expected one of minmax, histogram, percentile, mse;"
+        " got 'minmix' — did you mean 'minmax'?"
+    )
+
+
 def test_unknown_quantize_keys_suggest_the_nearest() -> None:
     assert error_of(GOOD + "quantize: {scheme: int8-static, per_chanel: false}\n") == (
         "recipes/x.yaml:5:33: quantize.per_chanel: unknown key 'per_chanel' — did you mean 'per_channel'?"
