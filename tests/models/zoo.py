@@ -414,12 +414,16 @@ ARCHITECTURES: dict[str, Architecture] = _tier()
 
 def write_recipe(name: str, root: Path, *, quantized: bool = False, xnnpack: bool = False) -> Path:
     """A recipe file in `root` for architecture `name`, whose factory is this file's function of that
-    name; `quantized` adds its family's scheme (16 calibration samples), `xnnpack` the XNNPACK backend."""
+    name; `quantized` adds its family's scheme (with 16 calibration samples, seed 0, when the scheme is
+    int8-static: recipes may name calibration only for it), `xnnpack` the XNNPACK backend."""
     model = {"factory": f"{Path(__file__).resolve()}:{name}", "inputs": ARCHITECTURES[name].inputs}
     stem = name.replace("_", "-") + ("-q" if quantized else "") + ("-xnnpack" if xnnpack else "")
     recipe: dict[str, Any] = {"name": stem, "model": model}
     if quantized:
-        recipe["quantize"] = {"scheme": ARCHITECTURES[name].scheme, "calibration": {"samples": 16, "seed": 0}}
+        scheme = ARCHITECTURES[name].scheme
+        recipe["quantize"] = {"scheme": scheme}
+        if scheme == "int8-static":
+            recipe["quantize"]["calibration"] = {"samples": 16, "seed": 0}
     if xnnpack:
         recipe["backends"] = [{"name": "xnnpack"}]
     path = root / f"{stem}.yaml"
