@@ -263,7 +263,7 @@ def _row_text(r: TierRow) -> str:
             f"bar {r.meets_bar}{' — ' + '; '.join(r.errors) if r.errors else ''}")
 
 
-def _short(text: str, limit: int = 200) -> str:
+def _short(text: str, limit: int = 120) -> str:
     """A table cell's text: at most `limit` characters (the JSON report keeps all), no pipes."""
     text = text.replace("|", "/")
     return text if len(text) <= limit else text[: limit - 1] + "…"
