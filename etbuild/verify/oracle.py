@@ -38,9 +38,14 @@ class OracleBuild:
         return self.export_s + self.to_edge_s + self.to_executorch_s
 
 
-def export_methods(recipe: Recipe) -> dict[str, torch.export.ExportedProgram]:
-    """torch.export of every method of the recipe's model, as ExecuTorch's flow wants them."""
+def export_methods(
+    recipe: Recipe, transform: Callable[[torch.nn.Module], torch.nn.Module] | None = None
+) -> dict[str, torch.export.ExportedProgram]:
+    """torch.export of every method of the recipe's model (first through `transform`, a source
+    transform such as `torchao_8da4w`), as ExecuTorch's flow wants them."""
     model = build_model(recipe)
+    if transform is not None:
+        model = transform(model)
     exported = {}
     for m in recipe.model.methods:
         module, shapes = traceable(model, m.name, dynamic_shapes(recipe, m.name))
@@ -51,12 +56,37 @@ def export_methods(recipe: Recipe) -> dict[str, torch.export.ExportedProgram]:
 ORACLE_SCHEMES = {"int8-static": "int8-static", "int8-dynamic": "int8-dynamic", "int8-weight-only": "int8-dynamic"}
 """The recipe's scheme → the one ExecuTorch's XNNPACKQuantizer builds (it has no weight-only config)."""
 
+INT4_SCHEME = "int8-dynamic-int4-weight"
+"""The recipe scheme ExecuTorch builds not with its quantizer but with torchao's source transform (8da4w)."""
+
+Calibration = dict[str, list[tuple[torch.Tensor, ...]]]
+"""Per method, the input tuples a static quantizer is calibrated on."""
+
+
+def torchao_8da4w(model: torch.nn.Module, group_size: int = 32, algorithm: str = "hqq_scale_only") -> torch.nn.Module:
+    """ExecuTorch's LLM flow's 8da4w (`quantization.qmode=8da4w` of `export_llm`): torchao's `quantize_`
+    with int8 dynamic per-token activations and int4 weights in groups of `group_size`, on every
+    `nn.Linear` whose input width the group divides. `algorithm` picks the weights' scales:
+    `hqq_scale_only`, export_llm's default (`quantization.use_hqq`), or `affine` (min/max)."""
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, PerGroup, quantize_
+
+    def linear(module: torch.nn.Module, fqn: str) -> bool:
+        return isinstance(module, torch.nn.Linear) and module.in_features % group_size == 0
+
+    config = Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(group_size),
+                                                   intx_choose_qparams_algorithm=algorithm)
+    with torch.no_grad():
+        quantize_(model, config, filter_fn=linear)
+    return model
+
 
 def quantize_methods(
-    recipe: Recipe, exported: dict[str, torch.export.ExportedProgram], scheme: str, samples: int = 8
+    recipe: Recipe, exported: dict[str, torch.export.ExportedProgram], scheme: str, samples: int = 8,
+    calibration: Calibration | None = None,
 ) -> dict[str, torch.export.ExportedProgram]:
     """Every method through ExecuTorch's XNNPACKQuantizer (symmetric, per-channel weights; static
-    calibrated on `samples` of the recipe's inputs, or dynamic) and torchao's pt2e flow, re-exported."""
+    calibrated on `calibration[method]`, else on `samples` of the recipe's inputs drawn with seed
+    0, or dynamic) and torchao's pt2e flow, re-exported."""
     from executorch.backends.xnnpack.quantizer.xnnpack_quantizer import (
         XNNPACKQuantizer,
         get_symmetric_quantization_config,
@@ -71,7 +101,7 @@ def quantize_methods(
     quantized = {}
     for name, ep in exported.items():
         prepared = prepare_pt2e(ep.module(), quantizer)
-        for sample in sample_inputs(recipe, samples, 0, name):
+        for sample in calibration[name] if calibration else sample_inputs(recipe, samples, 0, name):
             prepared(*sample)
         converted = convert_pt2e(prepared)
         quantized[name] = torch.export.export(converted, example_inputs(recipe, name),
@@ -85,24 +115,23 @@ def _shapes(recipe: Recipe, method: str) -> Any:
 
 
 def executorch_build(
-    recipe: Recipe, path: Path, partitioner: Any = None, config: Any = None, quantize: str | None = None
+    recipe: Recipe, path: Path, partitioner: Any = None, config: Any = None, quantize: str | None = None,
+    calibration: Calibration | None = None, int4_algorithm: str = "hqq_scale_only",
 ) -> OracleBuild:
-    """export (→ ExecuTorch's quantizer, for `quantize` one of ORACLE_SCHEMES) → to_edge (or
-    to_edge_transform_and_lower with a partitioner) → to_executorch (with `config`, an
-    ExecutorchBackendConfig, if given)."""
+    """export (→ ExecuTorch's quantizer, for `quantize` one of ORACLE_SCHEMES, calibrated on
+    `calibration` if given; for INT4_SCHEME torchao's 8da4w source transform before export, with the
+    recipe's group size) → to_edge (or to_edge_transform_and_lower with a partitioner) →
+    to_executorch (with `config`, an ExecutorchBackendConfig, if given)."""
     with torch.no_grad():  # ExecuTorch's passes refuse in-place updates of buffers under autograd
-        return _executorch_build(recipe, path, partitioner, config, quantize)
+        return _executorch_build(recipe, path, partitioner, config, (quantize, calibration, int4_algorithm))
 
 
-def _executorch_build(recipe: Recipe, path: Path, partitioner: Any, config: Any, quantize: str | None) -> OracleBuild:
+def _executorch_build(recipe: Recipe, path: Path, partitioner: Any, config: Any,
+                      quantize: tuple[str | None, Calibration | None, str]) -> OracleBuild:
     from executorch.exir import to_edge, to_edge_transform_and_lower
 
     t0 = time.perf_counter()
-    exported = export_methods(recipe)
-    if quantize is not None:
-        import executorch.kernels.quantized  # noqa: F401  (the out-variants to_executorch needs)
-
-        exported = quantize_methods(recipe, exported, quantize)
+    exported = _quantized_export(recipe, *quantize)
     t1 = time.perf_counter()
     if partitioner is None:
         edge = to_edge(exported)
@@ -113,6 +142,19 @@ def _executorch_build(recipe: Recipe, path: Path, partitioner: Any, config: Any,
     t3 = time.perf_counter()
     path.write_bytes(program.buffer)
     return OracleBuild(path, t1 - t0, t2 - t1, t3 - t2)
+
+
+def _quantized_export(recipe: Recipe, scheme: str | None, calibration: Calibration | None,
+                      int4_algorithm: str) -> dict[str, torch.export.ExportedProgram]:
+    if scheme == INT4_SCHEME:
+        group = recipe.quantize.group_size if recipe.quantize else 32
+        return export_methods(recipe, lambda model: torchao_8da4w(model, group, int4_algorithm))
+    exported = export_methods(recipe)
+    if scheme is None:
+        return exported
+    import executorch.kernels.quantized  # noqa: F401  (the out-variants to_executorch needs)
+
+    return quantize_methods(recipe, exported, scheme, calibration=calibration)
 
 
 def shared_state_config() -> Any:

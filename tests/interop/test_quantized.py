@@ -1,7 +1,9 @@
 """Quantized programs both ways with ExecuTorch (the oracle): every quantized recipe's `.pte`
 in ExecuTorch's runtime against ours, and programs ExecuTorch builds with its own
 XNNPACKQuantizer (static per-channel and dynamic, linear and conv models; to_edge and
-to_executorch, no partitioner) in ours against its runtime.
+to_executorch, no partitioner) in ours against its runtime. The oracle's other quantized
+builds: calibrated on given inputs, and 8da4w (torchao's source transform, as ExecuTorch's LLM
+flow applies it) delegated to XNNPACK.
 
 ExecuTorch's runtime knows the quantized_decomposed kernels once `executorch.kernels.quantized`
 is imported. Both runtimes implement the same kernels, so outputs agree to float rounding;
@@ -16,12 +18,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from etbuild.build.driver import build
-from etbuild.model import sample_inputs
+from etbuild.model import build_model, sample_inputs
 from etbuild.recipe import Recipe, discover_recipes, load_recipe
 from etbuild.runtime import Program
-from etbuild.verify.oracle import executorch_build
+from etbuild.verify.oracle import INT4_SCHEME, executorch_build, xnnpack_partitioner
 from tests.conftest import HAS_EXECUTORCH
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")]
@@ -99,3 +102,30 @@ def test_verify_runs_a_portable_quantized_program_in_executorchs_runtime(tmp_pat
     ours = Program.load(pte).load_method("forward")
     for sample, outputs in zip(samples, theirs):
         _assert_close(ours(*[t.numpy() for t in sample]), outputs)
+
+
+def test_executorch_static_build_calibrates_on_the_given_inputs(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"
+    path.write_text(f"name: m\nmodel:\n  {LINEAR}\n")
+    recipe = load_recipe(path)
+    wide = [tuple(t * 100 for t in s) for s in sample_inputs(recipe, 4, 0)]
+    default = executorch_build(recipe, tmp_path / "default.pte", quantize="int8-static").path
+    given = executorch_build(recipe, tmp_path / "given.pte", quantize="int8-static", calibration={"forward": wide}).path
+    assert default.stat().st_size == given.stat().st_size  # the same program ...
+    assert default.read_bytes() != given.read_bytes()  # ... with other activation scales
+
+
+def test_executorch_8da4w_build_quantizes_the_linears_a_group_divides(tmp_path: Path) -> None:
+    path = tmp_path / "m.yaml"  # 64 inputs: two groups of 32; the second layer's 48 inputs stay float
+    path.write_text(f"name: m\nmodel:\n  {LINEAR}\nquantize: {{scheme: {INT4_SCHEME}, group_size: 32}}\n"
+                    "backends: [{name: xnnpack}]\n")
+    recipe = load_recipe(path)
+    q = executorch_build(recipe, tmp_path / "q.pte", xnnpack_partitioner(), quantize=INT4_SCHEME).path
+    f = executorch_build(recipe, tmp_path / "f.pte", xnnpack_partitioner()).path
+    assert f.stat().st_size - q.stat().st_size > 64 * 48 * 3  # 4 of the first layer's 4.5 bytes per weight saved
+    method, model = _executorch_method(q, "forward"), build_model(recipe)
+    x = sample_inputs(recipe, 1, 7)[0]
+    with torch.no_grad():
+        expected = model(*x)
+    actual = method.execute(list(x))[0]
+    assert 0 < float((actual - expected).abs().max()) < 0.1 * float(expected.abs().max())
