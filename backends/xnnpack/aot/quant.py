@@ -27,6 +27,7 @@ from etbuild.backends.xnnpack.format import graph as g
 qd = torch.ops.quantized_decomposed
 aten = torch.ops.aten
 CLAMPS = (aten.relu.default, aten.hardtanh.default, aten.clamp.default)
+RESHAPES = (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.view_copy.default)
 STATIC_Q = qd.quantize_per_tensor.default
 INT32_RANGE = (-(2**31), 2**31 - 1)
 INT4_RANGE = (-8, 7)
@@ -94,12 +95,16 @@ def quantized_weight(arg: Any, known: Known) -> QWeight | None:
 
 def result_quant(node: Node) -> lay.Quant | None:
     """The static int8 quantization of an operator's result: the quantize call that alone reads it
-    (through clamps, which then fuse into the operator), or None."""
+    through clamps (which then fuse into the operator), then reshapes (a Linear on a 3-D or 4-D
+    input is view → addmm → view: the int8 result is reshaped as it is), or None."""
+    reshaped = False
     while len(node.users) == 1:
         user = next(iter(node.users))
         if user.target is STATIC_Q and user.args[5] == torch.int8:
             return lay.Quant(float(user.args[1]), int(user.args[2]))
-        if user.target not in CLAMPS:
+        if user.target in RESHAPES:
+            reshaped = True
+        elif user.target not in CLAMPS or reshaped:
             return None
         node = user
     return None

@@ -305,3 +305,32 @@ def test_a_dynamic_dequantize_stays_with_its_quantize_outside_the_partition():
         expected = converted(*inputs).numpy()
     (actual,) = Program(compiled.pte).load_method("forward")(*[t.numpy() for t in inputs])
     np.testing.assert_allclose(actual, expected, rtol=0, atol=0.05)
+
+
+class ChannelsLastMlp(torch.nn.Module):
+    """A ConvNeXt block's pointwise MLP: Linear layers on a 4-D channels-last value (view → addmm → view)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.norm, self.fc1, self.fc2 = torch.nn.LayerNorm(16), torch.nn.Linear(16, 64), torch.nn.Linear(64, 16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.fc2(torch.nn.functional.gelu(self.fc1(self.norm(x.permute(0, 2, 3, 1)))))
+        return x + y.permute(0, 3, 1, 2)
+
+
+def test_a_static_int8_linear_on_a_4d_input_keeps_int8_weights():
+    from etbuild.quantize.flow import Plan, quantize, reexport
+    from etbuild.quantize.modules import SchemeMap
+
+    torch.manual_seed(0)
+    module, inputs = ChannelsLastMlp().eval(), (torch.randn(1, 16, 4, 4),)
+    samples = [(torch.randn(1, 16, 4, 4),) for _ in range(4)]
+    converted = quantize(torch.export.export(module, inputs), Plan(SchemeMap("int8-static")), samples)
+    compiled = _compile_exported(reexport(converted, inputs, None))
+    assert "qcint8" in _filter_datatypes(compiled.pte)  # the Linear layers: were fp32, 4x the bytes
+    with torch.no_grad():
+        expected = converted(*samples[0]).numpy()
+    (actual,) = Program(compiled.pte).load_method("forward")(*[t.numpy() for t in samples[0]])
+    step = float(np.ptp(expected)) / 255
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=2 * step)
