@@ -48,7 +48,7 @@ class Emitter:
         self.made_by: dict[int, Node] = {}  # value id -> the FX node whose emission created it
         self._made: dict[tuple[int, lay.Perm, lay.Shape], int] = {}  # (value, layout, dims) -> its conversion
         self._floats: dict[int, int] = {}  # int8 value -> its float conversion
-        self._dynamic: dict[int, int] = {}  # float value -> its per-row int8 conversion
+        self._dynamic: dict[tuple[int, int], int] = {}  # (float value, non-batch dims) -> its qdint8 conversion
         self.inputs = []
         for node in sub.inputs:
             shape = logical_shape(node)
@@ -154,11 +154,16 @@ class Emitter:
 
     def dynamic_rows(self, arg: Node, last: int) -> int:
         """A value of `arg`'s rows of `last` elements quantized per row at run time (qdint8)."""
-        vid = self.rows(arg, last)
-        if vid not in self._dynamic:
-            self._dynamic[vid] = self.b.unary("Convert", vid, self.b.dims(vid), datatype=g.XNNDatatype.QDINT8,
-                                              quant=g.PerTokenDynamicQuant(num_nonbatch_dims=1))
-        return self._dynamic[vid]
+        return self.dynamic(self.rows(arg, last), 1)
+
+    def dynamic(self, vid: int, nonbatch_dims: int) -> int:
+        """Float value `vid` quantized at run time (qdint8), each slice of its last
+        `nonbatch_dims` dims on its own parameters."""
+        if (vid, nonbatch_dims) not in self._dynamic:
+            self._dynamic[vid, nonbatch_dims] = self.b.unary(
+                "Convert", vid, self.b.dims(vid), datatype=g.XNNDatatype.QDINT8,
+                quant=g.PerTokenDynamicQuant(num_nonbatch_dims=nonbatch_dims))
+        return self._dynamic[vid, nonbatch_dims]
 
     # ------------------------------------------------------------------ writing values
 

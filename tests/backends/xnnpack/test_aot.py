@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from etbuild.backends.xnnpack.format import graph as g
 from etbuild.build.driver import build
 from etbuild.lowering.partition_svg import partition_svg
 from etbuild.pipeline import compile_exported
@@ -17,6 +18,7 @@ from etbuild.recipe import BackendConfig
 from etbuild.runtime import Program
 from etbuild.runtime.format.pte import read_program
 from etbuild.runtime.inspect import describe, format_description
+from tests.conftest import HAS_EXECUTORCH
 
 XNNPACK = (BackendConfig("xnnpack", {}),)
 
@@ -244,9 +246,8 @@ def _compile_exported(exported):
     return compile_exported({"forward": exported}, backends=XNNPACK)
 
 
-def _filter_datatypes(pte: bytes) -> set[str]:
-    """The datatypes of the FullyConnected filters in a program's delegates."""
-    from etbuild.backends.xnnpack.format import graph as g
+def _filter_datatypes(pte: bytes, kind: type | None = None) -> set[str]:
+    """The datatypes of the filters of a program's delegates' nodes of `kind` (FullyConnected by default)."""
     from etbuild.backends.xnnpack.format.blob import read_blob
     from etbuild.runtime.format.pte import segment_bytes
 
@@ -256,7 +257,7 @@ def _filter_datatypes(pte: bytes) -> set[str]:
     for d in program.execution_plan[0].delegates:
         graph = read_blob(segment_bytes(pte, program, header, d.processed.index)).graph
         for n in graph.xnodes:
-            if isinstance(n.node, g.FullyConnected):
+            if isinstance(n.node, kind or g.FullyConnected):
                 value = graph.xvalues[n.node.filter_id].value
                 found.add(names[getattr(value, "tensor_value", value).datatype])
     return found
@@ -282,29 +283,48 @@ def test_has_delegates(tmp_path):
 
 
 class PatchThenLinear(torch.nn.Module):
-    """A patch convolution (dynamically quantized, which XNNPACK takes only for matrix products) before a linear."""
+    """A patch convolution (its input quantized at run time, as int8-dynamic makes it) before a linear."""
 
-    def __init__(self) -> None:
+    def __init__(self, groups: int = 1) -> None:
         super().__init__()
-        self.patch = torch.nn.Conv2d(3, 8, 4, stride=4)
-        self.fc = torch.nn.Linear(8, 8)
+        self.patch = torch.nn.Conv2d(4, 8, 4, stride=4, groups=groups)
+        self.fc = torch.nn.Linear(128, 8)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(self.patch(x).flatten(2).transpose(1, 2))
+        return self.fc(self.patch(x).flatten(1))
 
 
-def test_a_dynamic_dequantize_stays_with_its_quantize_outside_the_partition():
+def _dynamic_patch_program(groups: int):
     from etbuild.quantize.flow import Plan, quantize, reexport
     from etbuild.quantize.modules import SchemeMap
 
     torch.manual_seed(0)
-    module, inputs = PatchThenLinear().eval(), (torch.randn(1, 3, 16, 16),)
+    module, inputs = PatchThenLinear(groups).eval(), (torch.randn(1, 4, 16, 16),)
     converted = quantize(torch.export.export(module, inputs), Plan(SchemeMap("int8-dynamic")), [inputs])
-    compiled = _compile_exported(reexport(converted, inputs, None))  # raised: partition input is int8
+    compiled = _compile_exported(reexport(converted, inputs, None))
     with torch.no_grad():
         expected = converted(*inputs).numpy()
     (actual,) = Program(compiled.pte).load_method("forward")(*[t.numpy() for t in inputs])
     np.testing.assert_allclose(actual, expected, rtol=0, atol=0.05)
+    return compiled.pte, inputs, actual
+
+
+def test_a_dynamic_dequantize_stays_with_its_quantize_outside_the_partition():
+    """A grouped convolution XNNPACK does not run on qdint8: its input's quantize stays outside,
+    and so does the dequantize (taken alone, the partition input was int8 with run-time parameters)."""
+    pte, _, _ = _dynamic_patch_program(groups=2)
+    assert _filter_datatypes(pte, g.Convolution) == {"fp32"}
+
+
+def test_a_convolution_on_an_input_quantized_at_run_time_keeps_int8_weights():
+    pte, inputs, ours = _dynamic_patch_program(groups=1)
+    assert _filter_datatypes(pte, g.Convolution) == {"qcint8"}  # was fp32: 4x the bytes
+    if HAS_EXECUTORCH:
+        import executorch.kernels.quantized  # noqa: F401  (in case quantize calls stay outside the delegate)
+        from executorch.extension.pybindings import _C
+
+        theirs = _C._load_for_executorch_from_buffer(pte).run_method("forward", inputs)[0].numpy()
+        np.testing.assert_allclose(theirs, ours, rtol=0, atol=0.02)
 
 
 class ChannelsLastMlp(torch.nn.Module):

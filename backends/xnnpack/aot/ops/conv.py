@@ -16,6 +16,7 @@ from etbuild.backends.xnnpack.aot import layout as lay
 from etbuild.backends.xnnpack.aot.emitter import Emitter, as_float32
 from etbuild.backends.xnnpack.aot.ops.base import Checker, aten, rule, shape_of
 from etbuild.backends.xnnpack.aot.quant import (
+    QWeight,
     bias_value,
     filter_value,
     per_tensor,
@@ -109,6 +110,21 @@ class ConvShapes:
         )
 
 
+def _dynamic(e: Emitter, node: Node, perm: lay.Perm, qw: QWeight) -> bool:
+    """The convolution on its input quantized at run time, one set of parameters per image
+    (qdint8 over H, W and C: the converted model's per-tensor parameters for a batch of one),
+    int8 per-channel filter, float bias and result."""
+    bias = node.args[2]
+    shapes = ConvShapes.of(node, tuple(qw.values.shape))
+    xid = e.dynamic(e.get(node.args[0], perm, shapes.input_dims), 3)
+    fid = filter_value(e.b, _filter(shapes.conv, qw.values, False), qw.scales, 0)
+    bid = g.NO_ID if bias is None else e.b.constant(as_float32(e.constant(bias)))
+    out = e.b.tensor(shapes.output_dims)
+    e.node(shapes.body(xid, fid, bid, out), out)
+    e.put(node, out, perm)
+    return True
+
+
 @rule(aten.convolution.default, check=_check_conv)
 def emit_convolution(node: Node, e: Emitter) -> None:
     x, bias = node.args[0], node.args[2]
@@ -125,11 +141,21 @@ def emit_convolution(node: Node, e: Emitter) -> None:
     e.put(node, out, perm)
 
 
+def dynamic_input_ok(node: Node) -> bool:
+    """Whether XNNPACK runs this convolution on an input quantized at run time (qd8 × qc8 → f32):
+    a plain (not transposed, not grouped) one."""
+    conv = ConvArgs.of(node)
+    return not conv.transposed and conv.groups == 1
+
+
 def _quantized(e: Emitter, node: Node, perm: lay.Perm) -> bool:
-    """Emit the int8 convolution if the graph quantizes this one statically; False when it does not."""
+    """Emit the int8 convolution if the graph quantizes this one (statically, or its input at
+    run time); False when it does not."""
     x, bias = node.args[0], node.args[2]
     qw = quantized_weight(node.args[1], e.known)
     held = e.raw(x) if x in e.env else None
+    if qw is not None and qw.axis == 0 and held is not None and held.quant is not None and held.quant.scale is None:
+        return _dynamic(e, node, perm, qw) if dynamic_input_ok(node) else False
     quant = static(held) if held is not None else None
     out_quant = result_quant(node)
     if qw is None or qw.axis != 0 or quant is None or out_quant is None or ConvArgs.of(node).transposed:

@@ -21,6 +21,7 @@ from torch.fx import Node
 from etbuild.backends.xnnpack.aot import layout as lay
 from etbuild.backends.xnnpack.aot.emitter import Emitter
 from etbuild.backends.xnnpack.aot.ops.base import Checker, arg, rule
+from etbuild.backends.xnnpack.aot.ops.conv import dynamic_input_ok
 from etbuild.backends.xnnpack.aot.ops.shape import VIEWS
 from etbuild.backends.xnnpack.aot.quant import per_tensor, static
 from etbuild.backends.xnnpack.format import graph as g
@@ -83,10 +84,13 @@ def emit_weight_dequantize(node: Node, e: Emitter) -> None:
 
 def _dynamic_users(node: Node) -> bool:
     """Whether every reader of a dynamic dequantize is a matrix product taking it as its input
-    (through views, which keep it quantized)."""
+    (through views, which keep it quantized), or a plain convolution taking it as its input."""
     for user in node.users:
         if user.target in VIEWS:
             if not _dynamic_users(user):
+                return False
+        elif user.target is aten.convolution.default:
+            if user.args[0] is not node or not dynamic_input_ok(user):
                 return False
         elif user.target not in FC_TARGETS or user.args[1 if user.target is aten.addmm.default else 0] is not node:
             return False
@@ -129,7 +133,7 @@ def _check_dynamic_quantize(node: Node, c: Checker) -> str | None:
     if not chosen or scale.args[0].target is not choose or scale.args[0].args[0] is not node.args[0]:
         return "its parameters are not chosen from its input at run time"
     if any(u.target not in DYNAMIC_DEQUANTIZE or not _dynamic_users(u) for u in node.users):
-        return "its dequantized values are read by more than matrix products"
+        return "its dequantized values are read by more than matrix products and plain convolutions"
     return _int8_range(node)
 
 
