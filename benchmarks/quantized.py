@@ -205,6 +205,9 @@ def _build_theirs(recipe: Recipe, root: Path, row: TierRow, int4_algorithm: str)
 
     scheme = INT4_SCHEME if recipe.quantize.scheme == INT4_SCHEME else ORACLE_SCHEMES[recipe.quantize.scheme]
     path = root / f"{recipe.name}.executorch.pte"
+    if path.exists():  # a --keep directory's earlier build: ExecuTorch's flow does not change between runs
+        _progress(f"  executorch: reused {path}")
+        return path
     start = time.perf_counter()
     try:
         executorch_build(recipe, path, xnnpack_partitioner(), quantize=scheme,
@@ -313,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=16, help="--tier: held-out inputs for the SNR")
     parser.add_argument("--seed", type=int, default=1, help="--tier: their seed (calibration uses 0)")
     parser.add_argument("--rounds", type=int, default=3, help="--tier: fresh timing processes per program")
-    parser.add_argument("--keep", type=Path, help="--tier: build here (reused next time) instead of a temporary dir")
+    parser.add_argument("--keep", type=Path, help="--tier: build here instead of a temporary dir; next time our stages rebuild only what changed and ExecuTorch's .pte files are reused (delete one to rebuild it)")
     parser.add_argument("--int4-algorithm", default="hqq_scale_only", choices=["hqq_scale_only", "affine"],
                         help="--tier: torchao's scale choice for ExecuTorch's 8da4w (export_llm's default: hqq)")
     args = parser.parse_args(argv)
