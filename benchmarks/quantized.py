@@ -317,7 +317,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="--tier: their seed (calibration uses 0)")
     parser.add_argument("--rounds", type=int, default=3, help="--tier: fresh timing processes per program")
     parser.add_argument("--keep", type=Path, help="--tier: build here instead of a temporary dir; next time our "
-                        "stages rebuild only what changed and ExecuTorch's .pte files are reused (delete one to rebuild)")
+                        "stages rebuild what changed, ExecuTorch's .pte files are reused (delete one to rebuild)")
     parser.add_argument("--int4-algorithm", default="hqq_scale_only", choices=["hqq_scale_only", "affine"],
                         help="--tier: torchao's scale choice for ExecuTorch's 8da4w (export_llm's default: hqq)")
     args = parser.parse_args(argv)
