@@ -23,9 +23,9 @@ def run_samples(pte: str, inputs_npz: str, out_npz: str, method: str) -> None:
     """Each sample's outputs, in order on one loaded method."""
     from executorch.extension.pybindings import _C
 
-    data = Path(pte).read_bytes()
+    data = Path(pte).read_bytes()  # ExecuTorch's program reads these bytes, not a copy: keep them alive
     if needs_quantized_kernels(data):
-        import executorch.kernels.quantized  # noqa: F401  (registers quantized_decomposed's kernels)  # ExecuTorch's program reads these bytes, not a copy: keep them alive
+        import executorch.kernels.quantized  # noqa: F401  (registers quantized_decomposed's kernels)
     loaded = _C._load_for_executorch_from_buffer(data)
     with np.load(inputs_npz) as npz:
         arity = len([k for k in npz.files if k.startswith("s0_in")])
