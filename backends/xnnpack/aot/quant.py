@@ -27,7 +27,12 @@ from etbuild.backends.xnnpack.format import graph as g
 qd = torch.ops.quantized_decomposed
 aten = torch.ops.aten
 CLAMPS = (aten.relu.default, aten.hardtanh.default, aten.clamp.default)
-RESHAPES = (aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.view_copy.default)
+VIEWS = (
+    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.squeeze.dims, aten.squeeze.dim,
+    aten.squeeze.default, aten.unsqueeze.default, aten.view_copy.default, aten.squeeze_copy.dims,
+    aten.unsqueeze_copy.default,
+)
+"""Calls that only reshape a value: the backend relabels how it is held (an int8 value stays int8)."""
 STATIC_Q = qd.quantize_per_tensor.default
 INT32_RANGE = (-(2**31), 2**31 - 1)
 INT4_RANGE = (-8, 7)
@@ -102,7 +107,7 @@ def result_quant(node: Node) -> lay.Quant | None:
         user = next(iter(node.users))
         if user.target is STATIC_Q and user.args[5] == torch.int8:
             return lay.Quant(float(user.args[1]), int(user.args[2]))
-        if user.target in RESHAPES:
+        if user.target in VIEWS:
             reshaped = True
         elif user.target not in CLAMPS or reshaped:
             return None

@@ -22,8 +22,7 @@ from etbuild.backends.xnnpack.aot import layout as lay
 from etbuild.backends.xnnpack.aot.emitter import Emitter
 from etbuild.backends.xnnpack.aot.ops.base import Checker, arg, rule
 from etbuild.backends.xnnpack.aot.ops.conv import dynamic_input_ok
-from etbuild.backends.xnnpack.aot.ops.shape import VIEWS
-from etbuild.backends.xnnpack.aot.quant import per_tensor, static
+from etbuild.backends.xnnpack.aot.quant import VIEWS, per_tensor, static
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.errors import InternalError
 

@@ -18,13 +18,9 @@ from torch.fx import Node
 from etbuild.backends.xnnpack.aot import layout as lay
 from etbuild.backends.xnnpack.aot.emitter import Emitter
 from etbuild.backends.xnnpack.aot.ops.base import Checker, arg, aten, normalize_dim, rule, shape_of
+from etbuild.backends.xnnpack.aot.quant import VIEWS
 from etbuild.backends.xnnpack.format import graph as g
 
-VIEWS = (
-    aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.squeeze.dims, aten.squeeze.dim,
-    aten.squeeze.default, aten.unsqueeze.default, aten.view_copy.default, aten.squeeze_copy.dims,
-    aten.unsqueeze_copy.default,
-)
 MAX_CONCAT = 5  # Concatenate5 is XNNPACK's widest
 
 
