@@ -123,15 +123,15 @@ def executorch_build(
     recipe's group size) → to_edge (or to_edge_transform_and_lower with a partitioner) →
     to_executorch (with `config`, an ExecutorchBackendConfig, if given)."""
     with torch.no_grad():  # ExecuTorch's passes refuse in-place updates of buffers under autograd
-        return _executorch_build(recipe, path, partitioner, config, (quantize, calibration, int4_algorithm))
+        t0 = time.perf_counter()
+        exported = _quantized_export(recipe, quantize, calibration, int4_algorithm)
+        return _lower(exported, path, partitioner, config, time.perf_counter() - t0)
 
 
-def _executorch_build(recipe: Recipe, path: Path, partitioner: Any, config: Any,
-                      quantize: tuple[str | None, Calibration | None, str]) -> OracleBuild:
+def _lower(exported: dict[str, torch.export.ExportedProgram], path: Path, partitioner: Any, config: Any,
+           export_s: float) -> OracleBuild:
     from executorch.exir import to_edge, to_edge_transform_and_lower
 
-    t0 = time.perf_counter()
-    exported = _quantized_export(recipe, *quantize)
     t1 = time.perf_counter()
     if partitioner is None:
         edge = to_edge(exported)
@@ -141,7 +141,7 @@ def _executorch_build(recipe: Recipe, path: Path, partitioner: Any, config: Any,
     program = edge.to_executorch(config)
     t3 = time.perf_counter()
     path.write_bytes(program.buffer)
-    return OracleBuild(path, t1 - t0, t2 - t1, t3 - t2)
+    return OracleBuild(path, export_s, t2 - t1, t3 - t2)
 
 
 def _quantized_export(recipe: Recipe, scheme: str | None, calibration: Calibration | None,
