@@ -161,7 +161,7 @@ def check_build(project: Project, command: str, out: str) -> None:
         assert (project.root / "build" / name / f"{name}.pte").is_file()
         assert json.loads((project.root / "build" / name / "verify.json").read_text())
     if "--dump-after" in command:
-        assert [p.name for p in (project.root / "build/cnn/dump").iterdir()] == ["04-fold-constants.py"]
+        assert [p.name for p in (project.root / "build/cnn/dump").iterdir()] == ["05-fold-constants.py"]
 
 
 def check_release(project: Project, command: str, out: str) -> None:

@@ -7,13 +7,17 @@ of a bias stays a runtime op). The transpose of a Linear weight is the case that
 the stored constant becomes the transposed weight, and the call does no transposing.
 
 Nor may folding store a value twice: when every constant a folded node reads is stored anyway
-(a runtime op reads it too), the node is computed at run time instead. An output projection
+(a runtime op reads it too), or its value is larger than the constants folding it lets the
+program drop (equal bytes count once: the constant pool stores them once), the node is computed
+at run time instead — two attention layers gathering a relative-position bias by the same index
+keep the index once and gather at run time, as ExecuTorch's program does. An output projection
 tied to the input embedding keeps one table: the embedding reads it, the projection
 transposes it at run time, as ExecuTorch's program does.
 """
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import replace
 from typing import Any
 
@@ -73,15 +77,49 @@ def fold_method(method: GraphMethod, state: frozenset[str] = frozenset()) -> Gra
 
 
 def _store_once(consts: dict[Node, torch.Tensor]) -> None:
-    """Unfold each stored folded node whose inputs are all stored anyway (until none is left)."""
+    """Unfold each stored folded node whose inputs are all stored anyway, or whose value takes more
+    bytes than folding it saves, until none is left. Folding saves the constants it is computed
+    from (through folded nodes nothing else reads) that nothing else keeps in the program; the
+    constant pool stores equal bytes once, so a constant whose bytes are stored anyway saves nothing."""
     changed = True
     while changed:
         changed = False
-        for node in [n for n in consts if n.op == "call_function"]:
-            inputs = node.all_input_nodes
-            if _stored(node, consts) and all(_stored(i, consts, besides=node) for i in inputs):
+        stored = {_content(consts[n]) for n in consts if _stored(n, consts)}
+        for node in [n for n in consts if n.op == "call_function" and _stored(n, consts)]:
+            own = _content(consts[node])
+            freed = sum(_nbytes(consts[leaf]) for leaf in _sources(node, consts)
+                        if _content(consts[leaf]) not in stored or _content(consts[leaf]) == own)
+            inputs_stored = all(_stored(i, consts, besides=node) for i in node.all_input_nodes)
+            if inputs_stored or _nbytes(consts[node]) > freed + SLACK_BYTES:
                 del consts[node]
                 changed = True
+                break
+
+
+def _sources(node: Node, consts: dict[Node, torch.Tensor]) -> list[Node]:
+    """The constants `node` is computed from that would no longer be stored were it unfolded: its
+    inputs, and through the folded calls only it reads, theirs."""
+    found: list[Node] = []
+    stack = list(node.all_input_nodes)
+    while stack:
+        source = stack.pop()
+        if source in found or _stored(source, consts):
+            continue
+        found.append(source)
+        if source.op == "call_function" and all(u in consts for u in source.users) and len(source.users) == 1:
+            found.pop()
+            stack.extend(source.all_input_nodes)
+    return found
+
+
+def _nbytes(t: torch.Tensor) -> int:
+    return t.numel() * t.element_size()
+
+
+def _content(t: torch.Tensor) -> bytes:
+    """What makes two constants one entry of the constant pool: their bytes."""
+    data = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
+    return hashlib.sha256(data).digest() + len(data).to_bytes(8, "little")
 
 
 def _stored(node: Node, consts: dict[Node, torch.Tensor], besides: Node | None = None) -> bool:

@@ -29,6 +29,7 @@ from torch.export import ExportedProgram
 
 from etbuild.fsutil import write_bytes, write_json
 from etbuild.lowering.assertions import drop_assertions
+from etbuild.lowering.batched_linear import fold_batched_linears
 from etbuild.lowering.core_aten import to_core_aten
 from etbuild.lowering.debug_map import to_json
 from etbuild.lowering.fit import fit_program
@@ -49,6 +50,8 @@ from etbuild.recipe.config import BackendConfig
 LOWERING = Pipeline("lower", (
     Step("decompose", "ATen → core ATen with torch's default decomposition table",
          ATEN, CORE_ATEN, each_method(to_core_aten)),
+    Step("fold-linear", "bmm(x, expand(2-D weight)) → view(mm/addmm(view(x), weight)), as a linear layer on a "
+         "contiguous input decomposes", CORE_ATEN, CORE_ATEN, each_method(fold_batched_linears)),
     Step("fit-operator-set", "decompose each call whose out-variant ExecuTorch's runtime lacks (and no backend of the "
          "recipe may take) into calls it has",
          CORE_ATEN, CORE_ATEN, fit_program),

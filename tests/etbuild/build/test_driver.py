@@ -99,7 +99,7 @@ def test_operator_executorch_lacks_fails_the_build_naming_it(tmp_path):
     assert result.exit_code != 0
     assert result.executed == ["export:bessel", "lower:bessel"]
     assert result.failed["lower:bessel"] == (
-        "lower step 'fit-operator-set' (after decompose): operator prims.bessel_j0.default has "
+        "lower step 'fit-operator-set' (after decompose, fold-linear): operator prims.bessel_j0.default has "
         "no out-variant to "
         "call (ExecuTorch's runtime calls only out-variants), and neither etbuild nor torch has a decomposition of "
         "it; torch's decomposition of aten.special_bessel_j0.default, which the model calls, calls it; to build "
@@ -211,7 +211,7 @@ def test_dump_after_a_step_writes_its_graph_without_staling_the_build(project):
     _build(recipe, root)
     dumped = build([recipe], root, stream=io.StringIO(), dump_after=["fold-constants"])
     assert (dumped.executed, dumped.up_to_date) == (["lower:tiny"], [s for s in STAGES if s != "lower:tiny"])
-    dump = root / "tiny" / "dump" / "04-fold-constants.py"
+    dump = root / "tiny" / "dump" / "05-fold-constants.py"
     assert [p.name for p in dump.parent.iterdir()] == [dump.name]
     text = dump.read_text()
     assert text.startswith(
@@ -230,9 +230,9 @@ def test_cli_dump_after_an_unknown_step_lists_the_steps(project, capsys):
     recipe, root = project
     assert main(["build", str(recipe), "--build-dir", str(root), "--dump-after", "all", "--dump-after", "fold"]) == 2
     assert capsys.readouterr().err == (
-        "error: unknown lower step 'fold'; the steps are: decompose, fit-operator-set, move-weight-permutes, "
-        "fold-constants, drop-assertions, fuse-batch-norm, drop-zero-points, fuse-quantized-embeddings, partition, "
-        "to-program (or 'all')\n"
+        "error: unknown lower step 'fold'; the steps are: decompose, fold-linear, fit-operator-set, "
+        "move-weight-permutes, fold-constants, drop-assertions, fuse-batch-norm, drop-zero-points, "
+        "fuse-quantized-embeddings, partition, to-program (or 'all')\n"
     )
     assert not (root / "tiny").exists()
 

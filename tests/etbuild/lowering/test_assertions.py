@@ -82,6 +82,6 @@ def test_an_assertion_on_constants_runs_at_build_time():
     with pytest.raises(StageError) as err:
         lower({"forward": exported})
     message = str(err.value)
-    assert message.startswith("lower step 'drop-assertions' (after decompose, fit-operator-set, move-weight-permutes, "
-                              "fold-constants): aten._assert_async.msg fails at build time: ")
+    assert message.startswith("lower step 'drop-assertions' (after decompose, fold-linear, fit-operator-set, "
+                              "move-weight-permutes, fold-constants): aten._assert_async.msg fails at build time: ")
     assert "scale must sum to one" in message and "in method 'forward', node _assert_async" in message

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -186,3 +187,37 @@ def test_inference_batch_norm_folds_into_the_convolution():
 
     (out,) = Program.from_bytes(compile_module(model, (x,)).pte).load_method()(x.numpy())
     torch.testing.assert_close(torch.from_numpy(out), model(x).detach(), rtol=1e-5, atol=1e-5)
+
+
+class RelativeBias(torch.nn.Module):
+    """Two attention layers gathering a bias from their own small table by the same index (Swin)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        index = torch.randint(0, 13, (20, 20))
+        self.register_buffer("index0", index.clone())
+        self.register_buffer("index1", index.clone())
+        self.table0 = torch.nn.Parameter(torch.randn(13, 2))
+        self.table1 = torch.nn.Parameter(torch.randn(13, 4))
+
+    def forward(self, a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        bias0 = self.table0[self.index0.view(-1)].view(20, 20, 2).permute(2, 0, 1)
+        bias1 = self.table1[self.index1.view(-1)].view(20, 20, 4).permute(2, 0, 1)
+        return torch.softmax(a + bias0, -1), torch.softmax(b + bias1, -1)
+
+
+@pytest.mark.parametrize("backend", [None, "xnnpack"])
+def test_a_gathered_bias_is_computed_at_run_time_when_storing_it_would_grow_the_program(backend):
+    from etbuild.pipeline import compile_module
+    from etbuild.recipe import BackendConfig
+    from etbuild.runtime import Program
+
+    model, a, b = RelativeBias(), torch.randn(2, 20, 20), torch.randn(4, 20, 20)
+    compiled = compile_module(model, (a, b), backends=[BackendConfig(name=backend)] if backend else [])
+    gathered = (2 + 4) * 20 * 20 * 4  # the two biases as float constants
+    # one copy of the index (the constant pool stores equal bytes once) and the two tables
+    assert len(compiled.pte) < 20 * 20 * 8 + gathered // 2
+    got = Program.from_bytes(compiled.pte).load_method()(a.numpy(), b.numpy())
+    for g, w in zip(got, model(a, b)):
+        np.testing.assert_allclose(g, w.detach().numpy(), rtol=1e-5, atol=1e-6)

@@ -211,7 +211,7 @@ def test_an_operator_without_decomposition_fails_naming_it_where_and_what_to_do(
         lower({"forward": exported})
     first, where, source = str(err.value).splitlines()
     assert first == (
-        "lower step 'fit-operator-set' (after decompose): ExecuTorch 1.5.1's runtime has no "
+        "lower step 'fit-operator-set' (after decompose, fold-linear): ExecuTorch 1.5.1's runtime has no "
         "aten::randperm.out "
         "(what aten.randperm.default becomes), and neither etbuild nor torch has a decomposition of it (random: a "
         "permutation no eager run reproduces, so verify could not check it; ExecuTorch's kernel library has "

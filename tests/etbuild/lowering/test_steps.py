@@ -38,13 +38,13 @@ def _step(name: str, run=lambda form: form, takes=CORE_ATEN, gives=CORE_ATEN) ->
 
 def test_the_lowering_reads_as_named_steps_that_chain():
     assert LOWERING.names == (
-        "decompose", "fit-operator-set", "move-weight-permutes", "fold-constants", "drop-assertions",
+        "decompose", "fold-linear", "fit-operator-set", "move-weight-permutes", "fold-constants", "drop-assertions",
         "fuse-batch-norm", "drop-zero-points", "fuse-quantized-embeddings", "partition", "to-program",
     )
     assert all(step.doc and "\n" not in step.doc for step in LOWERING.steps)
     assert (LOWERING.steps[0].takes.name, LOWERING.steps[-1].gives.name) == ("aten", "unplanned-program")
-    assert LOWERING.dump_name("fold-constants") == "04-fold-constants.py"
-    assert LOWERING.dump_name("to-program") == "10-to-program.txt"
+    assert LOWERING.dump_name("fold-constants") == "05-fold-constants.py"
+    assert LOWERING.dump_name("to-program") == "11-to-program.txt"
 
 
 def test_select_keeps_pipeline_order_and_all_is_every_step():
@@ -57,7 +57,7 @@ def test_an_unknown_step_lists_the_valid_names():
     with pytest.raises(UsageError) as err:
         LOWERING.select(["decompose", "fold-constant"])
     assert str(err.value) == (
-        "unknown lower step 'fold-constant' — did you mean 'fold-constants'?; the steps are: decompose, "
+        "unknown lower step 'fold-constant' — did you mean 'fold-constants'?; the steps are: decompose, fold-linear, "
         "fit-operator-set, move-weight-permutes, fold-constants, drop-assertions, fuse-batch-norm, drop-zero-points, "
         "fuse-quantized-embeddings, partition, to-program (or 'all')"
     )
@@ -83,7 +83,7 @@ def test_an_error_inside_a_step_names_the_step_the_steps_before_the_method_and_t
     with pytest.raises(StageError) as err:
         lower({"forward": exported})
     assert str(err.value) == (
-        "lower step 'fit-operator-set' (after decompose): operator "
+        "lower step 'fit-operator-set' (after decompose, fold-linear): operator "
         "etbuild_test.twice.default has no "
         "out-variant to call (ExecuTorch's runtime calls only out-variants), and neither etbuild nor torch has "
         "a decomposition of it; to build this model, express etbuild_test.twice.default with operators "
