@@ -134,7 +134,7 @@ def splice(method: GraphMethod, sub: Subgraph, module: Delegate, name: str) -> N
     for k, out in enumerate(sub.outputs):
         with graph.inserting_after(call):
             item = graph.call_function(operator.getitem, (call, k))
-        item.meta = {**out.meta}
+        item.meta = {**out.meta, "delegated_from": out.target}  # what the value was computed by
         out.replace_all_uses_with(item, delete_user_cb=lambda user: user not in members)
     for node in reversed(sub.nodes):
         graph.erase_node(node)

@@ -22,7 +22,7 @@ from etbuild.backends.aot import Subgraph
 from etbuild.backends.xnnpack.aot import layout as lay
 from etbuild.backends.xnnpack.aot.builder import GraphBuilder
 from etbuild.backends.xnnpack.aot.known import Known
-from etbuild.backends.xnnpack.aot.quant import per_tensor, result_quant
+from etbuild.backends.xnnpack.aot.quant import VIEWS, per_tensor, result_quant
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.format.nodes import CLAMPED
 from etbuild.errors import InternalError
@@ -53,7 +53,7 @@ class Emitter:
         for node in sub.inputs:
             shape = logical_shape(node)
             quant = input_quant(node, sub)
-            vid = self.b.tensor(shape) if quant is None else self.b.tensor(
+            vid = self.b.tensor(shape) if quant is None or quant.scale is None else self.b.tensor(
                 shape, g.XNNDatatype.QINT8, per_tensor(quant))
             self.inputs.append(vid)
             self.env[node] = lay.Held(vid, lay.identity(len(shape)), shape, quant)
@@ -213,12 +213,25 @@ class Emitter:
         return self.b.finish(self.inputs, outputs)
 
 
+DYNAMIC_DEQUANTIZE = (torch.ops.quantized_decomposed.dequantize_per_tensor.tensor,
+                      torch.ops.quantized_decomposed.dequantize_per_token.default)
+
+
 def input_quant(node: Node, sub: Subgraph) -> lay.Quant | None:
     """How a partition's input is held when it is int8 (an earlier delegate's quantized output,
     handed over as int8 values): the static per-tensor quantization its dequantize calls in this
-    partition name; None for a float input."""
+    partition name. A float input that the graph quantizes at run time (a dynamic dequantize, or a
+    view of one, computed outside this partition or by an earlier delegate, whose output keeps the
+    target it stood for as `delegated_from`) is held as dynamic: a matrix product or convolution
+    here quantizes its rows again, as it would in the partition holding the dequantize (the
+    projections reading one attention input, split across delegates by a mask computed outside).
+    None for any other float input."""
     if node.meta["val"].dtype != torch.int8:
-        return None
+        source = node
+        while isinstance(source, Node) and source.target in VIEWS:
+            source = source.args[0]
+        target = source.meta.get("delegated_from", source.target) if isinstance(source, Node) else None
+        return lay.Quant(None) if target in DYNAMIC_DEQUANTIZE else None
     dequantize = torch.ops.quantized_decomposed.dequantize_per_tensor.default
     params = {(float(u.args[1]), int(u.args[2])) for u in node.users if u in sub.nodes and u.target is dequantize}
     if len(params) != 1:

@@ -354,3 +354,32 @@ def test_a_static_int8_linear_on_a_4d_input_keeps_int8_weights():
     (actual,) = Program(compiled.pte).load_method("forward")(*[t.numpy() for t in samples[0]])
     step = float(np.ptp(expected)) / 255
     np.testing.assert_allclose(actual, expected, rtol=0, atol=2 * step)
+
+
+class MaskedAttention(torch.nn.Module):
+    """q, k and v projections of one input, the attention masked by a `where` XNNPACK has no node
+    for: the v projection lands in the delegate after the mask, away from its input's dequantize."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(32, 32) for _ in range(3))
+
+    def forward(self, x: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        scores = torch.softmax(self.q(x) @ self.k(x).transpose(-1, -2), -1)
+        return torch.where(mask.eq(0), torch.zeros_like(scores), scores) @ self.v(x)
+
+
+def test_a_linear_reading_a_dynamic_dequantize_from_another_delegate_keeps_int8_weights():
+    from etbuild.quantize.flow import Plan, quantize, reexport
+    from etbuild.quantize.modules import SchemeMap
+
+    torch.manual_seed(0)
+    module, inputs = MaskedAttention().eval(), (torch.randn(1, 8, 32), torch.randint(0, 2, (1, 8, 8)))
+    converted = quantize(torch.export.export(module, inputs), Plan(SchemeMap("int8-dynamic")), [inputs])
+    compiled = _compile_exported(reexport(converted, inputs, None))
+    assert len(read_program(compiled.pte)[0].execution_plan[0].delegates) == 2
+    assert _filter_datatypes(compiled.pte) == {"qcint8"}  # the v projection's was fp32: 4x its bytes
+    with torch.no_grad():
+        expected = converted(*inputs).numpy()
+    (actual,) = Program(compiled.pte).load_method("forward")(*[t.numpy() for t in inputs])
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=0.02)
