@@ -12,18 +12,46 @@ from etbuild.errors import printable
 
 
 def run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("pte")
-    p.add_argument("--inputs", required=True)
-    p.add_argument("--out", required=True)
+    p.add_argument("pte", help="a .pte, or with --verify a bundled program (.bpte)")
+    p.add_argument("--inputs")
+    p.add_argument("--out")
     p.add_argument("--method", default="forward")
     p.add_argument("--calls", type=int, default=1)
+    p.add_argument("--verify", action="store_true",
+                   help="run a .bpte's test cases and check them (exit 4 when one fails)")
+    p.add_argument("--rtol", type=float, help="with --verify: per-element relative tolerance")
+    p.add_argument("--atol", type=float, help="with --verify: per-element absolute tolerance")
     max_planned_bytes(p)
 
 
 def run_run(args: argparse.Namespace) -> int:
+    from etbuild.errors import UsageError
     from etbuild.runtime.runner import run_calls
 
+    if args.verify:
+        return run_bundle(args)
+    if not (args.inputs and args.out):
+        raise UsageError("etbuild run: --inputs and --out are required (or --verify, for a .bpte)")
     run_calls(Path(args.pte), Path(args.inputs), Path(args.out), args.method, args.calls, args.max_planned_bytes)
+    return 0
+
+
+def run_bundle(args: argparse.Namespace) -> int:
+    """`run x.bpte --verify`: each case in our runtime; tolerances from the flags, else the build's
+    (verify.json), else ExecuTorch's defaults."""
+    from etbuild.devtools import bundle_verify as bv
+    from etbuild.errors import VerificationError
+
+    path = Path(args.pte)
+    given = bv.parse_tolerance(args.rtol, args.atol)
+    built = {} if given else bv.load_tolerances(path)
+    results = bv.verify_bundle(path, built, given or bv.EXECUTORCH_DEFAULT, args.max_planned_bytes)
+    source = "--rtol/--atol" if given else ("the build's verify.json" if built else "ExecuTorch's defaults")
+    print(f"{path}: tolerances from {source}")
+    print(bv.format_results(results))
+    failed = [f"{r.method} case {r.case}" for r in results if not r.passed]
+    if failed:
+        raise VerificationError(f"{path}: {len(failed)} of {len(results)} cases failed: {', '.join(failed)}")
     return 0
 
 
