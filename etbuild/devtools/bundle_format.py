@@ -126,7 +126,7 @@ def tensor_array(t: Tensor, where: str) -> np.ndarray:
     if sorted(order) != list(range(len(t.sizes))):
         raise InvalidBundle(f"{where}: dim_order {order} is not a permutation of {len(t.sizes)} dims")
     stored = np.frombuffer(bytes(t.data), dtype=dtype).reshape([t.sizes[d] for d in order])
-    return np.ascontiguousarray(stored.transpose(np.argsort(order)))
+    return stored.transpose(np.argsort(order)).copy()
 
 
 def bundled_tensor(array: np.ndarray) -> Tensor:
