@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from etbuild.cli.command import Command
 from etbuild.cli.options import max_planned_bytes
@@ -82,23 +83,49 @@ def profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calls", type=int, default=10, help="timed calls (medians over them)")
     p.add_argument("--top", type=int, default=20, help="rows per table")
     p.add_argument("--trace", metavar="trace.json", help="write a Chrome trace (opens in Perfetto)")
+    p.add_argument("--etdump", metavar="out.etdump", help="also write the timed calls as an ETDump (ExecuTorch's)")
+    p.add_argument("--from", dest="from_etdump", metavar="device.etdump",
+                   help="show an ETDump that ExecuTorch's runtime wrote for this .pte instead of running it")
     max_planned_bytes(p)
 
 
 def run_profile(args: argparse.Namespace) -> int:
     from etbuild.runtime.program import Program
-    from etbuild.runtime.runner import call_inputs
-    from etbuild.tools.profile import generated_inputs, profile_method
     from etbuild.tools.profile_report import format_table, write_trace
 
-    method = Program.load(args.pte).load_method(args.method, max_planned_bytes=args.max_planned_bytes)
-    inputs = call_inputs(Path(args.inputs)) if args.inputs else generated_inputs(method, args.seed)
-    profile = profile_method(method, inputs, args.calls)
+    program = Program.load(args.pte)
+    profile = _etdump_profile(args, program) if args.from_etdump else _measured_profile(args, program)
     print(format_table(profile, args.top))
     if args.trace:
         write_trace(args.trace, profile, args.pte)
         print(f"\ntrace: {args.trace} ({len(profile.events):,} events; open it in https://ui.perfetto.dev)")
     return 0
+
+
+def _measured_profile(args: argparse.Namespace, program: Any) -> Any:
+    """Our runtime's profile of the method (and its ETDump, with --etdump)."""
+    from etbuild.runtime.runner import call_inputs
+    from etbuild.tools.profile import generated_inputs, profile_method
+
+    method = program.load_method(args.method, max_planned_bytes=args.max_planned_bytes)
+    inputs = call_inputs(Path(args.inputs)) if args.inputs else generated_inputs(method, args.seed)
+    profile = profile_method(method, inputs, args.calls)
+    if args.etdump:
+        from etbuild.devtools.etdump_format import write_etdump
+        from etbuild.devtools.etdump_profile import to_etdump
+        from etbuild.fsutil import write_bytes
+
+        write_bytes(args.etdump, write_etdump(to_etdump(profile, method.plan)))
+    return profile
+
+
+def _etdump_profile(args: argparse.Namespace, program: Any) -> Any:
+    """The profile an ETDump records for the method (`--from`)."""
+    from etbuild.devtools.etdump_format import read_etdump
+    from etbuild.devtools.etdump_profile import from_etdump
+
+    path = Path(args.from_etdump)
+    return from_etdump(read_etdump(path.read_bytes(), str(path)), program.plan(args.method), str(path))
 
 
 def generate_arguments(p: argparse.ArgumentParser) -> None:

@@ -7,7 +7,6 @@ import pytest
 
 from etbuild.devtools import bundle_format as bf
 from etbuild.errors import InvalidBundle
-from etbuild.runtime.format.fbs import load_schema
 from tests.conftest import requires_executorch
 
 
@@ -18,13 +17,14 @@ def _bundle(pte: bytes) -> bytes:
     return bf.write_bundle(pte, {"forward": cases, "a_method": cases[:1]})
 
 
-def test_mirror_types_match_the_schema() -> None:
-    from etbuild.schema import SCHEMA_DIR
+def test_types_are_the_schemas_tables() -> None:
+    from etbuild.devtools.schemas import devtools_schema
 
-    schema = load_schema(SCHEMA_DIR / bf.SCHEMA_FILE)
+    schema = devtools_schema(bf.SCHEMA_FILE)
+    assert schema.file_identifier == "BP08" and schema.root_type == "BundledProgram"
     for name, fields in schema.tables.items():
-        mirror = bf.MIRROR_TYPES[name]
-        assert [f.name for f in fields] == list(mirror.__dataclass_fields__), name
+        assert [f.name for f in fields] == list(bf.TYPES[name].__dataclass_fields__), name
+    assert bf.Tensor().data == b"" and bf.Tensor().sizes == [] and bf.Value().val is None
 
 
 def test_round_trip(small_mlp_pte) -> None:
