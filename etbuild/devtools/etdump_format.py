@@ -41,8 +41,9 @@ def read_etdump(data: Any, source: str = "<bytes>") -> ETDump:
                                 "(a truncated or padded file)")
         buf = buf[4:]
     elif len(buf) < 8 or bytes(buf[4:8]) != IDENTIFIER:
-        found = bytes(buf[8:12]) if len(buf) >= 12 else bytes(buf[4:8])
-        raise InvalidETDump(f"{source}: not an ETDump: identifier {found!r}, expected {IDENTIFIER!r}")
+        found = f"{bytes(buf[4:8])!r} and {bytes(buf[8:12])!r}"
+        raise InvalidETDump(f"{source}: not an ETDump: bytes 4-7 and 8-11 are {found}; expected {IDENTIFIER!r} "
+                            "at 8-11 (size-prefixed, as ExecuTorch writes it) or at 4-7")
     try:
         dump = decode(buf, devtools_layout(SCHEMA_FILE))
     except InvalidProgram as exc:
