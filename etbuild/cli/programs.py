@@ -84,6 +84,9 @@ def profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top", type=int, default=20, help="rows per table")
     p.add_argument("--trace", metavar="trace.json", help="write a Chrome trace (opens in Perfetto)")
     p.add_argument("--etdump", metavar="out.etdump", help="also write the timed calls as an ETDump (ExecuTorch's)")
+    p.add_argument("--intermediates", action="store_true",
+                   help="with --etdump: one more call records each instruction's outputs as debug events "
+                        "(their bytes in <out.etdump>.debug)")
     p.add_argument("--from", dest="from_etdump", metavar="device.etdump",
                    help="show an ETDump that ExecuTorch's runtime wrote for this .pte instead of running it")
     max_planned_bytes(p)
@@ -115,7 +118,15 @@ def _measured_profile(args: argparse.Namespace, program: Any) -> Any:
         from etbuild.devtools.etdump_profile import to_etdump
         from etbuild.fsutil import write_bytes
 
-        write_bytes(args.etdump, write_etdump(to_etdump(profile, method.plan)))
+        dump = to_etdump(profile, method.plan)
+        if args.intermediates:
+            from etbuild.devtools.etdump_debug import intermediate_run
+
+            run, buffer = intermediate_run(program.load_method(args.method, max_planned_bytes=args.max_planned_bytes),
+                                           inputs)
+            dump.run_data.append(run)
+            write_bytes(f"{args.etdump}.debug", buffer)
+        write_bytes(args.etdump, write_etdump(dump))
     return profile
 
 

@@ -12,7 +12,8 @@ the method's instructions by id, and refused (`InvalidETDump`) when they do not 
 an id beyond its instructions, a chain other than 0, an `OPERATOR_CALL` that is not a kernel
 call or a `DELEGATE_CALL` that is not a delegate call, or a kernel event (`native_call_<op>`)
 naming another operator than the instruction's. ExecuTorch's own nested kernel events and its
-load-time run (`Default`) are left out of the view.
+load-time run (`Default`) are left out of the view, and so are runs without profile events (the
+intermediate outputs' run that `--intermediates` adds).
 """
 
 from __future__ import annotations
@@ -71,9 +72,9 @@ class _Calls:
 
 def from_etdump(dump: ed.ETDump, plan: fb.ExecutionPlan, source: str) -> Profile:
     """The `Execute` runs of `dump` as a profile of method `plan` (checked against it: module docstring)."""
-    runs = [r for r in dump.run_data if r.name == "Execute"]
+    runs = [r for r in dump.run_data if r.name == "Execute" and any(e.profile_event for e in r.events)]
     if not runs:
-        raise InvalidETDump(f"{source}: no Execute run: the ETDump records no call of a method")
+        raise InvalidETDump(f"{source}: no Execute run with profile events: the ETDump times no call of a method")
     checker = _Fit(plan, source)
     starts = [e.profile_event.start_time for r in runs for e in r.events if e.profile_event]
     origin = min(starts, default=0)

@@ -157,3 +157,36 @@ def test_foreign_file_is_a_typed_error(small_mlp_pte, tmp_path, capsys) -> None:
         ed.read_etdump(small_mlp_pte.read_bytes(), "x.etdump")
     assert main(["profile", str(small_mlp_pte), "--from", str(small_mlp_pte)]) == 5
     assert np.char.startswith(capsys.readouterr().err, "error: ")
+
+
+def test_intermediates_are_debug_events_with_their_bytes(small_mlp_pte, tmp_path) -> None:
+    from etbuild.devtools.etdump_debug import intermediate_run
+
+    method = Program.load(small_mlp_pte).load_method("forward")
+    x = generated_inputs(method)
+    run, buffer = intermediate_run(method, x)
+    events = [e.debug_event for e in run.events]
+    assert [e.instruction_id for e in events] == [0, 1, 2, 3, 4]
+    last = events[-1].debug_entry.tensor
+    assert (last.scalar_type, last.sizes, last.strides, last.offset % 64) == (6, [2, 4], [4, 1], 0)
+    got = np.frombuffer(buffer, np.float32, count=8, offset=last.offset).reshape(2, 4)
+    np.testing.assert_array_equal(got, Program.load(small_mlp_pte).load_method("forward")(*x)[0])
+
+
+@requires_executorch
+def test_inspector_reads_our_intermediates(small_mlp, small_mlp_pte, tmp_path) -> None:
+    from executorch.devtools import Inspector
+
+    out = tmp_path / "ours.etdump"
+    assert main(["profile", str(small_mlp_pte), "--calls", "2", "--etdump", str(out), "--intermediates",
+                 "--seed", "3"]) == 0
+    inspector = Inspector(etdump_path=str(out), debug_buffer_path=f"{out}.debug")
+    debug = {e._instruction_id: e.debug_data for b in inspector.event_blocks for e in b.events if e.debug_data}
+    assert sorted(debug) == [0, 1, 2, 3, 4]
+    model, _ = small_mlp
+    x = generated_inputs(Program.load(small_mlp_pte).load_method("forward"), 3)[0]
+    with torch.no_grad():  # mlp is Linear, ReLU, Linear, ReLU, Linear: one instruction each
+        hidden = model[1](model[0](torch.from_numpy(x)))
+        final = model(torch.from_numpy(x))
+    torch.testing.assert_close(debug[1][0], hidden, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(debug[4][0], final, rtol=1e-5, atol=1e-6)
