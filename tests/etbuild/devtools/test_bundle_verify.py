@@ -136,3 +136,16 @@ def test_we_verify_executorchs_bundle(tmp_path: Path, capsys) -> None:
     (tmp_path / "theirs.bpte").write_bytes(data)
     assert main(["run", str(tmp_path / "theirs.bpte"), "--verify", "--rtol", "1e-4", "--atol", "1e-5"]) == 0
     assert "3 of 3 cases passed" in capsys.readouterr().out
+
+
+def test_quantized_tolerance_allows_what_verify_accepted() -> None:
+    """A quantized output verify passed by SNR strays further than a step: the bundle allows it, with headroom."""
+    from etbuild.verify.bundle import HEADROOM, tolerances
+
+    recipe = load_recipe(REPO / "recipes/mlp-int8.yaml")
+    ours = {"index": 0, "max_abs_error": 0.3, "step": 0.01, "passed_by": "float64"}
+    report = {"methods": {"forward": [ours]}, "executorch": {"methods": {"forward": [{**ours, "max_abs_error": 0.4}]}}}
+    tol = tolerances(recipe, report, quantized=True)["forward"]
+    assert tol == {"rtol": recipe.verify.rtol, "atol": pytest.approx(recipe.verify.atol + HEADROOM * 0.4)}
+    within = {"methods": {"forward": [{**ours, "max_abs_error": 0.001}]}}
+    assert tolerances(recipe, within, quantized=True)["forward"]["atol"] == pytest.approx(recipe.verify.atol + 0.01)
