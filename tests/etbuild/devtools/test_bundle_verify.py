@@ -149,3 +149,22 @@ def test_quantized_tolerance_allows_what_verify_accepted() -> None:
     assert tol == {"rtol": recipe.verify.rtol, "atol": pytest.approx(recipe.verify.atol + HEADROOM * 0.4)}
     within = {"methods": {"forward": [{**ours, "max_abs_error": 0.001}]}}
     assert tolerances(recipe, within, quantized=True)["forward"]["atol"] == pytest.approx(recipe.verify.atol + 0.01)
+
+
+def test_bundle_is_a_verify_output_and_in_its_key(tmp_path: Path) -> None:
+    from etbuild.build.layout import Artifacts
+    from etbuild.build.stage_table import stage_calls
+    from etbuild.build.stagerun import section_field
+
+    plain, bundled = tmp_path / "plain.yaml", tmp_path / "bundled.yaml"
+    plain.write_text(f"name: m\nextends: {REPO / 'recipes/mlp.yaml'}\n")
+    bundled.write_text(f"name: m\nextends: {REPO / 'recipes/mlp.yaml'}\nverify: {{bundle: true}}\n")
+    calls = {}
+    for path in (plain, bundled):
+        recipe = load_recipe(path)
+        calls[path] = stage_calls(recipe, Artifacts.of(recipe, tmp_path / "build"))
+    assert tmp_path / "build/m/m.bpte" in calls[bundled]["verify"].outputs
+    assert tmp_path / "build/m/m.bpte" not in calls[plain]["verify"].outputs
+    keys = [section_field(calls[p]["verify"].recipe, "verify") for p in (plain, bundled)]
+    assert keys[0] != keys[1] and keys[1]["bundle"] is True
+    assert calls[plain]["emit"].sections == calls[bundled]["emit"].sections  # only verify reads it
