@@ -133,10 +133,11 @@ def _measured_profile(args: argparse.Namespace, program: Any) -> Any:
 def _etdump_profile(args: argparse.Namespace, program: Any) -> Any:
     """The profile an ETDump records for the method (`--from`)."""
     from etbuild.devtools.etdump_format import read_etdump
-    from etbuild.devtools.etdump_profile import from_etdump
+    from etbuild.devtools.etdump_profile import from_etdump, module_paths
 
     path = Path(args.from_etdump)
-    return from_etdump(read_etdump(path.read_bytes(), str(path)), program.plan(args.method), str(path))
+    modules = module_paths(Path(args.pte).parent / "lowered.debug.json", args.method)
+    return from_etdump(read_etdump(path.read_bytes(), str(path)), program.plan(args.method), str(path), modules)
 
 
 def generate_arguments(p: argparse.ArgumentParser) -> None:

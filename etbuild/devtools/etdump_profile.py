@@ -11,17 +11,22 @@ gives, so the table and the Perfetto trace are the same views. Instruction event
 the method's instructions by id, and refused (`InvalidETDump`) when they do not fit the program:
 an id beyond its instructions, a chain other than 0, an `OPERATOR_CALL` that is not a kernel
 call or a `DELEGATE_CALL` that is not a delegate call, or a kernel event (`native_call_<op>`)
-naming another operator than the instruction's. ExecuTorch's own nested kernel events and its
+naming another operator than the instruction's. With the build's debug map (`lowered.debug.json`
+beside the `.pte`) a kernel call's row also names the user's module it computes. ExecuTorch's
+own nested kernel events and its
 load-time run (`Default`) are left out of the view, and so are runs without profile events (the
 intermediate outputs' run that `--intermediates` adds).
 """
 
 from __future__ import annotations
 
+import json
 import re
 import statistics
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from etbuild.devtools import etdump_format as ed
 from etbuild.errors import InvalidETDump, printable
@@ -70,8 +75,11 @@ class _Calls:
     nodes: dict[Key, str] = field(default_factory=dict)
 
 
-def from_etdump(dump: ed.ETDump, plan: fb.ExecutionPlan, source: str) -> Profile:
-    """The `Execute` runs of `dump` as a profile of method `plan` (checked against it: module docstring)."""
+def from_etdump(dump: ed.ETDump, plan: fb.ExecutionPlan, source: str, modules: Mapping[int, str] | None = None
+                ) -> Profile:
+    """The `Execute` runs of `dump` as a profile of method `plan` (checked against it: module docstring);
+    with `modules` (value index → module path, `module_paths`) each kernel call's row names the
+    module of the value it writes."""
     runs = [r for r in dump.run_data if r.name == "Execute" and any(e.profile_event for e in r.events)]
     if not runs:
         raise InvalidETDump(f"{source}: no Execute run with profile events: the ETDump times no call of a method")
@@ -82,7 +90,8 @@ def from_etdump(dump: ed.ETDump, plan: fb.ExecutionPlan, source: str) -> Profile
     for r in runs:
         _read_run(r, checker, origin, calls)
     plain = statistics.median(d for _, d in calls.spans) if calls.spans else 0.0
-    return Profile(plan.name or "", len(runs), plain, plain, _entries(plan, calls), calls.events, calls.spans)
+    entries = _entries(plan, calls, modules or {})
+    return Profile(plan.name or "", len(runs), plain, plain, entries, calls.events, calls.spans)
 
 
 def _read_run(run: ed.RunData, checker: _Fit, origin: int, calls: _Calls) -> None:
@@ -152,7 +161,7 @@ class _Fit:
                             f"the ETDump is not of this program's method {printable(self.plan.name or '')!r}")
 
 
-def _entries(plan: fb.ExecutionPlan, calls: _Calls) -> list[Entry]:
+def _entries(plan: fb.ExecutionPlan, calls: _Calls, modules: Mapping[int, str]) -> list[Entry]:
     instructions = plan.chains[0].instructions
     entries = []
     for key in sorted({k for call in calls.per_call for k in call}):
@@ -161,6 +170,8 @@ def _entries(plan: fb.ExecutionPlan, calls: _Calls) -> list[Entry]:
         k, node = key
         if node == INSTRUCTION:
             name = group = instrument.label(plan, instructions[k])
+            paths = sorted({modules[i] for i in _results(plan, instructions[k]) if modules.get(i)})
+            name += f" ({', '.join(paths)})" if paths else ""
         else:
             name, group = calls.nodes[key], node_group(plan, instructions[k], calls.nodes[key])
         entries.append(Entry(k, node, name, group, statistics.median(totals), statistics.median(runs),
@@ -175,6 +186,17 @@ def node_group(plan: fb.ExecutionPlan, ins: fb.Instruction, name: str) -> str:
     return f"{backend}:{m.group(1) if m else _INDEX.sub('', name)}"
 
 
+def _results(plan: fb.ExecutionPlan, ins: fb.Instruction) -> list[int]:
+    """The values a kernel call writes (a list result: its items)."""
+    a = ins.instr_args
+    return _items(plan, a.args[-1]) if isinstance(a, fb.KernelCall) and a.args else []
+
+
+def _items(plan: fb.ExecutionPlan, i: int) -> list[int]:
+    v = plan.values[i].val if 0 <= i < len(plan.values) else None
+    return [j for j in v.items if 0 <= j < len(plan.values)] if isinstance(v, fb.TensorList) else [i]
+
+
 def _declared_shapes(plan: fb.ExecutionPlan, ins: fb.Instruction) -> tuple[list[list[int]], list[list[int]]]:
     """The shapes the program declares (upper bounds when dynamic) of a kernel call's inputs and results,
     as our profile lists them (a list result: its items)."""
@@ -182,13 +204,20 @@ def _declared_shapes(plan: fb.ExecutionPlan, ins: fb.Instruction) -> tuple[list[
     if not isinstance(a, fb.KernelCall) or not a.args:
         return [], []
 
-    def items(i: int) -> list[int]:
-        v = plan.values[i].val if 0 <= i < len(plan.values) else None
-        return [j for j in v.items if 0 <= j < len(plan.values)] if isinstance(v, fb.TensorList) else [i]
-
     def sizes(indices: list[int]) -> list[list[int]]:
         vals = [plan.values[i].val for i in indices]
         return [list(v.sizes) for v in vals if isinstance(v, fb.Tensor)]
 
-    out = items(a.args[-1])
-    return sizes([i for j in a.args for i in items(j) if i not in out]), sizes(out)
+    out = _results(plan, ins)
+    return sizes([i for j in a.args for i in _items(plan, j) if i not in out]), sizes(out)
+
+
+def module_paths(debug_map: Path, method: str) -> dict[int, str]:
+    """Value index → the user's module path (`encoder.layer.3.attention`) from the lower stage's
+    `lowered.debug.json` (etbuild.lowering.debug_map, read here without torch); {} when the file
+    is absent or not one."""
+    try:
+        values = json.loads(debug_map.read_text())["methods"][method]
+        return {int(i): str(v["module"]) for i, v in values.items() if v.get("module")}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}

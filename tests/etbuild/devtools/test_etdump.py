@@ -190,3 +190,24 @@ def test_inspector_reads_our_intermediates(small_mlp, small_mlp_pte, tmp_path) -
         final = model(torch.from_numpy(x))
     torch.testing.assert_close(debug[1][0], hidden, rtol=1e-5, atol=1e-6)
     torch.testing.assert_close(debug[4][0], final, rtol=1e-5, atol=1e-6)
+
+
+@requires_executorch
+def test_from_names_the_users_modules(tmp_path, capsys) -> None:
+    """With the build's debug map beside the .pte, each kernel call's row names its module path."""
+    import io
+
+    from etbuild.build.driver import build
+    from etbuild.verify.oracle_etdump import executorch_etdump
+
+    recipe = tmp_path / "enc.yaml"
+    recipe.write_text("name: enc\nmodel:\n  factory: etbuild.zoo:transformer_encoder\n"
+                      "  kwargs: {layers: 2, d_model: 32, heads: 2, ffn: 64}\n"
+                      "  inputs: [{shape: [1, 8, 32], dtype: float32}]\nverify: {atol: 1.0e-4}\n")
+    assert build([recipe], tmp_path / "build", stream=io.StringIO()).exit_code == 0
+    pte = tmp_path / "build" / "enc" / "enc.pte"
+    dump = executorch_etdump(pte, generated_inputs(Program.load(pte).load_method("forward")),
+                             tmp_path / "device.etdump", calls=2)
+    assert main(["profile", str(pte), "--from", str(dump), "--top", "200"]) == 0
+    rows = capsys.readouterr().out.split("instruction operator", 1)[1]
+    assert "(0.attention" in rows and "(1.attention" in rows  # the encoder's layers: a Sequential
