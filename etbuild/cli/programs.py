@@ -96,6 +96,12 @@ def run_profile(args: argparse.Namespace) -> int:
     from etbuild.runtime.program import Program
     from etbuild.tools.profile_report import format_table, write_trace
 
+    from etbuild.errors import UsageError
+
+    if args.from_etdump and args.etdump:
+        raise UsageError("etbuild profile: --from shows an ETDump; --etdump writes one from a run: give one of them")
+    if args.intermediates and not args.etdump:
+        raise UsageError("etbuild profile: --intermediates records into the ETDump: give --etdump out.etdump too")
     program = Program.load(args.pte)
     profile = _etdump_profile(args, program) if args.from_etdump else _measured_profile(args, program)
     print(format_table(profile, args.top))

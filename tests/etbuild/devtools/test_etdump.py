@@ -211,3 +211,12 @@ def test_from_names_the_users_modules(tmp_path, capsys) -> None:
     assert main(["profile", str(pte), "--from", str(dump), "--top", "200"]) == 0
     rows = capsys.readouterr().out.split("instruction operator", 1)[1]
     assert "(0.attention" in rows and "(1.attention" in rows  # the encoder's layers: a Sequential
+
+
+@pytest.mark.parametrize(("flags", "message"), [
+    (["--from", "a.etdump", "--etdump", "b.etdump"], "give one of them"),
+    (["--intermediates"], "give --etdump out.etdump too"),
+])
+def test_flags_that_do_not_go_together(small_mlp_pte, capsys, flags, message) -> None:
+    assert main(["profile", str(small_mlp_pte), *flags]) == 2
+    assert message in capsys.readouterr().err
