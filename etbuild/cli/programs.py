@@ -93,10 +93,9 @@ def profile_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def run_profile(args: argparse.Namespace) -> int:
+    from etbuild.errors import UsageError
     from etbuild.runtime.program import Program
     from etbuild.tools.profile_report import format_table, write_trace
-
-    from etbuild.errors import UsageError
 
     if args.from_etdump and args.etdump:
         raise UsageError("etbuild profile: --from shows an ETDump; --etdump writes one from a run: give one of them")
