@@ -80,3 +80,24 @@ def test_tiny_files(tmp_path, size: int) -> None:
         bf.read_bundle(data, "x")
     with pytest.raises(EtbuildError):
         ed.read_etdump(data, "x")
+
+
+def test_devtools_commands_import_no_torch(small_mlp, small_mlp_pte, tmp_path) -> None:
+    """`run x.bpte --verify`, `profile --etdump --intermediates` and `profile --from` work without torch."""
+    import subprocess
+    import sys
+
+    model, (x,) = small_mlp
+    bpte = tmp_path / "m.bpte"
+    bpte.write_bytes(bf.write_bundle(small_mlp_pte.read_bytes(), {"forward": [([x.numpy()],
+                                                                               [model(x).detach().numpy()])]}))
+    dump = tmp_path / "m.etdump"
+    commands = [["run", str(bpte), "--verify", "--atol", "1e-5"],
+                ["profile", str(small_mlp_pte), "--calls", "1", "--etdump", str(dump), "--intermediates"],
+                ["profile", str(small_mlp_pte), "--from", str(dump)]]
+    script = "import sys; sys.modules['torch'] = None\nfrom etbuild.cli import main\n" + "".join(
+        f"assert main({c!r}) == 0\n" for c in commands) + (
+        "assert 'torch' not in {m.split('.')[0] for m in sys.modules if sys.modules[m] is not None}\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert dump.exists() and (tmp_path / "m.etdump.debug").exists()
