@@ -43,6 +43,14 @@ class InvalidProgram(EtbuildError):
     exit_code = 5
 
 
+class InvalidBundle(InvalidProgram):
+    """A bundled program (`.bpte`) is malformed or foreign: the message names the file and what is wrong."""
+
+
+class InvalidETDump(InvalidProgram):
+    """An ETDump is malformed or foreign, or its events do not fit the program it is read with."""
+
+
 class MethodInputError(EtbuildError):
     """A method was called with the wrong number, dtype or shape of inputs."""
 

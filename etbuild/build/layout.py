@@ -91,3 +91,8 @@ class Artifacts:
     @property
     def verify(self) -> Path:
         return self.root / "verify.json"
+
+    @property
+    def bpte(self) -> Path:
+        """The bundled program `verify: {bundle: true}` writes beside the `.pte`."""
+        return self.root / f"{self.name}.bpte"

@@ -127,7 +127,8 @@ def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) ->
         call("select", select.run_select, (recipe, a.pte, a.lowered, a.root), [a.pte, a.lowered],
              [*a.select, a.runtime_package], ("operators",)),
         call("verify", verify.run_verify, (recipe, a.pte, a.runtime_zip, a.verify, methods, a.debug_map, *q_args),
-             [a.pte, a.runtime_zip, *methods.values(), a.debug_map, *q_reads], [a.verify, *q_args[2:]],
+             [a.pte, a.runtime_zip, *methods.values(), a.debug_map, *q_reads],
+             [a.verify, *q_args[2:], *([a.bpte] if recipe.verify.bundle else [])],
              ("model", "quantize", "verify")),
     ]
     return {c.stage: c for c in calls if c.stage != "quantize" or recipe.quantize}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from etbuild.cli.command import Command
 from etbuild.cli.options import max_planned_bytes
@@ -12,18 +13,46 @@ from etbuild.errors import printable
 
 
 def run_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("pte")
-    p.add_argument("--inputs", required=True)
-    p.add_argument("--out", required=True)
+    p.add_argument("pte", help="a .pte, or with --verify a bundled program (.bpte)")
+    p.add_argument("--inputs")
+    p.add_argument("--out")
     p.add_argument("--method", default="forward")
     p.add_argument("--calls", type=int, default=1)
+    p.add_argument("--verify", action="store_true",
+                   help="run a .bpte's test cases and check them (exit 4 when one fails)")
+    p.add_argument("--rtol", type=float, help="with --verify: per-element relative tolerance")
+    p.add_argument("--atol", type=float, help="with --verify: per-element absolute tolerance")
     max_planned_bytes(p)
 
 
 def run_run(args: argparse.Namespace) -> int:
+    from etbuild.errors import UsageError
     from etbuild.runtime.runner import run_calls
 
+    if args.verify:
+        return run_bundle(args)
+    if not (args.inputs and args.out):
+        raise UsageError("etbuild run: --inputs and --out are required (or --verify, for a .bpte)")
     run_calls(Path(args.pte), Path(args.inputs), Path(args.out), args.method, args.calls, args.max_planned_bytes)
+    return 0
+
+
+def run_bundle(args: argparse.Namespace) -> int:
+    """`run x.bpte --verify`: each case in our runtime; tolerances from the flags, else the build's
+    (verify.json), else ExecuTorch's defaults."""
+    from etbuild.devtools import bundle_verify as bv
+    from etbuild.errors import VerificationError
+
+    path = Path(args.pte)
+    given = bv.parse_tolerance(args.rtol, args.atol)
+    built = {} if given else bv.load_tolerances(path)
+    results = bv.verify_bundle(path, built, given or bv.EXECUTORCH_DEFAULT, args.max_planned_bytes)
+    source = "--rtol/--atol" if given else ("the build's verify.json" if built else "ExecuTorch's defaults")
+    print(f"{path}: tolerances from {source}")
+    print(bv.format_results(results))
+    failed = [f"{r.method} case {r.case}" for r in results if not r.passed]
+    if failed:
+        raise VerificationError(f"{path}: {len(failed)} of {len(results)} cases failed: {', '.join(failed)}")
     return 0
 
 
@@ -54,23 +83,66 @@ def profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calls", type=int, default=10, help="timed calls (medians over them)")
     p.add_argument("--top", type=int, default=20, help="rows per table")
     p.add_argument("--trace", metavar="trace.json", help="write a Chrome trace (opens in Perfetto)")
+    p.add_argument("--etdump", metavar="out.etdump", help="also write the timed calls as an ETDump (ExecuTorch's)")
+    p.add_argument("--intermediates", action="store_true",
+                   help="with --etdump: one more call records each instruction's outputs as debug events "
+                        "(their bytes in <out.etdump>.debug)")
+    p.add_argument("--from", dest="from_etdump", metavar="device.etdump",
+                   help="show an ETDump that ExecuTorch's runtime wrote for this .pte instead of running it")
     max_planned_bytes(p)
 
 
 def run_profile(args: argparse.Namespace) -> int:
+    from etbuild.errors import UsageError
     from etbuild.runtime.program import Program
-    from etbuild.runtime.runner import call_inputs
-    from etbuild.tools.profile import generated_inputs, profile_method
     from etbuild.tools.profile_report import format_table, write_trace
 
-    method = Program.load(args.pte).load_method(args.method, max_planned_bytes=args.max_planned_bytes)
-    inputs = call_inputs(Path(args.inputs)) if args.inputs else generated_inputs(method, args.seed)
-    profile = profile_method(method, inputs, args.calls)
+    if args.from_etdump and args.etdump:
+        raise UsageError("etbuild profile: --from shows an ETDump; --etdump writes one from a run: give one of them")
+    if args.intermediates and not args.etdump:
+        raise UsageError("etbuild profile: --intermediates records into the ETDump: give --etdump out.etdump too")
+    program = Program.load(args.pte)
+    profile = _etdump_profile(args, program) if args.from_etdump else _measured_profile(args, program)
     print(format_table(profile, args.top))
     if args.trace:
         write_trace(args.trace, profile, args.pte)
         print(f"\ntrace: {args.trace} ({len(profile.events):,} events; open it in https://ui.perfetto.dev)")
     return 0
+
+
+def _measured_profile(args: argparse.Namespace, program: Any) -> Any:
+    """Our runtime's profile of the method (and its ETDump, with --etdump)."""
+    from etbuild.runtime.runner import call_inputs
+    from etbuild.tools.profile import generated_inputs, profile_method
+
+    method = program.load_method(args.method, max_planned_bytes=args.max_planned_bytes)
+    inputs = call_inputs(Path(args.inputs)) if args.inputs else generated_inputs(method, args.seed)
+    profile = profile_method(method, inputs, args.calls)
+    if args.etdump:
+        from etbuild.devtools.etdump_format import write_etdump
+        from etbuild.devtools.etdump_profile import to_etdump
+        from etbuild.fsutil import write_bytes
+
+        dump = to_etdump(profile, method.plan)
+        if args.intermediates:
+            from etbuild.devtools.etdump_debug import intermediate_run
+
+            run, buffer = intermediate_run(program.load_method(args.method, max_planned_bytes=args.max_planned_bytes),
+                                           inputs)
+            dump.run_data.append(run)
+            write_bytes(f"{args.etdump}.debug", buffer)
+        write_bytes(args.etdump, write_etdump(dump))
+    return profile
+
+
+def _etdump_profile(args: argparse.Namespace, program: Any) -> Any:
+    """The profile an ETDump records for the method (`--from`)."""
+    from etbuild.devtools.etdump_format import read_etdump
+    from etbuild.devtools.etdump_profile import from_etdump, module_paths
+
+    path = Path(args.from_etdump)
+    modules = module_paths(Path(args.pte).parent / "lowered.debug.json", args.method)
+    return from_etdump(read_etdump(path.read_bytes(), str(path)), program.plan(args.method), str(path), modules)
 
 
 def generate_arguments(p: argparse.ArgumentParser) -> None:

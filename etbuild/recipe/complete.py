@@ -177,7 +177,8 @@ def _build(path: Path, doc: Doc, data: dict[str, Any]) -> Recipe:
         ),
         operators=OperatorsConfig(None if allow is None else tuple(allow)),
         verify=VerifyConfig(
-            samples=verify["samples"], rtol=float(verify["rtol"]), atol=float(verify["atol"]), seed=verify["seed"]
+            samples=verify["samples"], rtol=float(verify["rtol"]), atol=float(verify["atol"]), seed=verify["seed"],
+            bundle=verify["bundle"],
         ),
         sources=tuple(doc.files.values()),
         locations=MappingProxyType({**doc.values, **doc.keys}),

@@ -253,6 +253,7 @@ class VerifyConfig:
     rtol: float = default("verify", "rtol")
     atol: float = default("verify", "atol")
     seed: int = default("verify", "seed")
+    bundle: bool = default("verify", "bundle")  # also write `<recipe>.bpte` (etbuild.verify.bundle)
 
 
 # ---------------------------------------------------------------------------- the recipe

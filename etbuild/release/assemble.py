@@ -9,6 +9,7 @@ and leaves no release directory. The directory:
     release.json                          products, runtimes, sizes, operators, accuracy
     products/<p>/<p>.pte                  with verify.json, select.json, memory.json from its build,
     products/<p>/verify-<runtime>.json    and its verification on each runtime it ships with
+    products/<p>/<p>.bpte                 its bundled program, when the recipe asks for one (gated too)
     runtimes/<r>/<wheel>.whl              installable with pip (needs numpy and flatbuffers)
     runtimes/<r>/selected_operators.yaml  ExecuTorch's selective-build format
     SHA256SUMS                            every file above
@@ -40,6 +41,7 @@ from etbuild.cache import Cache, code_digest, versions
 from etbuild.errors import EtbuildError, ReleaseError, VerificationError, error_class
 from etbuild.fsutil import atomic_dir, sha256_file, write_bytes, write_json
 from etbuild.release import provenance as prov
+from etbuild.release.bundles import copy_bundle, gate_bundles
 from etbuild.release.config import Release, RuntimeGroup, load_release
 from etbuild.release.latency import measure_latency
 from etbuild.release.wheel import installed_bytes, runtime_wheel, wheel_filename
@@ -110,6 +112,8 @@ def make_release(
         summary = _write_products(release, build_root, tmp, runtimes)
         _write_runtimes(tmp, runtimes)
         accuracy = _verify_on_runtimes(release, tmp, runtimes, sink)
+        for name, cases in gate_bundles(release, tmp).items():
+            sink.emit(event("step", message=f"bundled program of {name}: {cases} cases passed"))
         latency = _time_on_runtimes(release, tmp, runtimes, sink)
         _check_budgets(release, tmp, runtimes, latency)
         _write_summary(release, tmp, summary, runtimes, accuracy)
@@ -163,7 +167,7 @@ def _write_products(
         summary[p.name] = {
             "recipe": p.written, "pte": f"products/{p.name}/{a.pte.name}", "pte_bytes": a.pte.stat().st_size,
             "runtimes": [g.name for g in release.runtimes_of(p.name)],
-            "budget": {k: v for k, v in vars(p.budget).items() if v is not None},
+            "budget": {k: v for k, v in vars(p.budget).items() if v is not None}, **copy_bundle(a, folder),
         }
     return summary
 

@@ -42,6 +42,7 @@ from etbuild.quantize import checks
 from etbuild.recipe import Recipe
 from etbuild.runtime.format.pte import read_program
 from etbuild.stages.export import export_method
+from etbuild.verify.bundle import write_recipe_bundle
 from etbuild.verify.compare import compare, describe
 from etbuild.verify.intermediate import compare_intermediate
 from etbuild.verify.localise import describe_divergence, localise_recipe
@@ -169,14 +170,16 @@ def run_verify(
     debug_map: Path | None = None, quantized: Mapping[str, Path] | None = None, layers: Path | None = None,
     quantize_json: Path | None = None,
 ) -> None:
-    """Write `verify.json` (and `quantize.json` for a quantized program); raise
-    VerificationError (after writing them) when an output fails.
+    """Write `verify.json` (and `quantize.json` for a quantized program, and `<recipe>.bpte` when
+    `verify.bundle` asks: etbuild.verify.bundle); raise VerificationError (after writing them) when an output fails.
 
     With the exports the lower stage read and its debug map, a failure of a float program is
     localised first: each failing method's first diverging node goes into `verify.json`
     (`first_divergence`) and the error.
     """
     report = verify(recipe, pte, runtime, quantized)
+    if recipe.verify.bundle:
+        report["bundle"] = write_recipe_bundle(recipe, pte, pte.with_suffix(".bpte"), report, quantized)
     if not report["passed"] and not quantized and exports is not None and debug_map is not None:
         failing = [m for m, outputs in report["methods"].items() if not _passed({m: outputs})]
         report["first_divergence"] = localise_recipe(recipe, pte, exports, debug_map, failing)

@@ -37,7 +37,7 @@ def test_defaults_are_filled_from_the_schema() -> None:
     assert recipe.memory.levels == (LevelConfig(name="dram", bytes=None, alignment=16),)
     assert recipe.verify == VerifyConfig(samples=4, rtol=1e-4, atol=1e-5, seed=1)
     assert (recipe.quantize, recipe.backends, recipe.operators) == (None, (), OperatorsConfig())
-    assert recipe.section("verify") == {"atol": 1e-5, "rtol": 1e-4, "samples": 4, "seed": 1}
+    assert recipe.section("verify") == {"atol": 1e-5, "bundle": False, "rtol": 1e-4, "samples": 4, "seed": 1}
 
 
 
