@@ -1,0 +1,57 @@
+"""Tiny language-model checkpoints and tokenizers for the `model.llm` tests: made here, nothing downloaded."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import torch
+import yaml
+
+from etbuild.llm.checkpoint import make_model
+
+TINY: dict[str, Any] = {
+    "architecture": "LlamaForCausalLM", "vocab_size": 256, "hidden_size": 64, "intermediate_size": 128,
+    "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 128,
+    "bos_token_id": 1, "eos_token_id": 2,
+}
+"""Hidden 64, 2 layers, vocabulary 256, grouped-query attention (4 heads, 2 KV heads)."""
+
+PROMPT = [5, 9, 17, 33, 2, 8]
+
+
+def save_checkpoint(folder: Path, config: dict[str, Any] = TINY, seed: int = 0, shard: str | None = None) -> Path:
+    """`save_pretrained` of a random model of `config` into `folder` (sharded at `shard`, e.g. '20KB')."""
+    model = make_model(config, seed)
+    kwargs = {"max_shard_size": shard} if shard else {}
+    model.save_pretrained(folder, **kwargs)
+    return folder
+
+
+def train_tokenizer(folder: Path, vocab: int = 256) -> Path:
+    """A byte-level BPE tokenizer.json with at most `vocab` tokens, trained on a fixed text."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<unk>", "<s>", "</s>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    text = ["the quick brown fox jumps over the lazy dog " * 8, "a recipe builds a program for a device " * 8]
+    tokenizer.train_from_iterator(text, trainer)
+    path = folder / "tokenizer.json"
+    tokenizer.save(str(path))
+    return path
+
+
+def write_llm_recipe(root: Path, name: str, model_llm: dict[str, Any], **sections: Any) -> Path:
+    """A recipe file `root/<name>.yaml` with `model.llm: model_llm` and the other sections given."""
+    path = root / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({"name": name, "model": {"llm": model_llm}, **sections}, sort_keys=False))
+    return path
+
+
+def hf_greedy(model: torch.nn.Module, prompt: list[int], tokens: int) -> list[int]:
+    """Hugging Face `generate(do_sample=False)`: the `tokens` ids after `prompt`."""
+    out = model.generate(torch.tensor([prompt]), max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
+    return [int(t) for t in out[0, len(prompt):]]
