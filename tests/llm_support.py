@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 import yaml
 
@@ -28,20 +30,22 @@ def save_checkpoint(folder: Path, config: dict[str, Any] = TINY, seed: int = 0, 
     return folder
 
 
-def train_tokenizer(folder: Path, vocab: int = 256) -> Path:
-    """A byte-level BPE tokenizer.json with at most `vocab` tokens, trained on a fixed text."""
+def train_tokenizer(folder: Path, vocab: int = 160) -> int:
+    """A byte-level BPE `folder/tokenizer.json` of at most `vocab` tokens trained on a fixed ASCII text; its size.
+
+    Its alphabet is the bytes of that text only, so every token decodes to ASCII: a random model's
+    tokens are then always valid UTF-8 text (ExecuTorch's runner hands each piece to Python as str)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tokenizer = Tokenizer(models.BPE())
     tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<unk>", "<s>", "</s>"],
-                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    trainer = trainers.BpeTrainer(vocab_size=vocab, special_tokens=["<unk>", "<s>", "</s>"])
     text = ["the quick brown fox jumps over the lazy dog " * 8, "a recipe builds a program for a device " * 8]
     tokenizer.train_from_iterator(text, trainer)
-    path = folder / "tokenizer.json"
-    tokenizer.save(str(path))
-    return path
+    folder.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(folder / "tokenizer.json"))
+    return int(tokenizer.get_vocab_size(with_added_tokens=True))
 
 
 def write_llm_recipe(root: Path, name: str, model_llm: dict[str, Any], **sections: Any) -> Path:
@@ -49,6 +53,17 @@ def write_llm_recipe(root: Path, name: str, model_llm: dict[str, Any], **section
     path = root / f"{name}.yaml"
     path.write_text(yaml.safe_dump({"name": name, "model": {"llm": model_llm}, **sections}, sort_keys=False))
     return path
+
+
+def greedy(forward: Callable[..., list[Any]], prompt: list[int], tokens: int) -> list[int]:
+    """Greedy ids from a runner-contract `forward(tokens[1, n], input_pos[1])` of numpy arrays: the prompt
+    in one call, then one token per call."""
+    logits = forward(np.array([prompt], dtype=np.int64), np.array([0], dtype=np.int64))[0]
+    out: list[int] = []
+    for position in range(len(prompt), len(prompt) + tokens):
+        out.append(int(np.asarray(logits).argmax()))
+        logits = forward(np.array([[out[-1]]], dtype=np.int64), np.array([position], dtype=np.int64))[0]
+    return out
 
 
 def hf_greedy(model: torch.nn.Module, prompt: list[int], tokens: int) -> list[int]:
