@@ -88,7 +88,7 @@ def constant_methods(kwargs: Mapping[str, Any]) -> dict[str, list[int | bool]]:
         "get_n_layers": [int(data["num_hidden_layers"])],
         "use_kv_cache": [True],
         "use_sdpa_with_kv_cache": [kwargs.get("attention") == "custom"],
-        "enable_dynamic_shape": [True],
+        "enable_dynamic_shape": [kwargs["max_prefill"] > 1],
     }
     if bos is not None:
         values["get_bos_id"] = [bos]

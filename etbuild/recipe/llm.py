@@ -4,7 +4,9 @@ Runs before validation. `model.llm` (a Hugging Face folder `path`, or a `config`
 `architecture`, plus `max_context` and `max_prefill`) and the top-level `llm` section
 (`attention`, `kv_cache`, `metadata`) become `model.factory: etbuild.llm.runner:decoder` with
 them as `kwargs`, and the runner contract's inputs: `tokens` `[1, n]` int64 with `n` dynamic in
-[1, max_prefill], and `input_pos` `[1]` int64. Each added key is located at `model.llm`. The
+[1, max_prefill] (static `[1, 1]` when `max_prefill` is 1: backends that take only static shapes,
+XNNPACK here, then take the whole model, and the runner prefills token by token), and
+`input_pos` `[1]` int64. Each added key is located at `model.llm`. The
 schema then checks the rest; what it cannot say (an architecture outside the list, a folder
 without config.json, `max_prefill` past `max_context`) is a RecipeError here.
 """
@@ -39,13 +41,14 @@ def expand_llm(doc: Doc) -> None:
             raise _error(doc, ("model", key), f"expected no model.{key} beside model.llm (it gives the model)")
     kwargs = {**_source(doc, llm), **_lengths(doc, llm), **_section(doc)}
     vocab = _vocab(kwargs)
-    added = {
+    added: dict[str, Any] = {
         "factory": FACTORY,
         "kwargs": kwargs,
-        "inputs": [{"shape": [1, 2], "dtype": "int64", "low": 0, "high": vocab},
+        "inputs": [{"shape": [1, min(kwargs["max_prefill"], 2)], "dtype": "int64", "low": 0, "high": vocab},
                    {"shape": [1], "dtype": "int64", "low": 0, "high": 1}],
-        "dynamic": {"0": {"1": {"min": 1, "max": kwargs["max_prefill"]}}},
     }
+    if kwargs["max_prefill"] > 1:  # else one token a call, static shapes (the runner prefills token by token)
+        added["dynamic"] = {"0": {"1": {"min": 1, "max": kwargs["max_prefill"]}}}
     where = doc.where(("model", "llm"))
     for key, value in added.items():
         model[key] = value
@@ -83,12 +86,12 @@ def _check_architecture(doc: Doc, path: KeyPath, name: object) -> None:
 
 
 def _lengths(doc: Doc, llm: dict[str, Any]) -> dict[str, int]:
-    """`max_context` ≥ 2 and 2 ≤ `max_prefill` ≤ `max_context`."""
+    """`max_context` ≥ 2 and 1 ≤ `max_prefill` ≤ `max_context`."""
     lengths = {}
-    for key, default in (("max_context", 128), ("max_prefill", 32)):
+    for key, default, low in (("max_context", 128, 2), ("max_prefill", 32, 1)):
         value = llm.get(key, default)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 2:
-            raise _error(doc, ("model", "llm", key), f"expected an integer >= 2; got {value!r}")
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise _error(doc, ("model", "llm", key), f"expected an integer >= {low}; got {value!r}")
         lengths[key] = value
     if lengths["max_prefill"] > lengths["max_context"]:
         message = f"expected at most max_context ({lengths['max_context']}); got {lengths['max_prefill']}"

@@ -32,7 +32,10 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
                               llm={"attention": "portable"})
     result = build([recipe], root / "build", stream=io.StringIO())
     assert result.exit_code == 0, result.failed
-    assert json.loads((root / "build" / "tiny" / "verify.json").read_text())["passed"]
+    report = json.loads((root / "build" / "tiny" / "verify.json").read_text())
+    assert report["passed"]
+    for check in (report["llm"], report["llm"]["executorch"]):  # verify's own token check, in both runtimes
+        assert (check["matched"], check["tokens"], check["passed"]) == (32, 32, True)
     return root / "build" / "tiny" / "tiny.pte", root / "ckpt"
 
 
