@@ -19,6 +19,19 @@ TINY: dict[str, Any] = {
 }
 """Hidden 64, 2 layers, vocabulary 256, grouped-query attention (4 heads, 2 KV heads)."""
 
+_SHAPE = {key: value for key, value in TINY.items() if key != "architecture"}
+FAMILIES: dict[str, dict[str, Any]] = {
+    "llama3": {**TINY, "rope_scaling": {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                        "high_freq_factor": 4.0, "original_max_position_embeddings": 64}},
+    "qwen2": {"architecture": "Qwen2ForCausalLM", **_SHAPE, "tie_word_embeddings": True},
+    "qwen3": {"architecture": "Qwen3ForCausalLM", **_SHAPE, "head_dim": 16, "tie_word_embeddings": True},
+    "mistral": {"architecture": "MistralForCausalLM", **_SHAPE, "sliding_window": None},
+    "phi3": {"architecture": "Phi3ForCausalLM", **_SHAPE, "pad_token_id": 0},
+    "gemma": {"architecture": "GemmaForCausalLM", **_SHAPE, "num_key_value_heads": 1, "head_dim": 16},
+}
+"""One tiny config of each architecture model.llm takes, with what its family has (RoPE scaling, tied
+embeddings, q/k norms, multi-query attention)."""
+
 PROMPT = [5, 9, 17, 33, 2, 8]
 
 
