@@ -31,7 +31,7 @@ from typing import Any
 import torch
 
 from etbuild.build.layout import Artifacts
-from etbuild.llm.runner import constant_methods, is_llm, tokenizer_file
+from etbuild.llm.runner import checkpoint_files, constant_methods, is_llm, tokenizer_file
 from etbuild.recipe import Recipe
 from etbuild.stages import emit, export, lower, plan, quantize, select
 from etbuild.verify import stage as verify
@@ -79,8 +79,11 @@ class StageCall:
 
 
 def model_files(recipe: Recipe) -> list[Path]:
-    """Files the model stage reads besides the recipe: weights and a path-based factory."""
+    """Files the model stage reads besides the recipe: weights, a language model's folder (config,
+    safetensors, tokenizer) and a path-based factory."""
     files = [recipe.model.weights] if recipe.model.weights else []
+    if is_llm(recipe):
+        files += checkpoint_files(recipe.section("model")["kwargs"])
     source = recipe.model.factory.rsplit(":", 1)[0]
     if source.endswith(".py"):
         files.append(Path(source))  # file factories are absolute once loaded

@@ -76,6 +76,14 @@ def tokenizer_file(kwargs: Mapping[str, Any]) -> Path | None:
     return file if file is not None and file.is_file() else None
 
 
+def checkpoint_files(kwargs: Mapping[str, Any]) -> list[Path]:
+    """The files of a `model.llm` folder the build reads (its JSON files and safetensors shards), sorted."""
+    if kwargs.get("path") is None:
+        return []
+    folder = Path(kwargs["path"])
+    return sorted([*folder.glob("*.json"), *folder.glob("*.safetensors")])
+
+
 def constant_methods(kwargs: Mapping[str, Any]) -> dict[str, list[int | bool]]:
     """The values of the runner's constant methods for a `model.llm` recipe's factory kwargs."""
     folder = None if kwargs.get("path") is None else Path(kwargs["path"])
