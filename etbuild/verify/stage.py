@@ -195,7 +195,10 @@ def run_verify(
     where = [("", report["methods"]), (" in ExecuTorch's runtime", report.get("executorch", {}).get("methods", {}))]
     failures = [f"{method} output {o['index']}{runtime}: {_describe(o)}" for runtime, methods in where
                 for method, outputs in methods.items() for o in outputs if not o["passed"]]
-    failures += _llm_failures(report.get("llm"))
+    llm_failures = _llm_failures(report.get("llm"))
+    if llm_failures and not failures:
+        raise VerificationError(f"{recipe.name}: {pte.name}: {'; '.join(llm_failures)} (see {out})")
+    failures += llm_failures
     failures += [f"{method} intermediate {c['node']} in {c['module'] or 'the model'}: {describe(c)}"
                  for method, c in report["intermediates"].items() if not c["passed"]]
     if failures:
