@@ -74,7 +74,13 @@ def _source(doc: Doc, llm: dict[str, Any]) -> dict[str, Any]:
     if not (folder / "config.json").is_file():
         message = f"expected a Hugging Face folder with config.json; {folder} has none"
         raise _error(doc, ("model", "llm", "path"), message)
-    names = json.loads((folder / "config.json").read_text()).get("architectures") or [None]
+    try:
+        config = json.loads((folder / "config.json").read_text())
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise _error(doc, ("model", "llm", "path"), f"{folder / 'config.json'} is not JSON: {exc}") from None
+    if not isinstance(config, dict):
+        raise _error(doc, ("model", "llm", "path"), f"expected a mapping in {folder / 'config.json'}")
+    names = config.get("architectures") or [None]
     _check_architecture(doc, ("model", "llm", "path"), names[0])
     return {"path": folder.as_posix(), "config": None}
 

@@ -65,3 +65,10 @@ def test_a_tokenizer_larger_than_the_vocabulary_is_a_build_error(tmp_path):
     size = train_tokenizer(folder)
     with pytest.raises(ValueError, match=f"tokenizer.json has {size} tokens; the model's vocabulary has 32"):
         decoder(path=str(folder), max_context=16, max_prefill=4)
+
+
+def test_a_config_json_that_is_not_json_is_a_recipe_error(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    (tmp_path / "ckpt" / "config.json").write_bytes(b"{\"architectures\": [\xff")
+    with pytest.raises(RecipeError, match="model.llm.path: .*config.json is not JSON"):
+        load_recipe(write_llm_recipe(tmp_path, "bad", {"path": "ckpt"}))
