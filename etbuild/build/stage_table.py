@@ -31,6 +31,7 @@ from typing import Any
 import torch
 
 from etbuild.build.layout import Artifacts
+from etbuild.llm.runner import checkpoint_files, constant_methods, is_llm, tokenizer_file
 from etbuild.recipe import Recipe
 from etbuild.stages import emit, export, lower, plan, quantize, select
 from etbuild.verify import stage as verify
@@ -78,8 +79,11 @@ class StageCall:
 
 
 def model_files(recipe: Recipe) -> list[Path]:
-    """Files the model stage reads besides the recipe: weights and a path-based factory."""
+    """Files the model stage reads besides the recipe: weights, a language model's folder (config,
+    safetensors, tokenizer) and a path-based factory."""
     files = [recipe.model.weights] if recipe.model.weights else []
+    if is_llm(recipe):
+        files += checkpoint_files(recipe.section("model")["kwargs"])
     source = recipe.model.factory.rsplit(":", 1)[0]
     if source.endswith(".py"):
         files.append(Path(source))  # file factories are absolute once loaded
@@ -103,6 +107,19 @@ SECTION_FILES: dict[str, Callable[[Recipe], list[Path]]] = {
 """Recipe section -> the files it names: a stage reading the section reads them too."""
 
 
+def llm_emit(recipe: Recipe) -> tuple[Any, ...]:
+    """A language model's constant methods and tokenizer.json for emit; nothing for other models."""
+    if not is_llm(recipe):
+        return ()
+    kwargs = recipe.section("model")["kwargs"]
+    return constant_methods(kwargs), tokenizer_file(kwargs)
+
+
+def llm_outputs(recipe: Recipe, a: Artifacts) -> list[Path]:
+    """tokenizer.json beside the `.pte` when a language model's folder has one."""
+    return [a.root / "tokenizer.json"] if is_llm(recipe) and tokenizer_file(recipe.section("model")["kwargs"]) else []
+
+
 def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) -> dict[str, StageCall]:
     """Every stage of one recipe, in STAGES order (quantize only when the recipe has the
     section); `dump_after` names lowering steps to dump."""
@@ -123,7 +140,8 @@ def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) ->
         call("lower", lower.run_lower, (methods, a.lowered, a.debug_map, a.dump_dir, dump_after, recipe.backends),
              tuple(methods.values()), [a.lowered, a.debug_map, *a.partition(recipe)], ("backends",), dumps),
         call("plan", plan.run_plan, (a.lowered, recipe.memory, a.root), [a.lowered], a.memory, ("memory",)),
-        call("emit", emit.run_emit, (a.lowered, a.plan, a.pte), [a.lowered, a.plan], [a.pte], ()),
+        call("emit", emit.run_emit, (a.lowered, a.plan, a.pte, *llm_emit(recipe)), [a.lowered, a.plan],
+             [a.pte, *llm_outputs(recipe, a)], ("model",) if is_llm(recipe) else ()),
         call("select", select.run_select, (recipe, a.pte, a.lowered, a.root), [a.pte, a.lowered],
              [*a.select, a.runtime_package], ("operators",)),
         call("verify", verify.run_verify, (recipe, a.pte, a.runtime_zip, a.verify, methods, a.debug_map, *q_args),

@@ -5,6 +5,7 @@
 1. `parse`: read each file safely and within bounds, keeping the file:line:column of every
    key and value;
 2. `extends`: deep-merge the `extends:` chain (mappings merge key by key; lists and scalars replace);
+   `llm`: expand `model.llm` (a language model) into the model section it stands for;
 3. `validate`: check against `schema/recipe.schema.json`; `checks`: what the schema cannot say
    (exactly one of `model.inputs` and `model.methods`, integer input bounds, dynamic dimensions
    that name real inputs and hold their declared sizes, quantize keys that go with the scheme,
@@ -43,6 +44,7 @@ from etbuild.recipe.config import (
     VerifyConfig,
 )
 from etbuild.recipe.extends import load_chain
+from etbuild.recipe.llm import expand_llm
 from etbuild.recipe.places import KeyPath, Location, format_key_path, parse_key_path
 from etbuild.recipe.validate import validate
 
@@ -76,6 +78,7 @@ __all__ = [
 def load_recipe(path: str | Path) -> Recipe:
     """Load, merge, validate and complete the recipe at `path` (messages name it as given)."""
     doc = load_chain(os.fspath(path))
+    expand_llm(doc)
     validate(doc)
     check(doc)
     reject_unsupported(doc)

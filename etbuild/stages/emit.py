@@ -3,14 +3,18 @@
 Takes: `lowered.unplanned` and `plan.json`. Gives: `<recipe>.pte` with allocation_info on every
 planned tensor and `non_const_buffer_sizes`, without per-instruction stack traces. A
 program that calls an operator with no kernel in our runtime is a build error here, so a
-`.pte` never fails at load for want of a kernel.
+`.pte` never fails at load for want of a kernel. A language model's constant methods (no
+inputs, no instructions, outputs that are values of the plan: what ExecuTorch's emitter writes
+for them) are added here, and its tokenizer.json is copied beside the `.pte`.
 """
 
 from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from etbuild.errors import StageError
 from etbuild.fsutil import write_bytes
@@ -59,14 +63,34 @@ def emit(program: fb.Program, plans: list[MethodPlan]) -> fb.Program:
     return program
 
 
-def run_emit(lowered: Path, plan_json: Path, out: Path) -> None:
-    """Write the final `.pte` from `lowered.unplanned` and `plan.json`."""
+LEAF = {"type": None, "context": None, "children_spec": []}
+
+
+def constant_plan(name: str, values: Sequence[int | bool]) -> fb.ExecutionPlan:
+    """A method that returns `values` (one value: that value; several: a list of them), as ExecuTorch emits it."""
+    items = [fb.EValue(fb.Bool(v) if isinstance(v, bool) else fb.Int(v)) for v in values]
+    spec: dict[str, Any] = LEAF if len(values) == 1 else {
+        "type": "builtins.list", "context": "null", "children_spec": [LEAF] * len(values)}
+    return fb.ExecutionPlan(
+        name=name, container_meta_type=fb.ContainerMetadata("", json.dumps([1, spec])), values=items, inputs=[],
+        outputs=list(range(len(items))), chains=[fb.Chain(instructions=[])], non_const_buffer_sizes=[0])
+
+
+def run_emit(lowered: Path, plan_json: Path, out: Path, constants: Mapping[str, Sequence[int | bool]] | None = None,
+             tokenizer: Path | None = None) -> None:
+    """Write the final `.pte` from `lowered.unplanned` and `plan.json`, with the constant methods
+    `constants` (name → values), and `tokenizer` copied beside it as tokenizer.json."""
     data = lowered.read_bytes()
     program, header = read_program(data)
     segments = [bytes(segment_bytes(data, program, header, i)) for i in range(len(program.segments))]
     plans = [MethodPlan.from_json(m) for m in json.loads(plan_json.read_text())["methods"]]
     _own_bytes(program)
-    write_bytes(out, write_program(emit(program, plans), segments))
+    program = emit(program, plans)
+    program.execution_plan.extend(constant_plan(name, values) for name, values in (constants or {}).items())
+    program.execution_plan.sort(key=lambda plan: plan.name or "")
+    write_bytes(out, write_program(program, segments))
+    if tokenizer is not None:
+        write_bytes(out.parent / "tokenizer.json", tokenizer.read_bytes())
 
 
 def _own_bytes(program: fb.Program) -> None:

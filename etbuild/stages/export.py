@@ -18,6 +18,7 @@ from torch.export import ExportedProgram
 
 from etbuild.errors import StageError
 from etbuild.fsutil import atomic_path
+from etbuild.lowering.mutated_constants import constants_to_state, snapshot_tensors
 from etbuild.model import build_model, check_runs, dynamic_shapes, example_inputs, method_callable
 from etbuild.recipe import Recipe
 
@@ -46,11 +47,13 @@ def export_method(recipe: Recipe, model: torch.nn.Module, method: str) -> Export
     """Export one method of the model with its example inputs and dynamic dims."""
     method_callable(model, method, recipe)  # a clear error when the model lacks the method
     module, dynamic = traceable(model, method, dynamic_shapes(recipe, method))
+    initial = snapshot_tensors(model)
     try:
-        return torch.export.export(module, example_inputs(recipe, method), dynamic_shapes=dynamic, strict=False)
+        ep = torch.export.export(module, example_inputs(recipe, method), dynamic_shapes=dynamic, strict=False)
     except Exception as exc:  # torch raises many types; the user needs the message
         where = recipe.where("model.factory")
         raise StageError(f"torch.export of {method} failed for {where}: {type(exc).__name__}: {exc}") from exc
+    return constants_to_state(ep, initial)
 
 
 def run_export(recipe: Recipe, outs: Mapping[str, Path]) -> None:

@@ -37,6 +37,7 @@ from torch.utils._pytree import tree_flatten
 
 from etbuild.errors import EtbuildError, StageError, VerificationError
 from etbuild.fsutil import write_json
+from etbuild.llm.runner import is_llm
 from etbuild.model import build_model, call_method, sample_inputs
 from etbuild.quantize import checks
 from etbuild.recipe import Recipe
@@ -45,6 +46,7 @@ from etbuild.stages.export import export_method
 from etbuild.verify.bundle import write_recipe_bundle
 from etbuild.verify.compare import compare, describe
 from etbuild.verify.intermediate import compare_intermediate
+from etbuild.verify.llm import llm_check
 from etbuild.verify.localise import describe_divergence, localise_recipe
 from etbuild.verify.oracle import executorch_installed, run_samples_in_executorch
 from etbuild.verify.trimmed import run_trimmed
@@ -128,6 +130,12 @@ def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Pat
     if quantized or has_delegates(pte):
         report["executorch"] = _in_executorch(recipe, pte, quantized)
         report["passed"] = report["passed"] and report["executorch"].get("passed", True)
+    if is_llm(recipe):
+        report["llm"] = llm_check(recipe, pte, trimmed_runner(runtime), run_samples)
+        if executorch_installed():
+            report["llm"]["executorch"] = llm_check(recipe, pte, run_samples_in_executorch, run_samples)
+        report["passed"] = report["passed"] and report["llm"]["passed"] and report["llm"].get(
+            "executorch", {}).get("passed", True)
     return report
 
 
@@ -190,6 +198,10 @@ def run_verify(
     where = [("", report["methods"]), (" in ExecuTorch's runtime", report.get("executorch", {}).get("methods", {}))]
     failures = [f"{method} output {o['index']}{runtime}: {_describe(o)}" for runtime, methods in where
                 for method, outputs in methods.items() for o in outputs if not o["passed"]]
+    llm_failures = _llm_failures(report.get("llm"))
+    if llm_failures and not failures:
+        raise VerificationError(f"{recipe.name}: {pte.name}: {'; '.join(llm_failures)} (see {out})")
+    failures += llm_failures
     failures += [f"{method} intermediate {c['node']} in {c['module'] or 'the model'}: {describe(c)}"
                  for method, c in report["intermediates"].items() if not c["passed"]]
     if failures:
@@ -199,6 +211,20 @@ def run_verify(
             f"atol={recipe.verify.atol} on {recipe.verify.samples} samples: {'; '.join(failures)} (see {out})"
             + "".join(f"\n  {describe_divergence(m, d)}" for m, d in report.get("first_divergence", {}).items())
         )
+
+
+def _llm_failures(report: dict[str, Any] | None) -> list[str]:
+    """The language-model check's failures, in our runtime and in ExecuTorch's."""
+    failures = []
+    for runtime, check in (("", report), (" in ExecuTorch's runtime", (report or {}).get("executorch"))):
+        if check is None or check["passed"]:
+            continue
+        if "matched" in check:
+            failures.append(f"greedy tokens{runtime}: {check['matched']} of {check['tokens']} equal Hugging Face's")
+        else:
+            failures.append(f"next-token agreement{runtime} with the float model {check['agreement']} over "
+                            f"{check['positions']} positions, below verify.agreement {check['threshold']}")
+    return failures
 
 
 def _describe(output: dict[str, Any]) -> str:
