@@ -122,6 +122,8 @@ class EtbuildQuantizer(Quantizer):
                 self._activation_op(node, s)
             elif node.target in SHARED and s.static:
                 _shared(node)
+            elif node.target is aten.cat.default and s.static:
+                _shared_cat(node)
         return model
 
     def validate(self, model: GraphModule) -> None:
@@ -155,6 +157,23 @@ class EtbuildQuantizer(Quantizer):
             _annotate(fused, {}, self._static(fused, node, s))
             return None
         return self._static(node, node, s)
+
+
+def _shared_cat(node: Node) -> None:
+    """A concatenation of quantized values: its inputs and output share one set of parameters, the
+    first input producer's, and the other producers write theirs with it too, so the concatenation
+    runs on int8 values with nothing requantized (Inception, SqueezeNet's fire modules, DenseNet).
+    Left float when an input is not the quantized output of an op (a constant, a float value)."""
+    parts = node.args[0]
+    annotations = [p.meta.get(ANNOTATION) if isinstance(p, Node) else None for p in parts]
+    if not parts or any(a is None or a.output_qspec is None for a in annotations):
+        return
+    first = parts[0]
+    shared = SharedQuantizationSpec(first)
+    for part, annotation in zip(parts[1:], annotations[1:]):
+        if part is not first and not isinstance(annotation.output_qspec, SharedQuantizationSpec):
+            annotation.output_qspec = shared
+    _annotate(node, {part: shared for part in parts}, shared)
 
 
 def _shared(node: Node) -> None:

@@ -383,3 +383,40 @@ def test_a_linear_reading_a_dynamic_dequantize_from_another_delegate_keeps_int8_
         expected = converted(*inputs).numpy()
     (actual,) = Program(compiled.pte).load_method("forward")(*[t.numpy() for t in inputs])
     np.testing.assert_allclose(actual, expected, rtol=0, atol=0.02)
+
+
+class FireModule(torch.nn.Module):
+    """SqueezeNet's fire module: a squeeze convolution, two expand branches concatenated."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.squeeze = torch.nn.Conv2d(8, 4, 1)
+        self.expand1 = torch.nn.Conv2d(4, 8, 1)
+        self.expand3 = torch.nn.Conv2d(4, 8, 3, padding=1)
+        self.head = torch.nn.Conv2d(16, 4, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        s = torch.relu(self.squeeze(x))
+        return self.head(torch.cat([torch.relu(self.expand1(s)), torch.relu(self.expand3(s))], 1))
+
+
+def test_a_concatenation_of_int8_branches_moves_int8_values_with_nothing_requantized():
+    from etbuild.backends.xnnpack.format.blob import read_blob
+    from etbuild.quantize.flow import Plan, quantize, reexport
+    from etbuild.quantize.modules import SchemeMap
+    from etbuild.runtime.format.pte import segment_bytes
+
+    torch.manual_seed(0)
+    module, samples = FireModule().eval(), [(torch.randn(1, 8, 6, 6),) for _ in range(4)]
+    converted = quantize(torch.export.export(module, samples[0]), Plan(SchemeMap("int8-static")), samples)
+    compiled = _compile_exported(reexport(converted, samples[0], None))
+    program, header = read_program(compiled.pte)
+    (delegate,) = program.execution_plan[0].delegates
+    graph = read_blob(segment_bytes(compiled.pte, program, header, delegate.processed.index)).graph
+    converts = [n for n in graph.xnodes if type(n.node).__name__ == "Convert"]
+    assert len(converts) == 2  # the float input to int8 and the int8 result to float: none around the concat
+    with torch.no_grad():
+        expected = converted(*samples[0]).numpy()
+    (actual,) = Program(compiled.pte).load_method("forward")(samples[0][0].numpy())
+    step = float(np.abs(expected).max()) / 127
+    np.testing.assert_allclose(actual, expected, rtol=0, atol=2 * step)

@@ -18,7 +18,7 @@ from torch.fx import Node
 from etbuild.backends.xnnpack.aot import layout as lay
 from etbuild.backends.xnnpack.aot.emitter import Emitter
 from etbuild.backends.xnnpack.aot.ops.base import Checker, arg, aten, normalize_dim, rule, shape_of
-from etbuild.backends.xnnpack.aot.quant import VIEWS
+from etbuild.backends.xnnpack.aot.quant import VIEWS, per_tensor, result_quant, static
 from etbuild.backends.xnnpack.format import graph as g
 
 MAX_CONCAT = 5  # Concatenate5 is XNNPACK's widest
@@ -165,19 +165,30 @@ def emit_cat(node: Node, e: Emitter) -> None:
     rank = len(e.shape(node))
     dim = normalize_dim(int(arg(node, 1, "dim", 0)), rank)
     live = [t for t in parts if not e.is_constant(t)]
-    perm = e.held(live[0]).perm if live else lay.identity(rank)
-    ids = [e.get(t, perm) for t in parts]
+    perm = e.raw(live[0]).perm if live else lay.identity(rank)
+    quant = _common_quant(e, node, parts)
+    ids = [e.get(t, perm) if quant is None else e.quantized(t, perm) for t in parts]
     axis = perm.index(dim)
     while len(ids) > 1:
         group, ids = ids[:MAX_CONCAT], ids[MAX_CONCAT:]
-        ids.insert(0, _concat(e, group, axis))
-    e.put(node, ids[0], perm)
+        ids.insert(0, _concat(e, group, axis, quant))
+    e.put(node, ids[0], perm, quant)
 
 
-def _concat(e: Emitter, ids: list[int], axis: int) -> int:
+def _common_quant(e: Emitter, node: Node, parts: list[Node]) -> lay.Quant | None:
+    """The int8 parameters every input and the result share (the quantizer makes them one), so the
+    concatenation moves int8 values; None when they differ or any is float."""
+    if not parts or any(e.is_constant(t) for t in parts):
+        return None
+    quants = {static(e.raw(t)) for t in parts}
+    quant = quants.pop() if len(quants) == 1 else None
+    return quant if quant is not None and result_quant(node) == quant else None
+
+
+def _concat(e: Emitter, ids: list[int], axis: int, quant: lay.Quant | None = None) -> int:
     dims = list(e.b.dims(ids[0]))
     dims[axis] = sum(e.b.dims(i)[axis] for i in ids)
-    out = e.b.tensor(dims)
+    out = e.b.tensor(dims) if quant is None else e.b.tensor(dims, g.XNNDatatype.QINT8, per_tensor(quant))
     slots = [*ids, 0, 0, 0, 0][:MAX_CONCAT]
     body = g.MEMBER_TYPES[f"Concatenate{len(ids)}"](
         axis=axis, input1_id=slots[0], input2_id=slots[1], input3_id=slots[2], input4_id=slots[3],
