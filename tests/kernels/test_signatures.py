@@ -43,7 +43,7 @@ def test_kernel_parameters_match_the_schema(name: str) -> None:
     assert len(params) == schema_arity(name)
 
 
-FAMILIES = ("portable", "prim_ops", "quantized")
+FAMILIES = ("portable", "prim_ops", "quantized", "llm")
 
 
 def test_kernels_are_named_after_their_operator_and_family() -> None:
