@@ -152,5 +152,7 @@ def _run_export_llm(config: dict[str, object], work: Path) -> None:
     argv = [sys.executable, "-m", "executorch.extension.llm.export.export_llm", "--config", "config.yaml"]
     proc = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False)
     if proc.returncode != 0 or not (work / "model.pte").is_file():
-        tail = "\n".join(proc.stderr.strip().splitlines()[-5:])
+        lines = proc.stderr.strip().splitlines()
+        errors = [line for line in lines if "Error" in line and not line.startswith("W")][-3:]
+        tail = "\n".join([*errors, *lines[-3:]])
         raise StageError(f"export_llm failed (exit {proc.returncode}) in {work}:\n{tail}")

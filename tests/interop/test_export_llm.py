@@ -5,6 +5,7 @@ The programs are built once (tests/export_llm_support.py); a cold build takes a 
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -67,7 +68,7 @@ def test_prefill_in_chunks_gives_the_logits_of_one_call(fp32: Path) -> None:
     prompt = token_sequence(40)
     whole = load_runner(fp32).feed(prompt)
     runner = load_runner(fp32)
-    chunked = Runner(runner.forward, runner.contract.__class__(**{**runner.contract.__dict__, "chunk": 7}))
+    chunked = Runner(runner.forward, dataclasses.replace(runner.contract, chunk=7))
     np.testing.assert_allclose(chunked.feed(prompt), whole, atol=1e-4)
     assert chunked.position == 40
 
@@ -100,8 +101,7 @@ def test_a_position_past_the_cache_in_forward_is_a_typed_error(fp32: Path) -> No
 def test_generation_stops_at_eos(fp32: Path) -> None:
     runner = load_runner(fp32)
     greedy = list(runner.generate(token_sequence(5), 12))
-    stop = Runner(load_runner(fp32).forward, runner.contract.__class__(
-        **{**runner.contract.__dict__, "eos_ids": (greedy[3],)}))
+    stop = Runner(load_runner(fp32).forward, dataclasses.replace(runner.contract, eos_ids=(greedy[3],)))
     assert list(stop.generate(token_sequence(5), 12)) == greedy[: greedy.index(greedy[3]) + 1]
 
 

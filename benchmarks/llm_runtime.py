@@ -1,0 +1,147 @@
+"""ExecuTorch's LLM programs (export_llm: KV cache, custom SDPA, XNNPACK; fp32 and 8da4w) in our runtime and in
+ExecuTorch's, one thread, each runtime in a fresh process.
+
+    python benchmarks/llm_runtime.py [--models small,base] [--forms fp32,8da4w] [--prompt 64] [--new 64]
+                                     [--json out.json]
+
+Per model (seeded random Llama-3-shaped checkpoints in Meta's layout, built by export_llm through
+etbuild.verify.export_llm and cached) and form, a child process per runtime loads the `.pte`, prefills a fixed
+prompt in one call (tok/s), decodes --new tokens greedily, one call each (tok/s; no stop at EOS), then feeds a
+fixed sequence one token at a time from position 0 for the teacher-forced next tokens. Both children drive
+`forward` with the same Python loop (etbuild.tools.runner.Runner): the comparison is of the runtimes, not of the
+loops. The table gives the rates, the ratio ours/theirs, how many greedy tokens are equal before the first
+difference, and the teacher-forced agreement.
+
+    python benchmarks/llm_runtime.py child RUNTIME PTE PROMPT NEW      (one child; prints one JSON line)
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+MODELS = {
+    # ≥ 20 M parameters (issue 26): vocab 8192, width 512, 4 layers, GQA 8/2 heads, SwiGLU 1536.
+    "base": dict(dim=512, n_layers=4, n_heads=8, n_kv_heads=2, vocab_size=8192, hidden_dim=1536,
+                 max_seq_len=256, max_context_len=256),
+    # the tests' tiny model: per-call overhead only
+    "tiny": dict(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=320, hidden_dim=128,
+                 max_seq_len=160, max_context_len=160),
+}
+TEACHER_FORCED = 128
+
+
+def one_thread() -> None:
+    """One thread for numpy's BLAS, torch and ExecuTorch's threadpool (set before they start)."""
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = "1"
+
+
+def child(runtime: str, pte: str, prompt_len: int, new: int) -> dict[str, Any]:
+    """Load, prefill, decode and teacher-force `pte` in `runtime`; rates, tokens and next tokens."""
+    from threadpoolctl import threadpool_limits
+
+    from etbuild.tools.runner import Runner
+
+    threadpool_limits(1)  # numpy's BLAS was loaded before one_thread() could set its environment
+    t = time.perf_counter()
+    if runtime == "etbuild":
+        from etbuild.tools.runner import load_runner
+
+        runner = load_runner(pte)
+    else:
+        import torch
+        from executorch.extension.pybindings import _C
+
+        torch.set_num_threads(1)
+        _C._unsafe_reset_threadpool(1)
+        from etbuild.tools.textgen import executorch_runner
+
+        runner = executorch_runner(Path(pte))
+    load_s = time.perf_counter() - t
+    vocab = 3, 256
+    prompt = [int(x) for x in np.random.default_rng(0).integers(*vocab, prompt_len)]
+    runner.feed(prompt[:8])  # warm-up: first calls bind, compile and fault pages in
+    runner.feed([5])
+    runner.position = 0
+    timed = Runner(runner.forward, dataclasses.replace(runner.contract, eos_ids=()))  # all `new` tokens, no EOS stop
+    tokens = list(timed.generate(prompt, new))
+    stats = timed.stats
+    sequence = [int(x) for x in np.random.default_rng(1).integers(*vocab, TEACHER_FORCED)]
+    runner.position = 0
+    forced = [int(np.argmax(runner.feed([tok]))) for tok in sequence]
+    return {"load_s": load_s, "prefill_tps": stats.prefill_tokens_per_s, "decode_tps": stats.decode_tokens_per_s,
+            "tokens": tokens, "forced": forced}
+
+
+def run_child(runtime: str, pte: Path, prompt_len: int, new: int) -> dict[str, Any]:
+    argv = [sys.executable, str(Path(__file__).resolve()), "child", runtime, str(pte), str(prompt_len),
+            str(new)]
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=env)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{runtime} child failed on {pte}: {proc.stderr.strip().splitlines()[-3:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def measure(model: str, form: str, prompt_len: int, new: int) -> dict[str, Any]:
+    from etbuild.verify.export_llm import LlamaShape, export_llm
+
+    shape = LlamaShape(**MODELS[model])
+    t = time.perf_counter()
+    pte = export_llm(shape, form)
+    build_s = time.perf_counter() - t
+    ours, theirs = run_child("etbuild", pte, prompt_len, new), run_child("executorch", pte, prompt_len, new)
+    agree = float(np.mean(np.asarray(ours["forced"]) == np.asarray(theirs["forced"])))
+    pairs = enumerate(zip(ours["tokens"], theirs["tokens"]))
+    equal = next((k for k, (a, b) in pairs if a != b), new)  # greedy tokens before the first difference
+    return {"model": model, "form": form, "parameters": shape.parameters, "pte_bytes": pte.stat().st_size,
+            "build_s": build_s, "ours": ours, "theirs": theirs, "greedy_equal": equal, "new": new,
+            "forced_agreement": agree}
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = ["| model | form | params | .pte MB | prefill tok/s ours / ET | decode tok/s ours / ET | decode ratio "
+             "| greedy equal | teacher-forced agreement |", "|" + "---|" * 9]
+    for r in rows:
+        o, t = r["ours"], r["theirs"]
+        lines.append(f"| {r['model']} | {r['form']} | {r['parameters'] / 1e6:.1f} M | {r['pte_bytes'] / 1e6:.1f} | "
+                     f"{o['prefill_tps']:.0f} / {t['prefill_tps']:.0f} | {o['decode_tps']:.1f} / "
+                     f"{t['decode_tps']:.1f} | {o['decode_tps'] / t['decode_tps']:.2f} | {r['greedy_equal']} of "
+                     f"{r['new']} | {r['forced_agreement']:.1%} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    one_thread()
+    if len(sys.argv) == 6 and sys.argv[1] == "child":
+        print(json.dumps(child(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))))
+        return
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--models", default="base")
+    p.add_argument("--forms", default="fp32,8da4w")
+    p.add_argument("--prompt", type=int, default=64)
+    p.add_argument("--new", type=int, default=64)
+    p.add_argument("--json")
+    args = p.parse_args()
+    rows = [measure(m, f, args.prompt, args.new) for m in args.models.split(",") for f in args.forms.split(",")]
+    print(f"loadavg before the table: {Path('/proc/loadavg').read_text().split()[:3]}")
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+
+
+if __name__ == "__main__":
+    main()
