@@ -36,6 +36,9 @@ MODELS = {
     # ≥ 20 M parameters (issue 26): vocab 8192, width 512, 4 layers, GQA 8/2 heads, SwiGLU 1536.
     "base": dict(dim=512, n_layers=4, n_heads=8, n_kv_heads=2, vocab_size=8192, hidden_dim=1536,
                  max_seq_len=256, max_context_len=256),
+    # a second size (no second model class: see docs/llm.md): width 768, 3 layers, GQA 12/4 heads, SwiGLU 2048
+    "wide": dict(dim=768, n_layers=3, n_heads=12, n_kv_heads=4, vocab_size=8192, hidden_dim=2048,
+                 max_seq_len=256, max_context_len=256),
     # the tests' tiny model: per-call overhead only
     "tiny": dict(dim=64, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=320, hidden_dim=128,
                  max_seq_len=160, max_context_len=160),
