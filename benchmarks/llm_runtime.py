@@ -9,8 +9,9 @@ etbuild.verify.export_llm and cached) and form, a child process per runtime load
 prompt in one call (tok/s), decodes --new tokens greedily, one call each (tok/s; no stop at EOS), then feeds a
 fixed sequence one token at a time from position 0 for the teacher-forced next tokens. Both children drive
 `forward` with the same Python loop (etbuild.tools.runner.Runner): the comparison is of the runtimes, not of the
-loops. The table gives the rates, the ratio ours/theirs, how many greedy tokens are equal before the first
-difference, and the teacher-forced agreement.
+loops. A third child runs eager Hugging Face `generate` (greedy, static cache) on the float model of the same
+checkpoint. The table gives the rates, the ratio ours/theirs, how many greedy tokens are equal before the first
+difference (ours against ExecuTorch's and against Hugging Face's), and the teacher-forced agreement.
 
     python benchmarks/llm_runtime.py child RUNTIME PTE PROMPT NEW      (one child; prints one JSON line)
 """
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import os
 import subprocess
@@ -89,6 +91,62 @@ def child(runtime: str, pte: str, prompt_len: int, new: int) -> dict[str, Any]:
             "tokens": tokens, "forced": forced}
 
 
+def hf_child(pte: str, prompt_len: int, new: int) -> dict[str, Any]:
+    """Eager Hugging Face `generate` (greedy, static cache) on the float model of `pte`'s checkpoint, one thread:
+    prefill as the time of a 1-token generate, decode as the rest of a `new`-token one."""
+    import torch
+
+    torch.set_num_threads(1)
+    model = hf_model(Path(pte).parent)
+    prompt = torch.tensor([[int(x) for x in np.random.default_rng(0).integers(3, 256, prompt_len)]])
+
+    def timed(count: int) -> tuple[float, list[int]]:
+        t = time.perf_counter()
+        out = model.generate(prompt, max_new_tokens=count, min_new_tokens=count, do_sample=False,
+                             cache_implementation="static", pad_token_id=0)
+        return time.perf_counter() - t, out[0, prompt_len:].tolist()
+
+    timed(2)  # warm-up
+    prefill_s, _ = timed(1)
+    total_s, tokens = timed(new)
+    return {"prefill_tps": prompt_len / prefill_s, "decode_tps": (new - 1) / (total_s - prefill_s), "tokens": tokens}
+
+
+def hf_model(folder: Path) -> Any:
+    """transformers' LlamaForCausalLM with the Meta-layout checkpoint in `folder` (q and k rows permuted back into
+    Hugging Face's rotate-half order, ../shared/LLM.md)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    import tests.models.zoo  # noqa: F401  (lets transformers import torchvision without its C extension)
+
+    params = json.loads((folder / "params.json").read_text())
+    meta = torch.load(folder / "meta.pth", weights_only=True)
+    heads, kv = params["n_heads"], params["n_kv_heads"]
+    config = LlamaConfig(vocab_size=params["vocab_size"], hidden_size=params["dim"],
+                         intermediate_size=params["hidden_dim"], num_hidden_layers=params["n_layers"],
+                         num_attention_heads=heads, num_key_value_heads=kv, rms_norm_eps=params["norm_eps"],
+                         rope_theta=params["rope_theta"], max_position_embeddings=1024, tie_word_embeddings=False)
+
+    def to_hf(w: torch.Tensor, n: int) -> torch.Tensor:
+        rows, cols = w.shape
+        return w.view(n, rows // n // 2, 2, cols).transpose(1, 2).reshape(rows, cols)
+
+    names = {"attention.wo": "self_attn.o_proj", "attention.wv": "self_attn.v_proj", "feed_forward.w1": "mlp.gate_proj",
+             "feed_forward.w2": "mlp.down_proj", "feed_forward.w3": "mlp.up_proj",
+             "attention_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
+    state = {"model.embed_tokens.weight": meta["tok_embeddings.weight"], "model.norm.weight": meta["norm.weight"],
+             "lm_head.weight": meta["output.weight"]}
+    for i in range(params["n_layers"]):
+        p, h = f"layers.{i}.", f"model.layers.{i}."
+        state[h + "self_attn.q_proj.weight"] = to_hf(meta[p + "attention.wq.weight"], heads)
+        state[h + "self_attn.k_proj.weight"] = to_hf(meta[p + "attention.wk.weight"], kv)
+        state |= {h + ours + ".weight": meta[p + theirs + ".weight"] for theirs, ours in names.items()}
+    model = LlamaForCausalLM(config).eval()
+    model.load_state_dict(state, strict=True)
+    return model
+
+
 def run_child(runtime: str, pte: Path, prompt_len: int, new: int) -> dict[str, Any]:
     argv = [sys.executable, str(Path(__file__).resolve()), "child", runtime, str(pte), str(prompt_len),
             str(new)]
@@ -107,30 +165,33 @@ def measure(model: str, form: str, prompt_len: int, new: int) -> dict[str, Any]:
     pte = export_llm(shape, form)
     build_s = time.perf_counter() - t
     ours, theirs = run_child("etbuild", pte, prompt_len, new), run_child("executorch", pte, prompt_len, new)
+    hf = run_child("hf", pte, prompt_len, new)
     agree = float(np.mean(np.asarray(ours["forced"]) == np.asarray(theirs["forced"])))
     pairs = enumerate(zip(ours["tokens"], theirs["tokens"]))
     equal = next((k for k, (a, b) in pairs if a != b), new)  # greedy tokens before the first difference
     return {"model": model, "form": form, "parameters": shape.parameters, "pte_bytes": pte.stat().st_size,
-            "build_s": build_s, "ours": ours, "theirs": theirs, "greedy_equal": equal, "new": new,
+            "build_s": build_s, "ours": ours, "theirs": theirs, "hf": hf, "greedy_equal": equal, "new": new,
+            "hf_equal": next((k for k, (a, b) in enumerate(zip(ours["tokens"], hf["tokens"])) if a != b), new),
             "forced_agreement": agree}
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = ["| model | form | params | .pte MB | prefill tok/s ours / ET | decode tok/s ours / ET | decode ratio "
-             "| greedy equal | teacher-forced agreement |", "|" + "---|" * 9]
+             "| HF decode tok/s | greedy equal ET / HF | teacher-forced agreement |", "|" + "---|" * 10]
     for r in rows:
         o, t = r["ours"], r["theirs"]
         lines.append(f"| {r['model']} | {r['form']} | {r['parameters'] / 1e6:.1f} M | {r['pte_bytes'] / 1e6:.1f} | "
                      f"{o['prefill_tps']:.0f} / {t['prefill_tps']:.0f} | {o['decode_tps']:.1f} / "
-                     f"{t['decode_tps']:.1f} | {o['decode_tps'] / t['decode_tps']:.2f} | {r['greedy_equal']} of "
-                     f"{r['new']} | {r['forced_agreement']:.1%} |")
+                     f"{t['decode_tps']:.1f} | {o['decode_tps'] / t['decode_tps']:.2f} | {r['hf']['decode_tps']:.1f} | "
+                     f"{r['greedy_equal']} / {r['hf_equal']} of {r['new']} | {r['forced_agreement']:.1%} |")
     return "\n".join(lines)
 
 
 def main() -> None:
     one_thread()
     if len(sys.argv) == 6 and sys.argv[1] == "child":
-        print(json.dumps(child(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))))
+        run = hf_child if sys.argv[2] == "hf" else functools.partial(child, sys.argv[2])
+        print(json.dumps(run(sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))))
         return
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--models", default="base")
