@@ -115,10 +115,13 @@ def hf_child(pte: str, prompt_len: int, new: int) -> dict[str, Any]:
 def hf_model(folder: Path) -> Any:
     """transformers' LlamaForCausalLM with the Meta-layout checkpoint in `folder` (q and k rows permuted back into
     Hugging Face's rotate-half order, ../shared/LLM.md)."""
-    import torch
-    from transformers import LlamaConfig, LlamaForCausalLM
+    import importlib
 
-    import tests.models.zoo  # noqa: F401  (lets transformers import torchvision without its C extension)
+    import torch
+
+    importlib.import_module("tests.models.zoo")  # first: lets transformers import torchvision without its C ext
+    transformers = importlib.import_module("transformers")
+    LlamaConfig, LlamaForCausalLM = transformers.LlamaConfig, transformers.LlamaForCausalLM  # noqa: N806
 
     params = json.loads((folder / "params.json").read_text())
     meta = torch.load(folder / "meta.pth", weights_only=True)
@@ -200,9 +203,18 @@ def main() -> None:
     p.add_argument("--new", type=int, default=64)
     p.add_argument("--json")
     args = p.parse_args()
-    rows = [measure(m, f, args.prompt, args.new) for m in args.models.split(",") for f in args.forms.split(",")]
+    from etbuild.errors import StageError
+
+    rows, failed = [], []
+    for m in args.models.split(","):
+        for f in args.forms.split(","):
+            try:
+                rows.append(measure(m, f, args.prompt, args.new))
+            except StageError as exc:  # export_llm itself failed: say so, measure the rest
+                failed.append(f"{m} {f}: {str(exc).splitlines()[-3:]}")
     print(f"loadavg before the table: {Path('/proc/loadavg').read_text().split()[:3]}")
     print(table(rows))
+    print("\n".join(f"not built: {line}" for line in failed))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 
