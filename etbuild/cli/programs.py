@@ -54,6 +54,8 @@ def profile_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--calls", type=int, default=10, help="timed calls (medians over them)")
     p.add_argument("--top", type=int, default=20, help="rows per table")
     p.add_argument("--trace", metavar="trace.json", help="write a Chrome trace (opens in Perfetto)")
+    p.add_argument("--prompt", type=int, default=64,
+                   help="runner-contract programs (LLMs): the prefill phase's token count (default 64)")
     max_planned_bytes(p)
 
 
@@ -62,14 +64,36 @@ def run_profile(args: argparse.Namespace) -> int:
     from etbuild.runtime.runner import call_inputs
     from etbuild.tools.profile import generated_inputs, profile_method
     from etbuild.tools.profile_report import format_table, write_trace
+    from etbuild.tools.runner import is_runner_program
 
-    method = Program.load(args.pte).load_method(args.method, max_planned_bytes=args.max_planned_bytes)
+    program = Program.load(args.pte)
+    if args.method == "forward" and not args.inputs and is_runner_program(program.method_names):
+        return profile_phases(args)  # an LLM: prefill and decode are two different calls of forward
+    method = program.load_method(args.method, max_planned_bytes=args.max_planned_bytes)
     inputs = call_inputs(Path(args.inputs)) if args.inputs else generated_inputs(method, args.seed)
     profile = profile_method(method, inputs, args.calls)
     print(format_table(profile, args.top))
     if args.trace:
         write_trace(args.trace, profile, args.pte)
         print(f"\ntrace: {args.trace} ({len(profile.events):,} events; open it in https://ui.perfetto.dev)")
+    return 0
+
+
+def profile_phases(args: argparse.Namespace) -> int:
+    """`etbuild profile` of a runner-contract program: a table for prefill and one for decode (with --trace, a
+    trace file for each, the phase in its name)."""
+    from etbuild.tools.profile import profile_method
+    from etbuild.tools.profile_report import format_table, write_trace
+    from etbuild.tools.runner import load_runner, phase_inputs
+
+    for k, (phase, inputs) in enumerate(phase_inputs(load_runner(args.pte).contract, args.prompt).items()):
+        forward = load_runner(args.pte, args.max_planned_bytes).forward  # a fresh method: the profiler wraps it
+        profile = profile_method(forward, inputs, args.calls)
+        print(("\n" if k else "") + f"== {phase}\n" + format_table(profile, args.top))
+        if args.trace:
+            trace = Path(args.trace).with_suffix(f".{phase.split()[0]}.json")
+            write_trace(str(trace), profile, args.pte)
+            print(f"\ntrace: {trace} ({len(profile.events):,} events)")
     return 0
 
 

@@ -157,3 +157,12 @@ def load_runner(pte: Any, max_planned_bytes: int | None = None) -> Runner:
     if not isinstance(tokens, fb.Tensor) or len(tokens.sizes) != 2:
         raise InvalidProgram(f"{pte}: forward's first input must be int64 tokens [1, n]")
     return Runner(forward, read_contract(constants, int(tokens.sizes[1])))
+
+
+def phase_inputs(contract: Contract, prompt: int) -> dict[str, list[np.ndarray]]:
+    """The inputs of `forward` in each phase of a generation: prefill (a `prompt`-token chunk, at most the
+    contract's bound, at position 0) and decode (one token at the position after it); seeded token ids."""
+    n = max(1, min(prompt, contract.chunk, contract.max_context_len - 1))
+    tokens = np.random.default_rng(0).integers(3, 100, n + 1).astype(np.int64)
+    return {f"prefill ({n} tokens at position 0)": [tokens[None, :n], np.asarray([0], np.int64)],
+            f"decode (1 token at position {n})": [tokens[None, n:], np.asarray([n], np.int64)]}

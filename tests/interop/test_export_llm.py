@@ -124,3 +124,12 @@ def test_generate_text_equals_executorch_text_runner(fp32: Path, tmp_path: Path,
     out, err = capfd.readouterr()
     assert out == text + "\n" and theirs.generated_tokens == 24
     assert "prompt 4 tokens" in err and "generated 24 tokens" in err and "decode" in err
+
+
+def test_profile_shows_prefill_and_decode(fp32: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    trace = tmp_path / "t.json"
+    assert main(["profile", str(fp32), "--calls", "2", "--top", "3", "--prompt", "16", "--trace", str(trace)]) == 0
+    out = capsys.readouterr().out
+    assert "== prefill (16 tokens at position 0)" in out and "== decode (1 token at position 16)" in out
+    assert "[1x16x4x16], [1x160x2x16]" in out and "[1x1x4x16], [1x160x2x16]" in out  # custom_sdpa's shapes
+    assert (tmp_path / "t.prefill.json").is_file() and (tmp_path / "t.decode.json").is_file()
