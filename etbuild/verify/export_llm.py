@@ -46,20 +46,22 @@ class LlamaShape:
     eos_ids: tuple[int, ...] = (2,)
     seed: int = 0
     model_class: str = "llama3_2"
+    qk_norm: bool = False  # Qwen3's RMSNorm of each head's q and k before the rotary embedding
 
     @property
     def parameters(self) -> int:
         """The number of weights (embedding, attention, MLP, norms, output head)."""
         head = self.dim // self.n_heads
         attention = self.dim * head * (2 * self.n_heads + 2 * self.n_kv_heads)
-        layer = attention + 3 * self.dim * self.hidden_dim + 2 * self.dim
+        layer = attention + 3 * self.dim * self.hidden_dim + 2 * self.dim + (2 * head if self.qk_norm else 0)
         return 2 * self.vocab_size * self.dim + self.n_layers * layer + self.dim
 
     def params_json(self) -> dict[str, object]:
         """Meta's `params.json` for this shape."""
         return {"dim": self.dim, "n_layers": self.n_layers, "n_heads": self.n_heads, "n_kv_heads": self.n_kv_heads,
                 "vocab_size": self.vocab_size, "hidden_dim": self.hidden_dim, "norm_eps": 1e-5,
-                "rope_theta": 500000.0, "use_scaled_rope": False}
+                "rope_theta": 500000.0, "use_scaled_rope": False,
+                **({"use_qk_norm": True, "qk_norm_before_rope": True} if self.qk_norm else {})}
 
 
 def write_checkpoint(shape: LlamaShape, folder: Path) -> tuple[Path, Path]:
@@ -84,6 +86,8 @@ def write_checkpoint(shape: LlamaShape, folder: Path) -> tuple[Path, Path]:
                   p + "feed_forward.w2.weight": weight(d, shape.hidden_dim),
                   p + "feed_forward.w3.weight": weight(shape.hidden_dim, d),
                   p + "attention_norm.weight": torch.ones(d), p + "ffn_norm.weight": torch.ones(d)}
+        if shape.qk_norm:
+            state |= {p + f"attention.{qk}_norm_fn.weight": torch.ones(head) for qk in "qk"}
     params, checkpoint = folder / "params.json", folder / "meta.pth"
     params.write_text(json.dumps(shape.params_json()))
     torch.save(state, checkpoint)

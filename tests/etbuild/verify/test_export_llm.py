@@ -34,3 +34,13 @@ def test_config_asks_for_kv_cache_sdpa_and_xnnpack(tmp_path: Path) -> None:
     assert "quantization" not in export_config(SHAPE, "fp32", tmp_path, tmp_path, tmp_path / "x.pte")
     with pytest.raises(UsageError, match="export_llm form 'int3': expected one of fp32, 8da4w"):
         export_config(SHAPE, "int3", tmp_path, tmp_path, tmp_path / "x.pte")
+
+
+def test_qwen3_layout_adds_per_head_q_and_k_norms(tmp_path: Path) -> None:
+    shape = LlamaShape(dim=32, n_layers=1, n_heads=4, n_kv_heads=2, vocab_size=50, hidden_dim=64,
+                       model_class="qwen3_0_6b", qk_norm=True)
+    params, checkpoint = write_checkpoint(shape, tmp_path)
+    state = torch.load(checkpoint, weights_only=True)
+    assert state["layers.0.attention.q_norm_fn.weight"].shape == (8,)
+    assert sum(t.numel() for t in state.values()) == shape.parameters
+    assert json.loads(params.read_text())["use_qk_norm"] is True
