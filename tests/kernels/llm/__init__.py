@@ -10,8 +10,15 @@ import math
 import torch
 
 HAS_ORACLE = importlib.util.find_spec("executorch") is not None
-if HAS_ORACLE:
+
+
+def llama_ops() -> object:
+    """`torch.ops.llama`, with ExecuTorch's kernels registered. Imported on first use, not when this package is
+    collected: the import also defines ExecuTorch's `executorch_prim` ops in torch, which would change what
+    tests/kernels/test_signatures.py collects."""
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (registers torch.ops.llama.*)
+
+    return torch.ops.llama
 
 
 def attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, start_pos: int, mask: torch.Tensor | None,

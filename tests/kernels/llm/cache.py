@@ -31,7 +31,7 @@ def with_indices_cases(g: Gen) -> Iterator[Case]:
 def update_cache_ref(case: Case) -> torch.Tensor:
     value, cache, start = case.args
     if oracle.HAS_ORACLE:
-        return torch.ops.llama.update_cache.default(value, cache, start)
+        return oracle.llama_ops().update_cache.default(value, cache, start)
     cache[:, start:start + value.shape[1]] = value
     return torch.empty(1, dtype=value.dtype)
 
@@ -39,7 +39,7 @@ def update_cache_ref(case: Case) -> torch.Tensor:
 def with_indices_ref(case: Case) -> torch.Tensor:
     value, cache, start, indices = case.args
     if oracle.HAS_ORACLE:
-        return torch.ops.llama.update_cache_with_indices.default(value, cache, start, indices)
+        return oracle.llama_ops().update_cache_with_indices.default(value, cache, start, indices)
     for b in range(value.shape[0]):
         cache[b, indices[b]] = value[b]
     return torch.empty(1, dtype=value.dtype)

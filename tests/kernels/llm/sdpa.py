@@ -42,13 +42,13 @@ def sdpa_with_kv_cache_cases(g: Gen) -> Iterator[Case]:
 
 def custom_sdpa_ref(case: Case) -> torch.Tensor:
     if oracle.HAS_ORACLE:
-        return torch.ops.llama.custom_sdpa.default(*case.args)
+        return oracle.llama_ops().custom_sdpa.default(*case.args)
     return oracle.attention(*case.args[:5], *case.args[6:])
 
 
 def sdpa_with_kv_cache_ref(case: Case) -> torch.Tensor:
     if oracle.HAS_ORACLE:
-        return torch.ops.llama.sdpa_with_kv_cache.default(*case.args)
+        return oracle.llama_ops().sdpa_with_kv_cache.default(*case.args)
     q, key, value, kc, vc, start, s, mask, _, causal, scale = case.args
     kc[:, start:start + s], vc[:, start:start + s] = key, value
     return oracle.attention(q, kc, vc, start, mask, causal, scale)
