@@ -16,7 +16,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from etbuild.errors import InvalidProgram, KernelError
+from etbuild.errors import InvalidProgram, KernelError, MethodInputError
 from etbuild.runtime import checks
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.values import Values, tensor_nbytes
@@ -135,7 +135,7 @@ def run(method: Loop) -> None:
                 if deadline is not None and time.monotonic() > deadline:
                     raise _stopped(method, loop, f"ran past its {method.time_limit} s time limit")
             pc = nxt
-    except (KernelError, InvalidProgram):
+    except (KernelError, InvalidProgram, MethodInputError):  # MethodInputError: a position past a cache
         raise
     except Exception as exc:  # a kernel rejected its arguments: say which instruction
         raise method.failure(pc, exc) from exc

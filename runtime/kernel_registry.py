@@ -42,7 +42,9 @@ PositiveInts = list[int]
 NonNegativeInts = list[int]
 
 # The kernel libraries of the full runtime, imported by name the first time kernels are needed.
-KERNEL_LIBRARIES = ("etbuild.kernels.portable", "etbuild.kernels.prim_ops", "etbuild.kernels.quantized")
+KERNEL_LIBRARIES = (
+    "etbuild.kernels.portable", "etbuild.kernels.prim_ops", "etbuild.kernels.quantized", "etbuild.kernels.llm",
+)
 
 FLOAT_DTYPES = ("float32", "float64", "float16")
 INT_DTYPES = ("uint8", "int8", "int16", "int32", "int64")

@@ -307,7 +307,7 @@ class Method:
         try:
             for pc, step in enumerate(self.steps):  # noqa: B007  (pc names the failing step)
                 step()
-        except (KernelError, InvalidProgram):
+        except (KernelError, InvalidProgram, MethodInputError):  # MethodInputError: a position past a cache
             raise
         except Exception as exc:  # a kernel rejected its arguments: say which instruction
             raise self.failure(pc, exc) from exc

@@ -89,6 +89,8 @@ def profile_arguments(p: argparse.ArgumentParser) -> None:
                         "(their bytes in <out.etdump>.debug)")
     p.add_argument("--from", dest="from_etdump", metavar="device.etdump",
                    help="show an ETDump that ExecuTorch's runtime wrote for this .pte instead of running it")
+    p.add_argument("--prompt", type=int, default=64,
+                   help="runner-contract programs (LLMs): the prefill phase's token count (default 64)")
     max_planned_bytes(p)
 
 
@@ -96,12 +98,16 @@ def run_profile(args: argparse.Namespace) -> int:
     from etbuild.errors import UsageError
     from etbuild.runtime.program import Program
     from etbuild.tools.profile_report import format_table, write_trace
+    from etbuild.tools.runner import is_runner_program
 
     if args.from_etdump and args.etdump:
         raise UsageError("etbuild profile: --from shows an ETDump; --etdump writes one from a run: give one of them")
     if args.intermediates and not args.etdump:
         raise UsageError("etbuild profile: --intermediates records into the ETDump: give --etdump out.etdump too")
     program = Program.load(args.pte)
+    if (args.method == "forward" and not args.inputs and not args.from_etdump and not args.etdump
+            and is_runner_program(program.method_names)):
+        return profile_phases(args)  # an LLM: prefill and decode are two different calls of forward
     profile = _etdump_profile(args, program) if args.from_etdump else _measured_profile(args, program)
     print(format_table(profile, args.top))
     if args.trace:
@@ -145,29 +151,67 @@ def _etdump_profile(args: argparse.Namespace, program: Any) -> Any:
     return from_etdump(read_etdump(path.read_bytes(), str(path)), program.plan(args.method), str(path), modules)
 
 
+def profile_phases(args: argparse.Namespace) -> int:
+    """`etbuild profile` of a runner-contract program: a table for prefill and one for decode (with --trace, a
+    trace file for each, the phase in its name)."""
+    from etbuild.tools.profile import profile_method
+    from etbuild.tools.profile_report import format_table, write_trace
+    from etbuild.tools.runner import load_runner, phase_inputs
+
+    for k, (phase, inputs) in enumerate(phase_inputs(load_runner(args.pte).contract, args.prompt).items()):
+        forward = load_runner(args.pte, args.max_planned_bytes).forward  # a fresh method: the profiler wraps it
+        profile = profile_method(forward, inputs, args.calls)
+        print(("\n" if k else "") + f"== {phase}\n" + format_table(profile, args.top))
+        if args.trace:
+            trace = Path(args.trace).with_suffix(f".{phase.split()[0]}.json")
+            write_trace(str(trace), profile, args.pte)
+            print(f"\ntrace: {trace} ({len(profile.events):,} events)")
+    return 0
+
+
 def generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("pte")
-    p.add_argument("--prompt", required=True, help="prompt token ids, e.g. 1,2,3")
-    p.add_argument("--tokens", type=int, default=32, help="how many tokens to generate (default 32)")
+    p.add_argument("--prompt", required=True, help="prompt token ids, e.g. 1,2,3 (text with --tokenizer)")
+    p.add_argument("--tokens", type=int, default=32, help="how many tokens to generate at most (default 32)")
     p.add_argument("--runtime", choices=("etbuild", "executorch"), default="etbuild",
                    help="whose runtime runs the .pte (executorch: the interop extra's oracle)")
+    p.add_argument("--tokenizer", type=Path, help="a Hugging Face tokenizer.json: the prompt is text, text comes out")
+    p.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy; else sample")
+    p.add_argument("--top-p", type=float, default=1.0, help="sample from the most likely tokens of this mass")
+    p.add_argument("--seed", type=int, default=0, help="seed of the sampling")
 
 
 def run_generate(args: argparse.Namespace) -> int:
+    """Runner-contract programs (forward + constant methods) through etbuild.tools.textgen; two-method LMs greedily."""
+    import sys
+
+    from etbuild.runtime.program import Program
+    from etbuild.tools.runner import is_runner_program
+    from etbuild.tools.textgen import Request, run
+
+    prompt = token_list(args.prompt) if args.tokenizer is None else None
+    if is_runner_program(Program.load(args.pte).method_names):
+        request = Request(Path(args.pte), args.prompt, args.tokens, args.temperature, args.top_p, args.seed,
+                          args.tokenizer)
+        stats = run(request, args.runtime, prompt)
+        print(stats.summary(), file=sys.stderr)
+        return 0
+    print(" ".join(map(str, two_method_tokens(args, prompt or []))))
+    return 0
+
+
+def two_method_tokens(args: argparse.Namespace, prompt: list[int]) -> list[int]:
+    """Greedy tokens of a two-method (prefill/decode) language model, in the runtime args.runtime names."""
     from etbuild.tools.generate import generate, greedy
 
-    prompt = token_list(args.prompt)
     if args.runtime == "executorch":
         from etbuild.extras import require
 
         require("executorch.runtime", "interop")
         from etbuild.verify.oracle import executorch_methods
 
-        tokens = greedy(*executorch_methods(Path(args.pte), "prefill", "decode"), prompt, args.tokens)
-    else:
-        tokens = generate(args.pte, prompt, args.tokens)
-    print(" ".join(map(str, tokens)))
-    return 0
+        return greedy(*executorch_methods(Path(args.pte), "prefill", "decode"), prompt, args.tokens)
+    return generate(args.pte, prompt, args.tokens)
 
 
 def token_list(text: str) -> list[int]:
@@ -183,6 +227,6 @@ def token_list(text: str) -> list[int]:
 COMMANDS = (
     Command("run", "run a .pte on inputs in0, in1, … from an .npz file", run_arguments, run_run),
     Command("profile", "time each instruction and delegate node of a .pte", profile_arguments, run_profile),
-    Command("generate", "greedy generation with a prefill/decode language model", generate_arguments, run_generate),
+    Command("generate", "generate tokens or text with a language-model program", generate_arguments, run_generate),
     Command("inspect", "summarize a .pte: methods, operators, sizes", inspect_arguments, run_inspect),
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.conftest import HAS_EXECUTORCH
-from tests.fuzz.corpus import ROOT, Corpus, executorch_built, ours, xnnpack_built
+from tests.fuzz.corpus import ROOT, Corpus, executorch_built, llm_built, ours, xnnpack_built
 
 
 @pytest.fixture(scope="session")
@@ -25,3 +25,10 @@ def xnnpack_corpus() -> Corpus:
     if not HAS_EXECUTORCH:
         pytest.skip("executorch (the interop oracle) is not installed")
     return xnnpack_built()
+
+
+@pytest.fixture(scope="session")
+def llm_corpus() -> Corpus:
+    if not HAS_EXECUTORCH:
+        pytest.skip("executorch (the interop oracle) is not installed")
+    return llm_built()

@@ -127,3 +127,12 @@ def xnnpack_built() -> Corpus:
     made = [cached(out / f"{path.stem}.{quant or 'float'}.pte", lambda p=path, q=quant: lower_recipe(load_recipe(p), q))
             for path, quant in CASES]
     return Corpus("xnnpack", tuple(p for p in made if p is not None), PROGRAM_MUTATORS + BLOB_MUTATORS)
+
+
+def llm_built() -> Corpus:
+    """ExecuTorch's export_llm programs of the tests' tiny Llama (KV cache, custom SDPA, XNNPACK; fp32 and 8da4w:
+    the llama:: kernels, dynamic token counts, mutable state), cached as tests/export_llm_support.py builds them;
+    mutated outside and inside the delegate blobs."""
+    from tests.export_llm_support import tiny_program
+
+    return Corpus("llm", (tiny_program("fp32"), tiny_program("8da4w")), PROGRAM_MUTATORS + BLOB_MUTATORS)

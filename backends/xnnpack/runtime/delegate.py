@@ -1,12 +1,12 @@
 """The handle of one initialised XNNPACK delegate: bind once, then run a flat list of steps.
 
 `execute(args)` takes the DelegateCall's arrays (argument k is the value with external id k).
-The first call, and any call whose arrays are not the very objects of the previous one
-(checked one by one, or at once when the call passes the very tuple of the previous call),
-prepares: it infers every value's shape from the input shapes (the caller may pass inputs
-smaller than the blob's bound: the shapes propagate as in XNNPACK's reshape), resizes the
-outputs, lays the values out in the arena (re-planning it only when a shape outgrows its
-slot) and binds each node to its arrays. Every call then runs the bound steps and returns
+The first call, and any call whose arrays are not the very objects of the previous one, nor views
+of the same memory at the same shape and strides (checked one by one, or at once when the call
+passes the very tuple of the previous call), prepares: it infers every value's shape from the
+input shapes (the caller may pass inputs smaller than the blob's bound: the shapes propagate
+as in XNNPACK's reshape), resizes the outputs, lays the values out in the arena (re-planning it
+only when a shape outgrows its slot) and binds each node to its arrays. Every call then runs the bound steps and returns
 the output arrays (new views when an output's shape changed).
 """
 
@@ -50,8 +50,10 @@ class XnnpackDelegate:
     def execute(self, args: Sequence[Any]) -> list[np.ndarray]:
         """Run the graph on the call's arrays (inputs read, outputs written); returns the output arrays."""
         if args is not self._frozen:  # the very tuple of the last call holds the very same arrays
-            if self._args is None or len(args) != len(self._args) or any(a is not b for a, b in zip(args, self._args)):
+            if self._args is None or len(args) != len(self._args) or not all(map(_same, args, self._args)):
                 self._prepare(list(args))
+            else:
+                self._args = list(args)
             self._frozen = args if type(args) is tuple else None
         if self._quiet:
             with np.errstate(all="ignore"):
@@ -199,6 +201,15 @@ class XnnpackDelegate:
             names.append(op.name)
             steps.append(_with_snaps(step, [(s, arrays[o]) for s, o in zip(snaps, op.outputs) if s is not None]))
         return steps, names
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Whether a and b are the same array, or views of the same memory with the same shape, strides and dtype (a
+    method's et_view makes a new view of one buffer every call: the binding to the old view still holds)."""
+    if a is b:
+        return True
+    return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and a.shape == b.shape and a.strides == b.strides
+            and a.dtype == b.dtype and a.__array_interface__["data"][0] == b.__array_interface__["data"][0])
 
 
 def _check_sizes(compiled: Compiled, shapes: dict[int, Shape]) -> None:

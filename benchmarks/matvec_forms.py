@@ -1,0 +1,82 @@
+"""Weight forms for a decode step's matrix-vector products (issue 26): one token's row times a [K, N] weight, one
+thread, in the three forms an 8da4w linear could keep its weights in our XNNPACK runtime.
+
+    OPENBLAS_NUM_THREADS=1 python benchmarks/matvec_forms.py [K N] [--group 32]
+
+- float32, dequantized at load (what backends/xnnpack/runtime does): BLAS sgemv, 4 bytes a weight;
+- int8 with per-group scales: numpy has no int8 BLAS, so each call converts (np.dot on int8 is a slow loop);
+- int4 packed two to a byte with per-group scales, a numba loop that unpacks and accumulates per group.
+Prints the median µs per product, the weight bytes each reads, and the largest difference from float32.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+
+import numpy as np
+
+
+def median_us(fn, runs: int = 30) -> float:  # noqa: ANN001
+    fn()
+    times = []
+    for _ in range(runs):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    return statistics.median(times) * 1e6
+
+
+def int4_kernel():  # noqa: ANN201
+    """A numba matvec over int4 weights packed [N, K/2] (low nibble first), scales [N, K/group]."""
+    import numba
+
+    @numba.njit(cache=True, fastmath=True)
+    def matvec(x: np.ndarray, packed: np.ndarray, scales: np.ndarray, group: int, out: np.ndarray) -> None:
+        n, half = packed.shape
+        for j in range(n):
+            total = np.float32(0.0)
+            for gi in range(scales.shape[1]):
+                acc = np.float32(0.0)
+                for b in range(gi * group // 2, (gi + 1) * group // 2):
+                    byte = packed[j, b]
+                    acc += x[2 * b] * np.float32((byte & 15) - 8) + x[2 * b + 1] * np.float32((byte >> 4) - 8)
+                total += acc * scales[j, gi]
+            out[j] = total
+
+    return matvec
+
+
+def main() -> None:
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    k, n = (int(args[0]), int(args[1])) if len(args) == 2 else (512, 1536)
+    group = 32
+    rng = np.random.default_rng(0)
+    q = rng.integers(-8, 8, (n, k)).astype(np.int8)
+    scales = (rng.random((n, k // group)) * 0.02 + 1e-3).astype(np.float32)
+    w = (q.reshape(n, -1, group) * scales[..., None]).reshape(n, k).astype(np.float32)
+    x = rng.standard_normal(k).astype(np.float32)
+    w_kn, out = np.ascontiguousarray(w.T), np.empty(n, np.float32)
+    packed = ((q[:, 0::2] + 8).astype(np.uint8) | ((q[:, 1::2] + 8).astype(np.uint8) << 4))
+    matvec = int4_kernel()
+    xg = x.reshape(-1, group)
+
+    def int8_scales() -> np.ndarray:
+        partial = np.einsum("ngk,gk->ng", q.reshape(n, -1, group).astype(np.float32), xg)  # per group sums
+        return (partial * scales).sum(1)
+
+    reference = x @ w_kn
+    matvec(x, packed, scales, group, out)
+    rows = [("float32 dequantized (BLAS)", lambda: np.dot(x, w_kn, out), w_kn.nbytes, reference),
+            ("int8 + scales (numpy)", int8_scales, q.nbytes + scales.nbytes, int8_scales()),
+            ("int4 + scales (numba)", lambda: matvec(x, packed, scales, group, out), packed.nbytes + scales.nbytes,
+             out.copy())]
+    print(f"K={k} N={n} group={group}")
+    for name, fn, nbytes, result in rows:
+        diff = f", max |diff| {np.abs(result - reference).max():.2e}"
+        print(f"{name:30s} {median_us(fn):9.1f} µs, {nbytes / 1e6:.2f} MB of weights{diff}")
+
+
+if __name__ == "__main__":
+    main()
