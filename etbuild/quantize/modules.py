@@ -64,6 +64,10 @@ class SchemeMap:
         found = self._first(path, "scheme")
         return self.default if found is None else found
 
+    def named(self, node: Node) -> bool:
+        """Whether an override, not the recipe's scheme, gives `node` its scheme."""
+        return self._first(module_path(node), "scheme") is not None
+
     def observer_of(self, node: Node) -> str:
         """The observer of the static activations `node`'s op quantizes."""
         found = self._first(module_path(node), "observer")

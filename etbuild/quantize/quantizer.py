@@ -40,13 +40,14 @@ from etbuild.quantize.ao import (
     SharedQuantizationSpec,
 )
 from etbuild.quantize.modules import SchemeMap
-from etbuild.quantize.schemes import FLOAT, INT4, Specs, specs, static_activation
+from etbuild.quantize.schemes import DYNAMIC, FLOAT, INT4, Specs, specs, static_activation
 
 aten = torch.ops.aten
 
 WEIGHTED = frozenset({
     aten.linear.default, aten.conv1d.default, aten.conv2d.default, aten.conv1d.padding, aten.conv2d.padding,
 })
+CONV1D = frozenset({aten.conv1d.default, aten.conv1d.padding})
 ACTIVATION_OPS = frozenset({aten.matmul.default, aten.bmm.default, aten.add.Tensor, aten.mul.Tensor})
 FUSED_ACTIVATIONS = frozenset({aten.relu.default, aten.relu_.default, aten.hardtanh.default, aten.hardtanh_.default})
 SHARED = frozenset({
@@ -100,7 +101,12 @@ class EtbuildQuantizer(Quantizer):
     def scheme_of(self, node: Node) -> str:
         """The scheme `node` is quantized with (`float`: none)."""
         scheme = self.choices.scheme_of(node, self.schemes)
+        if scheme == DYNAMIC and node.target in CONV1D and not self._named(node):
+            return FLOAT  # as ExecuTorch's dynamic config: a 1-D convolution only where the recipe names it
         return FLOAT if scheme == INT4 and node.target is aten.linear.default else scheme  # weights.py rewrites it
+
+    def _named(self, node: Node) -> bool:
+        return node.name in self.choices.schemes or self.schemes.named(node)
 
     def _static(self, value: Node, op: Node, s: Specs) -> QuantizationSpecBase | None:
         """The spec of static activation `value` that `op` quantizes, with its observer (None: dynamic or none)."""

@@ -75,3 +75,30 @@ def test_unmatched_glob_shows_at_most_twelve_modules() -> None:
     modules = [f"m{i:02}" for i in range(20)]
     _, message = unmatched_glob((ModuleOverride("zzz", "float"),), modules)
     assert message.endswith("m10, m11, ...)")
+
+
+class Audio(nn.Module):
+    """A 1-D convolution over features, then a linear head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv1d(4, 8, 3)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.conv(x)).mean(-1))
+
+
+def _quantized_ops(schemes: SchemeMap) -> set[str]:
+    from etbuild.quantize.flow import Plan, quantize
+
+    inputs = (torch.randn(1, 4, 16),)
+    converted = quantize(torch.export.export(Audio().eval(), inputs), Plan(schemes), [inputs])
+    return {str(u.target) for n in converted.graph.nodes if "dequantize_per_channel" in str(n.target) for u in n.users}
+
+
+def test_int8_dynamic_leaves_a_1d_convolution_float_unless_a_module_glob_names_it() -> None:
+    assert _quantized_ops(SchemeMap("int8-dynamic")) == {"aten.linear.default"}
+    named = SchemeMap("int8-dynamic", (ModuleOverride("conv", "int8-dynamic"),))
+    assert _quantized_ops(named) == {"aten.linear.default", "aten.conv1d.default"}
+    assert _quantized_ops(SchemeMap("int8-static")) == {"aten.linear.default", "aten.conv1d.default"}
