@@ -4,8 +4,8 @@ The schemas are the ones ExecuTorch's custom-op library registers (`../shared/LL
 forms and `.out` variants, so a graph that calls them lowers to the same KernelCalls an export_llm
 program makes. `define()` registers them under the `llama` namespace unless torch already has them
 (executorch's `extension.llm.custom_ops.custom_ops` imported first); a process that defines ours
-and then imports executorch's library fails on the duplicate, so oracle code imports executorch's
-first. Layout: sequence at dim 1 — query `[B, S, H, D]`, caches `[B, S_max, H_kv, D]`.
+and then loads executorch's library fails on the duplicate, so oracle code calls `release()` first.
+Layout: sequence at dim 1 — query `[B, S, H, D]`, caches `[B, S_max, H_kv, D]`.
 """
 
 from __future__ import annotations
@@ -40,6 +40,12 @@ def define() -> None:
     torch.library.register_fake(f"{NAMESPACE}::update_cache", _update_cache_fake, lib=library)
     torch.library.register_fake(f"{NAMESPACE}::custom_sdpa", _custom_sdpa_fake, lib=library)
     _LIBRARIES.append(library)
+
+
+def release() -> None:
+    """Remove the operators `define()` registered, so that executorch's library can register its own."""
+    while _LIBRARIES:
+        _LIBRARIES.pop()._destroy()
 
 
 def _registered() -> bool:

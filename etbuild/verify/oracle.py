@@ -190,6 +190,9 @@ def xnnpack_partitioner() -> Any:
 def executorch_operator_names() -> list[str]:
     """Every operator ExecuTorch's runtime registers (portable kernels, prim ops, quantized kernels, the
     LLM `llama::` kernels), sorted."""
+    from etbuild.llm.custom_ops import release
+
+    release()  # executorch's own llama:: operators replace etbuild's
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (registers the llama:: kernels)
     import executorch.kernels.quantized  # noqa: F401  (registers the quantized kernels)
     from executorch.extension.pybindings.portable_lib import _get_operator_names
