@@ -16,7 +16,7 @@ from etbuild.llm.runner import decoder
 from etbuild.pipeline import compile_module
 from etbuild.runtime import Program
 from etbuild.runtime.format.pte import read_program
-from tests.llm_support import PROMPT, TINY, greedy, hf_greedy
+from tests.llm_support import FAMILIES, PROMPT, TINY, greedy, hf_greedy
 
 TOKENS = 32
 
@@ -78,3 +78,13 @@ def test_decode_step_does_not_grow_with_the_context(tmp_path, pte):
     assert len(_operators(long)) == len(_operators(pte))
     short_s, long_s = _decode_seconds(tmp_path, pte, "short.pte"), _decode_seconds(tmp_path, long, "long.pte")
     assert long_s < 1.5 * short_s, (short_s, long_s)
+
+
+@pytest.mark.parametrize("family", sorted(FAMILIES))
+def test_every_architecture_gives_hugging_face_greedy_tokens_in_our_runtime(tmp_path, family):
+    model = decoder(config=FAMILIES[family], max_context=32, max_prefill=8, attention="custom")
+    expected = hf_greedy(model.language_model(), PROMPT, 8)
+    dynamic = ({1: torch.export.Dim("n", min=1, max=8)}, None)
+    path = tmp_path / f"{family}.pte"
+    path.write_bytes(compile_module(model, (torch.tensor([PROMPT]), torch.tensor([0])), dynamic_shapes=dynamic).pte)
+    assert greedy(Program.load(path).load_method("forward"), PROMPT, 8) == expected
