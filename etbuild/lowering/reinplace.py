@@ -6,7 +6,10 @@ of the written tensor, and when that tensor is a buffer the graph returns it as 
 which the program would copy back whole. This step calls the operator itself again on the tensor
 (torch's `unsafe_remove_auto_functionalized_pass`), so the program passes the buffer to the kernel
 as its `(a!)` argument, and the buffer mutation names the buffer itself: to-program copies nothing.
-Takes and gives core ATen; runs after the steps that trace the graph again (they functionalize).
+Takes and gives the delegated dialect: it runs after partitioning, because the in-place call has no
+data edge to the calls that read the buffer after it (only graph order keeps them after it), and
+partitioning reorders nodes (an XNNPACK partition moved a layer's `custom_sdpa` before its
+`update_cache`: 28 of 32 greedy tokens); the functional form's edges keep that order until here.
 """
 
 from __future__ import annotations

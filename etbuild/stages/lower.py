@@ -68,10 +68,10 @@ LOWERING = Pipeline("lower", (
          CORE_ATEN, CORE_ATEN, each_method(drop_zero_points)),
     Step("fuse-quantized-embeddings", "dequantize(int8/int4 table) → embedding becomes embedding_byte/4bit",
          CORE_ATEN, CORE_ATEN, each_method(fuse_quantized_embeddings)),
-    Step("in-place-calls", "auto_functionalized(op, x) → op(x) writing x in place (a buffer stays the buffer)",
-         CORE_ATEN, CORE_ATEN, each_method(in_place_calls)),
     Step("partition", "each backend of the recipe, in order, takes the parts it runs as delegates",
          CORE_ATEN, DELEGATED, partition),
+    Step("in-place-calls", "auto_functionalized(op, x) → op(x) writing x in place (a buffer stays the buffer)",
+         DELEGATED, DELEGATED, each_method(in_place_calls)),
     Step("to-program", "each call → its out-variant KernelCall, each delegate → a DelegateCall; constants into "
          "one shared segment", DELEGATED, UNPLANNED, to_program),
 ))

@@ -39,7 +39,7 @@ def _step(name: str, run=lambda form: form, takes=CORE_ATEN, gives=CORE_ATEN) ->
 def test_the_lowering_reads_as_named_steps_that_chain():
     assert LOWERING.names == (
         "decompose", "fold-linear", "fit-operator-set", "move-weight-permutes", "fold-constants", "drop-assertions",
-        "fuse-batch-norm", "drop-zero-points", "fuse-quantized-embeddings", "in-place-calls", "partition", "to-program",
+        "fuse-batch-norm", "drop-zero-points", "fuse-quantized-embeddings", "partition", "in-place-calls", "to-program",
     )
     assert all(step.doc and "\n" not in step.doc for step in LOWERING.steps)
     assert (LOWERING.steps[0].takes.name, LOWERING.steps[-1].gives.name) == ("aten", "unplanned-program")
@@ -59,7 +59,7 @@ def test_an_unknown_step_lists_the_valid_names():
     assert str(err.value) == (
         "unknown lower step 'fold-constant' — did you mean 'fold-constants'?; the steps are: decompose, fold-linear, "
         "fit-operator-set, move-weight-permutes, fold-constants, drop-assertions, fuse-batch-norm, drop-zero-points, "
-        "fuse-quantized-embeddings, in-place-calls, partition, to-program (or 'all')"
+        "fuse-quantized-embeddings, partition, in-place-calls, to-program (or 'all')"
     )
 
 
