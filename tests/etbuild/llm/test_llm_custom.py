@@ -88,3 +88,24 @@ def test_every_architecture_gives_hugging_face_greedy_tokens_in_our_runtime(tmp_
     path = tmp_path / f"{family}.pte"
     path.write_bytes(compile_module(model, (torch.tensor([PROMPT]), torch.tensor([0])), dynamic_shapes=dynamic).pte)
     assert greedy(Program.load(path).load_method("forward"), PROMPT, 8) == expected
+
+
+def test_xnnpack_delegates_keep_each_attention_after_its_cache_update(tmp_path):
+    """Partitioning reorders calls; the in-place cache writes must still come before the attention reading them."""
+    from etbuild.recipe.config import BackendConfig
+
+    model = decoder(config=TINY, max_context=64, max_prefill=1, attention="custom")
+    expected = hf_greedy(model.language_model(), PROMPT, TOKENS)
+    path = tmp_path / "xnnpack.pte"
+    compiled = compile_module(model, (torch.tensor([[PROMPT[0]]]), torch.tensor([0])),
+                              backends=[BackendConfig("xnnpack")])
+    path.write_bytes(compiled.pte)
+    assert "llama::update_cache" in _operators(compiled.pte)
+    forward = Program.load(path).load_method("forward")
+    sequence, got = list(PROMPT), []
+    for position in range(len(PROMPT) + TOKENS - 1):
+        logits = forward(np.array([[sequence[position]]], dtype=np.int64), np.array([position], dtype=np.int64))[0]
+        if position >= len(PROMPT) - 1:
+            got.append(int(np.asarray(logits).argmax()))
+            sequence.append(got[-1])
+    assert got == expected
