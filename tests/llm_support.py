@@ -83,3 +83,24 @@ def hf_greedy(model: torch.nn.Module, prompt: list[int], tokens: int) -> list[in
     """Hugging Face `generate(do_sample=False)`: the `tokens` ids after `prompt`."""
     out = model.generate(torch.tensor([prompt]), max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
     return [int(t) for t in out[0, len(prompt):]]
+
+
+def build_verified(root: Path, attention: str) -> tuple[Path, Path]:
+    """Build a tiny Llama folder (random weights, a trained tokenizer) with `llm.attention: attention`,
+    asserting verify's own token check passed in both runtimes: (.pte, folder)."""
+    import io
+    import json
+
+    from etbuild.build.driver import build
+
+    size = train_tokenizer(root / "ckpt")
+    save_checkpoint(root / "ckpt", {**TINY, "vocab_size": size})
+    recipe = write_llm_recipe(root, "tiny", {"path": "ckpt", "max_context": 64, "max_prefill": 16},
+                              llm={"attention": attention})
+    result = build([recipe], root / "build", stream=io.StringIO())
+    assert result.exit_code == 0, result.failed
+    report = json.loads((root / "build" / "tiny" / "verify.json").read_text())
+    assert report["passed"]
+    for check in (report["llm"], report["llm"]["executorch"]):
+        assert (check["matched"], check["tokens"], check["passed"]) == (32, 32, True)
+    return root / "build" / "tiny" / "tiny.pte", root / "ckpt"

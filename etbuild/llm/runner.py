@@ -18,6 +18,7 @@ import torch
 
 from etbuild.llm import imports
 from etbuild.llm.checkpoint import load_weights, make_model, read_config
+from etbuild.llm.custom_attention import CustomRunner
 from etbuild.recipe import Recipe
 from etbuild.recipe.llm import FACTORY
 
@@ -36,13 +37,17 @@ class Runner(torch.nn.Module):
         self.decoder = TorchExportableModuleWithStaticCache(model, batch_size=1, max_cache_len=max_context)
         self.requires_grad_(False)
 
+    def language_model(self) -> torch.nn.Module:
+        """The transformers model inside (what `generate` runs on)."""
+        return self.decoder.model
+
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
         positions = input_pos + torch.arange(tokens.shape[1], dtype=torch.int64)
         return self.decoder(input_ids=tokens, cache_position=positions)[:, -1, :]
 
 
 def decoder(path: str | None = None, config: Mapping[str, Any] | None = None, max_context: int = 128,
-            max_prefill: int = 32, seed: int = 0, **_: Any) -> Runner:
+            max_prefill: int = 32, seed: int = 0, attention: str = "portable", **_: Any) -> torch.nn.Module:
     """The recipe factory of `model.llm`: the folder's model (or the config's, random from `seed`) as a Runner."""
     folder = None if path is None else Path(path)
     data = read_config(folder, config)
@@ -50,6 +55,8 @@ def decoder(path: str | None = None, config: Mapping[str, Any] | None = None, ma
     if folder is not None:
         load_weights(model, folder)
     check_tokenizer(folder, data)
+    if attention == "custom":
+        return CustomRunner(model, max_context).eval()
     return Runner(model, max_context).eval()
 
 

@@ -125,6 +125,8 @@ class GraphConverter:
         for spec, value in zip(self.ep.graph_signature.output_specs, results):
             if spec.kind == OutputKind.BUFFER_MUTATION:
                 buf = self.env[next(n for n in self.ep.graph.nodes if n.name == _input_for(self.ep, spec.target))]
+                if value == buf:  # written in place by a call (`Tensor(a!)`): nothing to copy
+                    continue
                 self.b.kernel_call("aten::copy_", "", [buf, value, self.b.bool_value(False), buf], None)
             elif spec.kind == OutputKind.USER_OUTPUT:
                 outputs.append(value)

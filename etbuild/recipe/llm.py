@@ -108,8 +108,8 @@ def _lengths(doc: Doc, llm: dict[str, Any]) -> dict[str, int]:
     return lengths
 
 
-SECTION = {"attention": ("portable",), "kv_cache": ("float32",)}
-"""Accepted values. Not built yet: attention `custom` (ExecuTorch's llama:: operators), kv_cache `int8`."""
+SECTION = {"attention": ("portable", "custom"), "kv_cache": ("float32",)}
+"""Accepted values: attention `custom` calls ExecuTorch's llama:: operators. Not built yet: kv_cache `int8`."""
 
 
 def _section(doc: Doc) -> dict[str, Any]:
@@ -120,7 +120,7 @@ def _section(doc: Doc) -> dict[str, Any]:
     out: dict[str, Any] = {"attention": "portable", "kv_cache": "float32", "metadata": {}}
     for key, value in section.items():
         if key in SECTION and value not in SECTION[key]:
-            message = f"expected {' or '.join(SECTION[key])} (the only value built so far); got {value!r}"
+            message = f"expected {' or '.join(SECTION[key])} (the values built so far); got {value!r}"
             raise _error(doc, ("llm", key), message)
         if key == "metadata" and not (isinstance(value, dict) and set(value) <= {"bos", "eos"}):
             raise _error(doc, ("llm", key), "expected a mapping with bos (an id) and eos (a list of ids)")

@@ -42,6 +42,7 @@ from etbuild.lowering.partition_report import PARTITION_FILES, PartitionReport
 from etbuild.lowering.partition_svg import partition_svg
 from etbuild.lowering.quantized_embeddings import fuse_quantized_embeddings
 from etbuild.lowering.quantized_weights import move_weight_permutes
+from etbuild.lowering.reinplace import in_place_calls
 from etbuild.lowering.steps import Pipeline, Step, each_method
 from etbuild.lowering.to_program import to_program
 from etbuild.lowering.zero_points import drop_zero_points
@@ -69,6 +70,8 @@ LOWERING = Pipeline("lower", (
          CORE_ATEN, CORE_ATEN, each_method(fuse_quantized_embeddings)),
     Step("partition", "each backend of the recipe, in order, takes the parts it runs as delegates",
          CORE_ATEN, DELEGATED, partition),
+    Step("in-place-calls", "auto_functionalized(op, x) → op(x) writing x in place (a buffer stays the buffer)",
+         DELEGATED, DELEGATED, each_method(in_place_calls)),
     Step("to-program", "each call → its out-variant KernelCall, each delegate → a DelegateCall; constants into "
          "one shared segment", DELEGATED, UNPLANNED, to_program),
 ))

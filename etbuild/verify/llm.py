@@ -35,12 +35,12 @@ def llm_check(recipe: Recipe, pte: Path, run: Runner, run_samples: RunSamples) -
     """The token check of a float program, or the agreement check of a quantized one, as a report."""
     kwargs, cfg = recipe.section("model")["kwargs"], recipe.section("verify")
     model = build_model(recipe)
-    vocab = int(model.decoder.model.config.vocab_size)
+    vocab = int(model.language_model().config.vocab_size)
     generator = torch.Generator().manual_seed(int(cfg["seed"]))
     if recipe.quantize is None:
         tokens = min(int(cfg.get("tokens", TOKENS)), kwargs["max_context"] - PROMPT)
         prompt = torch.randint(0, vocab, (PROMPT,), generator=generator).tolist()
-        greedy = _hf_greedy(model.decoder.model, prompt, tokens)
+        greedy = _hf_greedy(model.language_model(), prompt, tokens)
         sequence = prompt + greedy[:-1]
     else:
         sequence = torch.randint(0, vocab, (min(POSITIONS, kwargs["max_context"]),), generator=generator).tolist()

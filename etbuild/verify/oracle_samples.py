@@ -26,6 +26,8 @@ def run_samples(pte: str, inputs_npz: str, out_npz: str, method: str) -> None:
     data = Path(pte).read_bytes()  # ExecuTorch's program reads these bytes, not a copy: keep them alive
     if needs_quantized_kernels(data):
         import executorch.kernels.quantized  # noqa: F401  (registers quantized_decomposed's kernels)
+    if calls_namespace(data, "llama::"):
+        import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (registers the llama:: kernels)
     loaded = _C._load_for_executorch_from_buffer(data)
     with np.load(inputs_npz) as npz:
         arity = len([k for k in npz.files if k.startswith("s0_in")])
@@ -41,10 +43,16 @@ def run_samples(pte: str, inputs_npz: str, out_npz: str, method: str) -> None:
 def needs_quantized_kernels(data: bytes) -> bool:
     """Whether a program calls any `quantized_decomposed::` operator (their kernels are not in
     ExecuTorch's runtime until `executorch.kernels.quantized` is imported)."""
+    return calls_namespace(data, "quantized_decomposed::")
+
+
+def calls_namespace(data: bytes, prefix: str) -> bool:
+    """Whether a program calls any operator whose name starts with `prefix` (`llama::`: ExecuTorch
+    registers those kernels when `executorch.extension.llm.custom_ops.custom_ops` is imported)."""
     from etbuild.runtime.format.pte import read_program
 
     program, _ = read_program(data)
-    return any(op.name.startswith("quantized_decomposed::") for plan in program.execution_plan for op in plan.operators)
+    return any(op.name.startswith(prefix) for plan in program.execution_plan for op in plan.operators)
 
 
 if __name__ == "__main__":

@@ -3,19 +3,17 @@ and ExecuTorch's TextLLMRunner generating text from our `.pte` and the tokenizer
 
 from __future__ import annotations
 
-import io
 import json
 from pathlib import Path
 
 import pytest
 from tokenizers import Tokenizer
 
-from etbuild.build.driver import build
 from etbuild.llm.runner import decoder
 from etbuild.runtime import Program
 from etbuild.verify.oracle import executorch_methods
 from tests.conftest import HAS_EXECUTORCH
-from tests.llm_support import PROMPT, TINY, greedy, hf_greedy, save_checkpoint, train_tokenizer, write_llm_recipe
+from tests.llm_support import PROMPT, build_verified, greedy, hf_greedy
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")]
 
@@ -24,19 +22,8 @@ TOKENS = 32
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
-    """A tiny Llama folder (random weights, a trained tokenizer) built with portable attention: (.pte, folder)."""
-    root = tmp_path_factory.mktemp("llm")
-    size = train_tokenizer(root / "ckpt")
-    save_checkpoint(root / "ckpt", {**TINY, "vocab_size": size})
-    recipe = write_llm_recipe(root, "tiny", {"path": "ckpt", "max_context": 64, "max_prefill": 16},
-                              llm={"attention": "portable"})
-    result = build([recipe], root / "build", stream=io.StringIO())
-    assert result.exit_code == 0, result.failed
-    report = json.loads((root / "build" / "tiny" / "verify.json").read_text())
-    assert report["passed"]
-    for check in (report["llm"], report["llm"]["executorch"]):  # verify's own token check, in both runtimes
-        assert (check["matched"], check["tokens"], check["passed"]) == (32, 32, True)
-    return root / "build" / "tiny" / "tiny.pte", root / "ckpt"
+    """A tiny Llama folder built with portable attention, verified in both runtimes: (.pte, folder)."""
+    return build_verified(tmp_path_factory.mktemp("llm"), "portable")
 
 
 @pytest.fixture(scope="module")

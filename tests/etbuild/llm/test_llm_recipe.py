@@ -28,8 +28,8 @@ def test_config_recipe_expands_into_the_runner_contract(tmp_path):
      "model.llm.max_prefill: expected at most max_context (16); got 32"),
     ({"path": "nowhere"}, {}, "model.llm.path: expected a Hugging Face folder with config.json;"),
     ({"config": TINY, "path": "x"}, {}, "model.llm: expected exactly one of path (a Hugging Face folder) and config"),
-    ({"config": TINY}, {"llm": {"attention": "custom"}},
-     "llm.attention: expected portable (the only value built so far); got 'custom'"),
+    ({"config": TINY}, {"llm": {"attention": "flash"}},
+     "llm.attention: expected portable or custom (the values built so far); got 'flash'"),
 ])
 def test_bad_llm_sections_are_recipe_errors_naming_the_key(tmp_path, llm, sections, message):
     with pytest.raises(RecipeError, match=None) as info:
