@@ -34,7 +34,8 @@ def fold_batched_linears(method: GraphMethod) -> GraphMethod:
             node.replace_all_uses_with(node.args[0])
             graph.erase_node(node)
     for node in list(graph.nodes):
-        if node.target is aten.bmm.default and (weight := _broadcast_weight(node.args[1])) is not None:
+        if (node.target is aten.bmm.default and _static(node.args[0])
+                and (weight := _broadcast_weight(node.args[1])) is not None):
             with at_node(node):
                 _fold(graph, node, weight)
     return method
@@ -47,6 +48,12 @@ def _val(node: object) -> torch.Tensor | None:
 def _same_shape(node: Node, source: object) -> bool:
     out, inp = _val(node), _val(source)
     return isinstance(out, torch.Tensor) and isinstance(inp, torch.Tensor) and tuple(out.shape) == tuple(inp.shape)
+
+
+def _static(node: object) -> bool:
+    """Whether the node's shape is known at build time (a dynamic one would need size calls to view)."""
+    val = _val(node)
+    return isinstance(val, torch.Tensor) and all(isinstance(d, int) for d in val.shape)
 
 
 def _is_output(node: Node) -> bool:
