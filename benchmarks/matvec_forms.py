@@ -11,21 +11,10 @@ Prints the median µs per product, the weight bytes each reads, and the largest 
 
 from __future__ import annotations
 
-import statistics
 import sys
-import time
 
 import numpy as np
-
-
-def median_us(fn, runs: int = 30) -> float:  # noqa: ANN001
-    fn()
-    times = []
-    for _ in range(runs):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e6
+from timing import median_us  # benchmarks/timing.py (the script's folder is on sys.path)
 
 
 def int4_kernel():  # noqa: ANN201
@@ -75,7 +64,7 @@ def main() -> None:
     print(f"K={k} N={n} group={group}")
     for name, fn, nbytes, result in rows:
         diff = f", max |diff| {np.abs(result - reference).max():.2e}"
-        print(f"{name:30s} {median_us(fn):9.1f} µs, {nbytes / 1e6:.2f} MB of weights{diff}")
+        print(f"{name:30s} {median_us(fn, 30, warmup=1):9.1f} µs, {nbytes / 1e6:.2f} MB of weights{diff}")
 
 
 if __name__ == "__main__":
