@@ -81,14 +81,14 @@ def _store_once(consts: dict[Node, torch.Tensor]) -> None:
     bytes than folding it saves, until none is left. Folding saves the constants it is computed
     from (through folded nodes nothing else reads) that nothing else keeps in the program; the
     constant pool stores equal bytes once, so a constant whose bytes are stored anyway saves nothing."""
+    contents = {node: _content(value) for node, value in consts.items()}  # hashed once: unfolding changes no value
     changed = True
     while changed:
         changed = False
-        stored = {_content(consts[n]) for n in consts if _stored(n, consts)}
+        stored = {contents[n] for n in consts if _stored(n, consts)}
         for node in [n for n in consts if n.op == "call_function" and _stored(n, consts)]:
-            own = _content(consts[node])
-            freed = sum(_nbytes(consts[leaf]) for leaf in _sources(node, consts)
-                        if _content(consts[leaf]) not in stored or _content(consts[leaf]) == own)
+            freed = sum(_nbytes(consts[source]) for source in _sources(node, consts)
+                        if contents[source] not in stored or contents[source] == contents[node])
             inputs_stored = all(_stored(i, consts, besides=node) for i in node.all_input_nodes)
             if inputs_stored or _nbytes(consts[node]) > freed + SLACK_BYTES:
                 del consts[node]
@@ -96,19 +96,19 @@ def _store_once(consts: dict[Node, torch.Tensor]) -> None:
                 break
 
 
-def _sources(node: Node, consts: dict[Node, torch.Tensor]) -> list[Node]:
+def _sources(node: Node, consts: dict[Node, torch.Tensor]) -> set[Node]:
     """The constants `node` is computed from that would no longer be stored were it unfolded: its
     inputs, and through the folded calls only it reads, theirs."""
-    found: list[Node] = []
+    found: set[Node] = set()
     stack = list(node.all_input_nodes)
     while stack:
         source = stack.pop()
         if source in found or _stored(source, consts):
             continue
-        found.append(source)
-        if source.op == "call_function" and all(u in consts for u in source.users) and len(source.users) == 1:
-            found.pop()
+        if source.op == "call_function" and len(source.users) == 1:  # a step of node's own computation
             stack.extend(source.all_input_nodes)
+        else:
+            found.add(source)
     return found
 
 
@@ -118,8 +118,8 @@ def _nbytes(t: torch.Tensor) -> int:
 
 def _content(t: torch.Tensor) -> bytes:
     """What makes two constants one entry of the constant pool: their bytes."""
-    data = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy().tobytes()
-    return hashlib.sha256(data).digest() + len(data).to_bytes(8, "little")
+    data = t.detach().contiguous().reshape(-1).view(torch.uint8).numpy()
+    return hashlib.sha256(data).digest() + data.nbytes.to_bytes(8, "little")
 
 
 def _stored(node: Node, consts: dict[Node, torch.Tensor], besides: Node | None = None) -> bool:
