@@ -26,11 +26,11 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from etbuild.model import sample_inputs
-from etbuild.quantize import flow
+from etbuild.quantize import auto, flow
 from etbuild.quantize.calibration import calibration_inputs
 from etbuild.quantize.fallback import snr_db_of
 from etbuild.quantize.modules import SchemeMap
-from etbuild.quantize.schemes import OBSERVERS
+from etbuild.quantize.schemes import AUTO, OBSERVERS
 from etbuild.recipe import Recipe, load_recipe
 from etbuild.stages.export import run_export
 from etbuild.stages.quantize import _model_relative
@@ -51,6 +51,7 @@ def measure(recipe: Recipe, observers: list[str], samples: int, repeat: int,
     eager = ep.module()
     with torch.no_grad():
         reference = [tree_flatten(eager(*x))[0] for x in held_out]
+    verify = sample_inputs(recipe, recipe.verify.samples, recipe.verify.seed, "forward")
     flow.quantize(ep, flow.Plan(SchemeMap(cfg.scheme)), calibration[:1])  # warm up: the first run pays for imports
     rows = {}
     for name in observers:
@@ -58,7 +59,10 @@ def measure(recipe: Recipe, observers: list[str], samples: int, repeat: int,
         seconds = math.inf
         for _ in range(repeat):  # the fastest of `repeat` runs: the machine is shared
             start = time.process_time()
-            model = flow.quantize(ep, plan, calibration)
+            if name == AUTO:  # what the stage does: choose on the verify samples, against the float graph
+                model = auto.quantize(ep, plan, calibration, verify, flow.float_reference(ep)).model
+            else:
+                model = flow.quantize(ep, plan, calibration)
             seconds = min(seconds, time.process_time() - start)
         with torch.no_grad():
             got = [tree_flatten(model(*x))[0] for x in held_out]
@@ -79,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--arch", default=",".join(CNNS))
     parser.add_argument("--recipe", action="append", default=[])
     parser.add_argument("--samples", type=int, default=16)
-    parser.add_argument("--observers", default=",".join(OBSERVERS))
+    parser.add_argument("--observers", default=",".join([*OBSERVERS, AUTO]))
     parser.add_argument("--repeat", type=int, default=2)
     args = parser.parse_args(argv)
     observers = args.observers.split(",")

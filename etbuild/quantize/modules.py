@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import fnmatch
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from torch.fx import Graph, Node
 
 from etbuild.errors import did_you_mean
-from etbuild.quantize.schemes import MINMAX
+from etbuild.quantize.schemes import AUTO, MINMAX
 from etbuild.recipe import ModuleOverride
 
 MODULE_STACK = "nn_module_stack"
@@ -79,6 +79,16 @@ class SchemeMap:
             if value is not None and any(fnmatch.fnmatchcase(p, override.module) for p in enclosing(path)):
                 return str(value)
         return None
+
+    @property
+    def uses_auto(self) -> bool:
+        """Whether the recipe's observer or an override's is `auto`."""
+        return AUTO in (self.observer, *(o.observer for o in self.overrides))
+
+    def resolving_auto(self, observer: str) -> SchemeMap:
+        """This map with every `auto` observer (the recipe's and the overrides') made `observer`."""
+        overrides = tuple(replace(o, observer=observer) if o.observer == AUTO else o for o in self.overrides)
+        return SchemeMap(self.default, overrides, observer if self.observer == AUTO else self.observer)
 
     def with_float(self, paths: Sequence[str]) -> SchemeMap:
         """This map with `paths` (exact module paths) kept float ahead of every other override."""

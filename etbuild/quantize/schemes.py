@@ -4,7 +4,7 @@ Every int8 scheme stores weights as int8 in [-127, 127], symmetric (zero point 0
 channel (axis 0) or, with `per_channel: false`, per tensor; biases stay float. Activations:
 
 - `int8-static`: activations int8 [-128, 127], per tensor, affine, their ranges calibrated
-  by the recipe's observer (`OBSERVERS`, min/max by default); quantizes weighted ops,
+  by the recipe's observer (`OBSERVERS`, or `auto`: the better of two, the default); quantizes weighted ops,
   matmul/bmm, add/mul, and the ops that share their input's parameters;
 - `int8-dynamic`: activations int8 per tensor, affine, their range chosen at run time
   (`choose_qparams`); quantizes the inputs of weighted ops only;
@@ -14,10 +14,12 @@ channel (axis 0) or, with `per_channel: false`, per tensor; biases stay float. A
 
 These are the parameters of ExecuTorch's XNNPACK symmetric configs (eps 2**-12 for every
 observer), so a backend can fuse the dq → op → q groups they give. One choice differs: static
-activation ranges come from a min/max observer by default, not a histogram one (the measurements
-are in docs/quantization.md). `quantize.calibration.observer` and per-module overrides choose
-`histogram` (torchao's), `percentile` or `mse` (`observers.py`) instead; every one gives
-per-tensor affine int8 parameters, so convert makes the same quantize/dequantize ops of them.
+activation ranges come, by default, from whichever of min/max and histogram gives the model the
+better output on the verify samples (`auto`, `etbuild/quantize/auto.py`; the measurements are in
+docs/quantization.md), not from a histogram one always. `quantize.calibration.observer` and
+per-module overrides choose `minmax`, `histogram` (torchao's), `percentile` or `mse`
+(`observers.py`) instead; every one gives per-tensor affine int8 parameters, so convert makes the
+same quantize/dequantize ops of them.
 """
 
 from __future__ import annotations
@@ -50,6 +52,11 @@ MINMAX = "minmax"
 OBSERVERS = {MINMAX: MinMaxObserver, "histogram": HistogramObserver, "percentile": PercentileObserver,
              "mse": MseObserver}
 """The observers a recipe may name for static activation ranges, by name."""
+
+AUTO = "auto"
+AUTO_CANDIDATES = (MINMAX, "histogram")
+"""`auto` calibrates with each of these and keeps the one whose converted model is closest to the
+float model on the verify samples (`etbuild.quantize.auto`)."""
 
 _STATIC_ACTS = {
     name: QuantizationSpec(torch.int8, cls.with_args(eps=EPS), *ACT_RANGE, qscheme=torch.per_tensor_affine)

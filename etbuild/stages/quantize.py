@@ -28,7 +28,7 @@ from torch.export import ExportedProgram
 from etbuild.errors import VerificationError
 from etbuild.fsutil import atomic_path, write_json
 from etbuild.model import dynamic_shapes, example_inputs, sample_inputs
-from etbuild.quantize import fallback, flow, report
+from etbuild.quantize import auto, fallback, flow, report
 from etbuild.quantize.accuracy import compare
 from etbuild.quantize.calibration import calibration_inputs
 from etbuild.quantize.checks import worst_layer
@@ -70,8 +70,9 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
     inputs = fallback.Inputs(calibration_inputs(recipe, method),
                              sample_inputs(recipe, recipe.verify.samples, recipe.verify.seed, method))
     gate = cfg.accuracy
-    model, kept, search = flow.quantize(ep, plan, inputs.calibration), (), None
     reference = flow.float_reference(ep)
+    chosen = auto.quantize(ep, plan, inputs.calibration, inputs.evaluation, reference)
+    plan, model, kept, search = chosen.plan, chosen.model, (), None
     comparison = compare(reference, model, inputs.evaluation)
     value = _gate_value(gate, comparison)
     if gate is not None and gate.fallback == "auto" and not gate_holds(gate, value):
@@ -82,6 +83,8 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
         value = _gate_value(gate, comparison)
         search = {"uniform": uniform, **found.record, "final": _totals(gate, value, comparison, model)}
     record = _record(plan, reference, model, comparison, kept)
+    if chosen.record is not None:
+        record["observer"] = chosen.record
     if search is not None:
         record["search"] = search
     record["gate"] = {"value": _shown(gate, value), "passed": gate is None or gate_holds(gate, value)}

@@ -134,10 +134,10 @@ def test_quantize_loads_into_its_dataclasses(in_tmp: Path) -> None:
 
 
 @pytest.mark.usefixtures("in_tmp")
-def test_observers_load_with_minmax_by_default() -> None:
+def test_observers_load_with_auto_by_default() -> None:
     text = GOOD + "quantize:\n  scheme: int8-static\n  modules: {'head*': {observer: mse}, a: {scheme: float}}\n"
     quantize = load_recipe(write("q.yaml", text)).quantize
-    assert quantize.calibration.observer == "minmax"
+    assert quantize.calibration.observer == "auto"
     assert quantize.modules == (ModuleOverride("head*", observer="mse"), ModuleOverride("a", scheme="float"))
     text = GOOD + "quantize:\n  scheme: int8-static\n  calibration: {observer: percentile}\n"
     assert load_recipe(write("p.yaml", text)).quantize.calibration.observer == "percentile"

@@ -188,7 +188,7 @@ def test_unknown_module_scheme_lists_the_schemes_and_float() -> None:
 
 def test_unknown_observer_names_the_key_and_the_observers() -> None:
     assert error_of(GOOD + "quantize:\n  scheme: int8-static\n  calibration: {observer: percentil}\n") == (
-        "recipes/x.yaml:7:27: quantize.calibration.observer: expected one of minmax, histogram, percentile, mse;"
+        "recipes/x.yaml:7:27: quantize.calibration.observer: expected one of minmax, histogram, percentile, mse, auto;"
         " got 'percentil' — did you mean 'percentile'?"
     )
 
@@ -199,8 +199,8 @@ def test_a_module_override_mapping_is_checked_key_by_key() -> None:
         "recipes/x.yaml:7:38: quantize.modules.head*.schem: unknown key 'schem' — did you mean 'scheme'?")
     text = GOOD + "quantize:\n  scheme: int8-static\n  modules: {'head*': {observer: minmix}}\n"
     assert error_of(text) == (
-        "recipes/x.yaml:7:33: quantize.modules.head*.observer: expected one of minmax, histogram, percentile, mse;"
-        " got 'minmix' — did you mean 'minmax'?"
+        "recipes/x.yaml:7:33: quantize.modules.head*.observer: expected one of minmax, histogram, percentile, mse,"
+        " auto; got 'minmix' — did you mean 'minmax'?"
     )
 
 
