@@ -4,7 +4,8 @@ pt2e's specs cannot say "int4 in groups along the input dimension", and embeddin
 no calibration, so these two rewrite the converted graph directly, in the same standard form:
 a constant int8 tensor and its scales feed a `quantized_decomposed` dequantize node, which
 feeds the float op. Weights are symmetric (zero point 0): each group's scale is the smallest
-that keeps its values within [qmin, qmax], and values are rounded by torch's own
+that keeps its values within [qmin, qmax] (for int4 linears, the one of a few clipped ranges with
+the least squared error, `fit`), and values are rounded by torch's own
 `quantize_per_channel_group` (half to even). The forms:
 
 - int4 linear (`int8-dynamic-int4-weight`): `choose_qparams_per_token_asymmetric` →
@@ -41,20 +42,45 @@ EPS = 2**-12
 _CONSTANT_PREFIX = "_etbuild_q"
 
 
+CLIP_RATIOS = tuple(1 - k / 32 for k in range(16))
+"""The clipping ratios a fitted group scale tries: 1 (the group's full range) down to 0.53."""
+
+
 def group_quantize(
-    weight: torch.Tensor, group_size: int, qrange: tuple[int, int], bf16_scales: bool = False
+    weight: torch.Tensor, group_size: int, qrange: tuple[int, int], bf16_scales: bool = False, fit: bool = False
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """A 2-d float weight as int8 values in `qrange` and float32 scales of shape (rows, columns // group_size);
-    with `bf16_scales`, each scale rounded up to a bfloat16 value (see `bf16_ceil`)."""
+    with `bf16_scales`, each scale rounded up to a bfloat16 value (see `bf16_ceil`); with `fit`, each
+    group's scale is the one of `CLIP_RATIOS` times its full-range scale whose quantize → dequantize
+    of the group has the least squared error (clipping a rare large value can cost less than the
+    coarser steps that keep it)."""
     qmin, qmax = qrange
     rows, columns = weight.shape
     groups = weight.detach().float().reshape(rows, columns // group_size, group_size)
-    scales = torch.maximum(groups.amax(-1) / qmax, groups.amin(-1) / qmin).clamp(min=EPS)
-    if bf16_scales:
-        scales = bf16_ceil(scales)
+    full = torch.maximum(groups.amax(-1) / qmax, groups.amin(-1) / qmin).clamp(min=EPS)
+    scales = _fitted(groups, full, qrange, bf16_scales) if fit else _rounded(full, bf16_scales)
     zeros = torch.zeros_like(scales, dtype=torch.int64)
     q = qd.quantize_per_channel_group(weight.detach().float(), scales, zeros, qmin, qmax, torch.int8, group_size)
     return q, scales
+
+
+def _rounded(scales: torch.Tensor, bf16_scales: bool) -> torch.Tensor:
+    return bf16_ceil(scales) if bf16_scales else scales
+
+
+def _fitted(groups: torch.Tensor, full: torch.Tensor, qrange: tuple[int, int], bf16_scales: bool) -> torch.Tensor:
+    """Per group, the scale of `CLIP_RATIOS` × `full` with the least squared reconstruction error."""
+    best_scale, best_error = full, None
+    for ratio in CLIP_RATIOS:
+        scale = _rounded((full * ratio).clamp(min=EPS), bf16_scales)
+        step = scale.unsqueeze(-1)
+        error = ((torch.round(groups / step).clamp(*qrange) * step - groups) ** 2).sum(-1)
+        if best_error is None:
+            best_scale, best_error = scale, error
+            continue
+        better = error < best_error
+        best_scale, best_error = torch.where(better, scale, best_scale), torch.where(better, error, best_error)
+    return best_scale
 
 
 def bf16_ceil(scales: torch.Tensor) -> torch.Tensor:
@@ -90,9 +116,9 @@ def _weight(gm: GraphModule, node: Node, index: int) -> torch.Tensor | None:
 
 
 def _dequantized(gm: GraphModule, node: Node, weight: torch.Tensor, group: int, qrange: tuple[int, int],
-                 bf16_scales: bool = False) -> Node:
+                 bf16_scales: bool = False, fit: bool = False) -> Node:
     """Nodes computing `weight` back from its int8 groups, inserted before `node`."""
-    q, scales = group_quantize(weight, group, qrange, bf16_scales)
+    q, scales = group_quantize(weight, group, qrange, bf16_scales, fit)
     with gm.graph.inserting_before(node):
         args = (_constant(gm, q), _constant(gm, scales), None, *qrange, torch.int8, group, torch.float32)
         return _call(gm, qd.dequantize_per_channel_group.default, args, node)
@@ -111,7 +137,8 @@ def int4_linears(gm: GraphModule, wanted: Callable[[Node], bool], group_size: in
                 f"quantize.group_size {group_size}; choose a group size that divides it"
             )
         xdq = _per_token(gm, node.args[0], node)
-        node.args = (xdq, _dequantized(gm, node, weight, group_size, INT4_RANGE, bf16_scales=True), *node.args[2:])
+        wq = _dequantized(gm, node, weight, group_size, INT4_RANGE, bf16_scales=True, fit=True)
+        node.args = (xdq, wq, *node.args[2:])
         count += 1
     return count
 

@@ -48,7 +48,7 @@ def fake_quantize(observer: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
 
 def int4_weight(weight: torch.Tensor, group_size: int) -> torch.Tensor:
     """A linear weight through the int4 group quantization `weights.int4_linears` stores."""
-    q, scales = group_quantize(weight, group_size, INT4_RANGE, bf16_scales=True)
+    q, scales = group_quantize(weight, group_size, INT4_RANGE, bf16_scales=True, fit=True)
     return qd.dequantize_per_channel_group(q, scales, None, *INT4_RANGE, torch.int8, group_size, torch.float32)
 
 
