@@ -90,11 +90,12 @@ class Conv2d(_Conv):
         x, o = ins[0], outs[0]
         win = self.win
         if self.groups == 1 and (win.kh, win.kw, win.sh, win.sw) == (1, 1, 1, 1) and not win.padded:
-            return matmul_add(np.matmul, flat2d(x, self.cin), self.packed[0], self.bias, flat2d(o, self.cout))
+            return matmul_add(np.matmul, flat2d(x, self.cin), self.packed[0], self.bias, flat2d(o, self.cout),
+                              constant_bias=True)
         gather, cols = _im2col(x, win, o.shape[1], o.shape[2])
         if self.groups == 1:
             product = matmul_add(np.matmul, cols.reshape(-1, cols.shape[-1]), self.packed[0], self.bias,
-                                 flat2d(o, self.cout))
+                                 flat2d(o, self.cout), constant_bias=True)
         else:
             product = self._grouped(cols, o)
 
