@@ -61,7 +61,7 @@ def executorch_fresh_us(pte: Path, inputs_npz: Path, runs: int, warmup: int = 5,
     Python process that loads nothing else (no etbuild, no exir, no other program): nothing one
     program did (caches warmed, memory grown, libraries loaded) flatters or burdens the next.
     `inputs_npz` holds the inputs as `in0`, `in1`, …; torch's and ExecuTorch's thread pools get
-    `threads` threads. Raises RuntimeError with the child's last stderr line when it fails."""
+    `threads` threads (0: their defaults). Raises RuntimeError with the child's last stderr line when it fails."""
     argv = [sys.executable, str(Path(__file__).resolve()), "executorch", str(pte), str(inputs_npz), str(runs),
             str(warmup), str(threads)]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
@@ -78,8 +78,9 @@ def _executorch_child(pte: str, inputs_npz: str, runs: str, warmup: str, threads
     import torch
     from executorch.extension.pybindings import _C  # the runtime without importing exir (seconds of start-up)
 
-    torch.set_num_threads(int(threads))
-    _C._unsafe_reset_threadpool(int(threads))
+    if int(threads):  # 0: every library's default
+        torch.set_num_threads(int(threads))
+        _C._unsafe_reset_threadpool(int(threads))
     data = Path(pte).read_bytes()  # the loaded program reads these bytes: keep them alive
     module = _C._load_for_executorch_from_buffer(data)
     with np.load(inputs_npz) as npz:

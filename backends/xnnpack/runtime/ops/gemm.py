@@ -58,7 +58,8 @@ class FullyConnected(Op):
         bias = self.bias if not self.live_bias else live.pop(0)
         # np.dot takes 2-D operands straight to BLAS, a third cheaper than np.matmul on one row;
         # it needs a C-contiguous out.
-        return matmul_add(np.dot if o.flags.c_contiguous else np.matmul, x, w, bias, o)
+        return matmul_add(np.dot if o.flags.c_contiguous else np.matmul, x, w, bias, o,
+                          constant_bias=not self.live_bias)
 
 
 def _filter_view(w: np.ndarray, transposed: bool) -> np.ndarray:
