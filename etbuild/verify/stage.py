@@ -37,10 +37,10 @@ from torch.utils._pytree import tree_flatten
 
 from etbuild.errors import EtbuildError, StageError, VerificationError
 from etbuild.fsutil import write_json
-from etbuild.llm.runner import is_llm
 from etbuild.model import build_model, call_method, sample_inputs
 from etbuild.quantize import checks
 from etbuild.recipe import Recipe
+from etbuild.recipe.llm import is_llm
 from etbuild.runtime.format.pte import read_program
 from etbuild.stages.export import export_method
 from etbuild.verify.bundle import write_recipe_bundle
