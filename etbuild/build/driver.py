@@ -174,13 +174,11 @@ def build(
     needs a cache, through which inputs and outputs travel). Events go to `sink` (default:
     text lines on `stream`). `exit_code` is the first failure's (recipes as given, stages in order).
     """
-    from etbuild.stages.lower import LOWERING
-
     if jobs < 1:
         raise UsageError(f"jobs is {jobs}; expected 1 or more")
     if executor is not None and cache is None:
         raise UsageError("running stages on other machines needs a shared cache (--cache)")
-    steps = LOWERING.select(dump_after)
+    steps = _lowering_steps(dump_after)
     recipes = [load_recipe(p) for p in recipe_paths]
     _check_unique(recipes)
     result = BuildResult()
@@ -201,6 +199,15 @@ def build(
     order = [f"{stage}:{r.name}" for r in recipes for stage in STAGES]
     result.exit_code = result.error_code(order)
     return result
+
+
+def _lowering_steps(dump_after: Sequence[str]) -> tuple[str, ...]:
+    """The lowering steps to dump; the pipeline (and torch) is imported only when some are asked for."""
+    if not dump_after:
+        return ()
+    from etbuild.stages.lower import LOWERING
+
+    return LOWERING.select(dump_after)
 
 
 def _check_unique(recipes: Sequence[Recipe]) -> None:

@@ -19,24 +19,53 @@ on, and torch's float reductions round differently with more threads (the conver
 `transformer-int8-dynamic-xnnpack` moves by 55.9 dB SNR between one and two threads, which
 moved its verify verdict between `etbuild build` and `etbuild build -n 2`).
 Nothing here knows doit: `etbuild.build.tasks` makes these calls into tasks.
+
+Nothing here imports torch or a stage module either: a call names its function (`StageFn`), which
+is imported when the call runs, so a build whose stages are all up to date (a no-op build)
+never pays torch's import.
 """
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from etbuild.build.layout import Artifacts
-from etbuild.llm.runner import checkpoint_files, constant_methods, is_llm, tokenizer_file
 from etbuild.recipe import Recipe
-from etbuild.stages import emit, export, lower, plan, quantize, select
-from etbuild.verify import stage as verify
+from etbuild.recipe.llm import is_llm
 
 STAGES = ("export", "quantize", "lower", "plan", "emit", "select", "verify")
+
+
+@dataclass(frozen=True)
+class StageFn:
+    """A stage function by name (`etbuild.stages.plan`, `run_plan`), imported when first called."""
+
+    module: str
+    name: str
+
+    def load(self) -> Callable[..., None]:
+        """The function (importing its module, and torch with it, on first use)."""
+        fn: Callable[..., None] = getattr(importlib.import_module(self.module), self.name)
+        return fn
+
+    def __call__(self, *args: Any) -> None:
+        self.load()(*args)
+
+
+STAGE_FNS = {
+    "export": StageFn("etbuild.stages.export", "run_export"),
+    "quantize": StageFn("etbuild.stages.quantize", "run_quantize"),
+    "lower": StageFn("etbuild.stages.lower", "run_lower"),
+    "plan": StageFn("etbuild.stages.plan", "run_plan"),
+    "emit": StageFn("etbuild.stages.emit", "run_emit"),
+    "select": StageFn("etbuild.stages.select", "run_select"),
+    "verify": StageFn("etbuild.verify.stage", "run_verify"),
+}
+"""Stage name -> its function, by module and name."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +81,7 @@ class StageCall:
     stage: str
     recipe: Recipe
     root: Path
-    fn: Callable[..., None]
+    fn: StageFn
     args: tuple[Any, ...]
     reads: tuple[Path, ...]
     outputs: tuple[Path, ...]
@@ -70,6 +99,8 @@ class StageCall:
 
     def run(self) -> None:
         """Run the stage with torch on one thread, wherever it runs (see the module docstring)."""
+        import torch
+
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
@@ -83,6 +114,8 @@ def model_files(recipe: Recipe) -> list[Path]:
     safetensors, tokenizer) and a path-based factory."""
     files = [recipe.model.weights] if recipe.model.weights else []
     if is_llm(recipe):
+        from etbuild.llm.runner import checkpoint_files
+
         files += checkpoint_files(recipe.section("model")["kwargs"])
     source = recipe.model.factory.rsplit(":", 1)[0]
     if source.endswith(".py"):
@@ -111,13 +144,19 @@ def llm_emit(recipe: Recipe) -> tuple[Any, ...]:
     """A language model's constant methods and tokenizer.json for emit; nothing for other models."""
     if not is_llm(recipe):
         return ()
+    from etbuild.llm.runner import constant_methods, tokenizer_file
+
     kwargs = recipe.section("model")["kwargs"]
     return constant_methods(kwargs), tokenizer_file(kwargs)
 
 
 def llm_outputs(recipe: Recipe, a: Artifacts) -> list[Path]:
     """tokenizer.json beside the `.pte` when a language model's folder has one."""
-    return [a.root / "tokenizer.json"] if is_llm(recipe) and tokenizer_file(recipe.section("model")["kwargs"]) else []
+    if not is_llm(recipe):
+        return []
+    from etbuild.llm.runner import tokenizer_file
+
+    return [a.root / "tokenizer.json"] if tokenizer_file(recipe.section("model")["kwargs"]) else []
 
 
 def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) -> dict[str, StageCall]:
@@ -127,26 +166,35 @@ def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) ->
     methods = a.quantized if recipe.quantize else a.exports
     q_args = (methods, a.layers, a.quantize_report) if recipe.quantize else ()
     q_reads = (a.layers,) if recipe.quantize else ()
-    dumps = tuple(lower.dump_files(a.dump_dir, dump_after).values())
+    dumps = _dump_files(a, dump_after)
 
-    def call(stage: str, fn: Callable[..., None], args: tuple[Any, ...], reads: Sequence[Path],
+    def call(stage: str, args: tuple[Any, ...], reads: Sequence[Path],
              outputs: Sequence[Path], sections: tuple[str, ...], extra: tuple[Path, ...] = ()) -> StageCall:
-        return StageCall(stage, recipe, a.root, fn, args, tuple(reads), tuple(outputs), sections, extra)
+        return StageCall(stage, recipe, a.root, STAGE_FNS[stage], args, tuple(reads), tuple(outputs), sections, extra)
 
     calls = [
-        call("export", export.run_export, (recipe, a.exports), (), exports, ("model",)),
-        call("quantize", quantize.run_quantize, (recipe, a.exports, a.quantized, a.layers), exports,
+        call("export", (recipe, a.exports), (), exports, ("model",)),
+        call("quantize", (recipe, a.exports, a.quantized, a.layers), exports,
              [*a.quantized.values(), a.layers], ("model", "quantize", "verify.samples", "verify.seed")),
-        call("lower", lower.run_lower, (methods, a.lowered, a.debug_map, a.dump_dir, dump_after, recipe.backends),
+        call("lower", (methods, a.lowered, a.debug_map, a.dump_dir, dump_after, recipe.backends),
              tuple(methods.values()), [a.lowered, a.debug_map, *a.partition(recipe)], ("backends",), dumps),
-        call("plan", plan.run_plan, (a.lowered, recipe.memory, a.root), [a.lowered], a.memory, ("memory",)),
-        call("emit", emit.run_emit, (a.lowered, a.plan, a.pte, *llm_emit(recipe)), [a.lowered, a.plan],
+        call("plan", (a.lowered, recipe.memory, a.root), [a.lowered], a.memory, ("memory",)),
+        call("emit", (a.lowered, a.plan, a.pte, *llm_emit(recipe)), [a.lowered, a.plan],
              [a.pte, *llm_outputs(recipe, a)], ("model",) if is_llm(recipe) else ()),
-        call("select", select.run_select, (recipe, a.pte, a.lowered, a.root), [a.pte, a.lowered],
+        call("select", (recipe, a.pte, a.lowered, a.root), [a.pte, a.lowered],
              [*a.select, a.runtime_package], ("operators",)),
-        call("verify", verify.run_verify, (recipe, a.pte, a.runtime_zip, a.verify, methods, a.debug_map, *q_args),
+        call("verify", (recipe, a.pte, a.runtime_zip, a.verify, methods, a.debug_map, *q_args),
              [a.pte, a.runtime_zip, *methods.values(), a.debug_map, *q_reads],
              [a.verify, *q_args[2:], *([a.bpte] if recipe.verify.bundle else [])],
              ("model", "quantize", "verify")),
     ]
     return {c.stage: c for c in calls if c.stage != "quantize" or recipe.quantize}
+
+
+def _dump_files(a: Artifacts, dump_after: Sequence[str]) -> tuple[Path, ...]:
+    """The lowering dumps asked for (importing the lowering pipeline, and torch, only when some are)."""
+    if not dump_after:
+        return ()
+    from etbuild.stages import lower
+
+    return tuple(lower.dump_files(a.dump_dir, dump_after).values())

@@ -76,12 +76,14 @@ def recipe_tasks(
 
 def _action(call: StageCall, runner: StageRunner) -> Callable[[], Any]:
     """A doit python-action: an etbuild error becomes a StageFailure (one paragraph); success
-    returns the runner's report (`seconds`, measured where the stage ran, and `cache`)."""
+    returns the runner's report (`seconds`, measured where the stage ran, and `cache`). The stage's
+    module is imported before the clock starts: `seconds` is the stage's work, not torch's import."""
     creator = os.getpid()
 
     def run() -> Any:
         if os.getpid() != creator:
             _worker_threads()
+        call.fn.load()
         start = time.perf_counter()
         try:
             report = runner.run(call)

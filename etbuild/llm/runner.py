@@ -19,8 +19,6 @@ import torch
 from etbuild.llm import imports
 from etbuild.llm.checkpoint import load_weights, make_model, read_config
 from etbuild.llm.custom_attention import CustomRunner
-from etbuild.recipe import Recipe
-from etbuild.recipe.llm import FACTORY
 
 
 class Runner(torch.nn.Module):
@@ -70,11 +68,6 @@ def check_tokenizer(folder: Path | None, data: Mapping[str, Any]) -> None:
     vocab = int(data.get("vocab_size", 0))
     if size > vocab:
         raise ValueError(f"{folder / 'tokenizer.json'} has {size} tokens; the model's vocabulary has {vocab}")
-
-
-def is_llm(recipe: Recipe) -> bool:
-    """Whether the recipe's model is a `model.llm` language model."""
-    return recipe.model.factory == FACTORY
 
 
 def tokenizer_file(kwargs: Mapping[str, Any]) -> Path | None:

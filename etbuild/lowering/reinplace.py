@@ -10,13 +10,13 @@ Takes and gives the delegated dialect: it runs after partitioning, because the i
 data edge to the calls that read the buffer after it (only graph order keeps them after it), and
 partitioning reorders nodes (an XNNPACK partition moved a layer's `custom_sdpa` before its
 `update_cache`: 28 of 32 greedy tokens); the functional form's edges keep that order until here.
+torch's pass is imported only for a graph that has such calls: its module imports inductor's
+post-grad passes, seconds of import that a build of any other model would pay for nothing.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-
-from torch.export._remove_auto_functionalized_pass import unsafe_remove_auto_functionalized_pass
 
 from etbuild.lowering.forms import GraphMethod
 
@@ -31,4 +31,6 @@ def in_place_calls(method: GraphMethod) -> GraphMethod:
     """The method with each functionalized call made the in-place call it stands for."""
     if not has_functionalized_calls(method):
         return method
+    from torch.export._remove_auto_functionalized_pass import unsafe_remove_auto_functionalized_pass
+
     return replace(method, exported=unsafe_remove_auto_functionalized_pass(method.exported))

@@ -15,15 +15,23 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from etbuild.llm.architectures import unsupported
 from etbuild.recipe.parse import Doc
 from etbuild.recipe.places import KeyPath, located_error
 
+if TYPE_CHECKING:
+    from etbuild.recipe.config import Recipe
+
 FACTORY = "etbuild.llm.runner:decoder"
 MODEL_KEYS = ("factory", "kwargs", "weights", "inputs", "methods", "dynamic")
 """Keys that `model.llm` gives; a recipe with `model.llm` sets none of them."""
+
+
+def is_llm(recipe: Recipe) -> bool:
+    """Whether the recipe's model is a `model.llm` language model."""
+    return recipe.model.factory == FACTORY
 
 
 def expand_llm(doc: Doc) -> None:

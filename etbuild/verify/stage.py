@@ -37,10 +37,10 @@ from torch.utils._pytree import tree_flatten
 
 from etbuild.errors import EtbuildError, StageError, VerificationError
 from etbuild.fsutil import write_json
-from etbuild.llm.runner import is_llm
 from etbuild.model import build_model, call_method, sample_inputs
 from etbuild.quantize import checks
 from etbuild.recipe import Recipe
+from etbuild.recipe.llm import is_llm
 from etbuild.runtime.format.pte import read_program
 from etbuild.stages.export import export_method
 from etbuild.verify.bundle import write_recipe_bundle
@@ -82,17 +82,29 @@ def _numpy(x: Any) -> Any:
     return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
+Eager = tuple[list[tuple[Any, ...]], list[list[np.ndarray]]]
+"""A method's verify samples and eager torch's outputs for them, from one fresh model."""
+
+
+def eager_outputs(recipe: Recipe, method: str) -> Eager:
+    """The method's samples (`verify.samples`, `verify.seed`) and eager torch's outputs, in order on fresh state."""
+    cfg = recipe.verify
+    samples = sample_inputs(recipe, cfg.samples, cfg.seed, method)
+    model = build_model(recipe)
+    return samples, [[_numpy(t) for t in tree_flatten(call_method(recipe, model, method, s))[0]] for s in samples]
+
+
 def verify_method(
-    recipe: Recipe, pte: Path, run: Runner, method: str, quantized: Path | None = None, intermediates: bool = True
+    recipe: Recipe, pte: Path, run: Runner, method: str, quantized: Path | None = None, intermediates: bool = True,
+    eager: Eager | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """One method, run by `run`, against eager torch on fresh state: per output (and, when no
     output varies and `intermediates`, the last intermediate value that does); for a quantized
     method (`quantized` names its converted `.pt2`) against the converted model, with the
-    accuracy gate against the float model as the second result."""
+    accuracy gate against the float model as the second result. `eager`: the method's
+    `eager_outputs` when the caller has them (eager torch then does not run again)."""
     cfg = recipe.verify
-    samples = sample_inputs(recipe, cfg.samples, cfg.seed, method)
-    model = build_model(recipe)
-    expected = [[_numpy(t) for t in tree_flatten(call_method(recipe, model, method, s))[0]] for s in samples]
+    samples, expected = eager or eager_outputs(recipe, method)
     actual = run_samples(run, pte, samples, method)
     if len(actual[0]) != len(expected[0]):
         got, want = len(actual[0]), len(expected[0])
@@ -118,7 +130,8 @@ def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Pat
     one, whose converted methods `quantized` names, also with its converted model); a program
     with delegates, or quantized, also in ExecuTorch's runtime (`executorch`), when the oracle is installed."""
     cfg = recipe.verify
-    results = _results(recipe, pte, trimmed_runner(runtime), quantized)
+    eager = {m.name: eager_outputs(recipe, m.name) for m in recipe.model.methods}  # once, for every runtime
+    results = _results(recipe, pte, trimmed_runner(runtime), quantized, eager=eager)
     methods = {name: r["outputs"] for name, (r, _) in results.items()}
     intermediates = {name: r["intermediate"] for name, (r, _) in results.items() if "intermediate" in r}
     report = {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "bound": "rtol * max|eager| + atol",
@@ -128,7 +141,7 @@ def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Pat
         report["accuracy"] = {name: gate for name, (_, gate) in results.items()}
         report["passed"] = report["passed"] and all(g["passed"] for g in report["accuracy"].values())
     if quantized or has_delegates(pte):
-        report["executorch"] = _in_executorch(recipe, pte, quantized)
+        report["executorch"] = _in_executorch(recipe, pte, quantized, eager)
         report["passed"] = report["passed"] and report["executorch"].get("passed", True)
     if is_llm(recipe):
         report["llm"] = llm_check(recipe, pte, trimmed_runner(runtime), run_samples)
@@ -143,8 +156,9 @@ Results = dict[str, tuple[dict[str, Any], dict[str, Any] | None]]
 
 
 def _results(recipe: Recipe, pte: Path, run: Runner, quantized: Mapping[str, Path] | None,
-             intermediates: bool = True) -> Results:
-    return {m.name: verify_method(recipe, pte, run, m.name, quantized[m.name] if quantized else None, intermediates)
+             intermediates: bool = True, eager: Mapping[str, Eager] | None = None) -> Results:
+    return {m.name: verify_method(recipe, pte, run, m.name, quantized[m.name] if quantized else None, intermediates,
+                                  (eager or {}).get(m.name))
             for m in recipe.model.methods}
 
 
@@ -158,11 +172,12 @@ def _constant_outputs(methods: dict[str, list[dict[str, Any]]]) -> list[str]:
             if o.get("varies") is False]
 
 
-def _in_executorch(recipe: Recipe, pte: Path, quantized: Mapping[str, Path] | None) -> dict[str, Any]:
+def _in_executorch(recipe: Recipe, pte: Path, quantized: Mapping[str, Path] | None,
+                   eager: Mapping[str, Eager] | None = None) -> dict[str, Any]:
     """The same output comparison with the program run in ExecuTorch's runtime, or why it was skipped."""
     if not executorch_installed():
         return {"skipped": "the executorch oracle is not installed (pip install -e '.[interop]')"}
-    results = _results(recipe, pte, run_samples_in_executorch, quantized, intermediates=False)
+    results = _results(recipe, pte, run_samples_in_executorch, quantized, intermediates=False, eager=eager)
     methods = {name: r["outputs"] for name, (r, _) in results.items()}
     return {"methods": methods, "passed": _passed(methods)}
 
