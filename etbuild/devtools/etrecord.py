@@ -1,9 +1,12 @@
 """The ETRecord of a build (`build/<recipe>/etrecord.bin`), made while the lower stage runs.
 
-`EtrecordCapture` watches the lowering steps: after the last step before partitioning it
-serializes each method's graph (every call still there, delegated or not, with its
-`nn_module_stack` and `stack_trace`; etbuild.devtools.etrecord_graph numbers the calls with
-debug handles), and after the last graph step it notes which calls each delegate runs. Given
+`EtrecordCapture` watches the lowering steps: after the last step before fuse-batch-norm (the
+first that adds tensor constants torch cannot serialize) it serializes each method's graph
+(every call, to be delegated or not, with its `nn_module_stack` and `stack_trace`;
+etbuild.devtools.etrecord_graph numbers the calls with debug handles), and after the last
+graph step it notes which calls each delegate runs. Calls a later step makes anew (an int8
+embedding fused into `embedding_byte`) are not in that graph, so their instructions map to no
+handle. Given
 the lowered program, `records` maps each instruction to the handles of what it computes: a
 kernel call to the node whose value it writes (from the debug map), a delegate call to the
 nodes of its partition. ExecuTorch's emitter makes the same maps for its programs. Inside a

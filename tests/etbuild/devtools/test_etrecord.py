@@ -161,3 +161,17 @@ def test_profile_from_reports_a_bad_etrecord(built: Path, tmp_path: Path, capsys
     pte = _copy_build(built, PORTABLE, tmp_path, b"PK\x03\x04 truncated")
     assert main(["profile", str(pte), "--from", str(tmp_path / "unused.etdump")]) == 5
     assert f"{tmp_path / 'etrecord.bin'}: not an ETRecord" in capsys.readouterr().err
+
+
+def test_from_reads_the_etrecord_without_torch(built: Path, tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    pte = _copy_build(built, PORTABLE, tmp_path, (built / PORTABLE / "etrecord.bin").read_bytes())
+    dump = tmp_path / "ours.etdump"
+    script = ("import sys; sys.modules['torch'] = None\nfrom etbuild.cli import main\n"
+              f"assert main(['profile', {str(pte)!r}, '--calls', '1', '--etdump', {str(dump)!r}]) == 0\n"
+              f"assert main(['profile', {str(pte)!r}, '--from', {str(dump)!r}]) == 0\n")
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert "aten::addmm.out (0)" in proc.stdout.split("instruction operator", 1)[1]
