@@ -36,6 +36,7 @@ PROGRAM_PARTS = ("", "_state_dict", "_constants", "_example_inputs")
 MAX_ENTRY_BYTES = 256 << 20  # an entry that claims more is refused before it is read
 MAX_ENTRIES = 4096
 FILE_NAME = "etrecord.bin"
+ROOT = "<root>"  # the module path of the model itself
 
 
 def etrecord_path(build_dir: Path) -> Path:
@@ -170,12 +171,11 @@ def _node_name(node: Mapping[str, Any]) -> str:
 
 
 def innermost_module(stack: str) -> str:
-    """`encoder.layer.3` from a serialized nn_module_stack (`key,path,type;key,path,type`, innermost last)."""
+    """`encoder.layer.3` from a serialized nn_module_stack (`key,path,type;key,path,type`, innermost last);
+    `<root>` for the model itself (as etbuild.lowering.sources says it), '' when there is none."""
     entries = [e for e in _split(stack, ";") if e]
-    if not entries:
-        return ""
-    parts = _split(entries[-1], ",")
-    return parts[1] if len(parts) == 3 else ""
+    parts = _split(entries[-1], ",") if entries else []
+    return (parts[1] or ROOT) if len(parts) == 3 else ""
 
 
 def _split(text: str, sep: str) -> list[str]:

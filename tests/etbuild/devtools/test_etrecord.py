@@ -86,7 +86,9 @@ def test_inspector_names_every_executed_operator_with_its_module(built: Path, tm
     linears = {p for p, m in model.items() if type(m).__name__ == "Linear"}
     assert linears <= set().union(*(paths for _, paths, _ in events.values()))
     ours = etrecord_modules(etrecord, plan)  # what our --from view names
-    assert ours is not None and {k: set(v) for k, v in ours.items()} == {k: p for k, (_, p, _) in events.items()}
+    root = {er.ROOT: ""}  # the model itself: '' in the Inspector, <root> in our view
+    assert ours is not None
+    assert {k: {root.get(p, p) for p in v} for k, v in ours.items()} == {k: p for k, (_, p, _) in events.items()}
 
 
 @requires_executorch
@@ -175,3 +177,13 @@ def test_from_reads_the_etrecord_without_torch(built: Path, tmp_path: Path) -> N
     proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert "aten::addmm.out (0)" in proc.stdout.split("instruction operator", 1)[1]
+
+
+@pytest.mark.parametrize(("stack", "path"), [
+    ("L__self__,,torch.nn.modules.container.Sequential;L__self__0,0,torch.nn.modules.linear.Linear", "0"),
+    ("L__self__,,Model", er.ROOT),
+    ("L__self__,,M;L__self___layers_slice(None, 2, None)_0,layers.0,Block", "layers.0"),
+    ("", ""),
+])
+def test_the_innermost_module_of_a_serialized_stack(stack: str, path: str) -> None:
+    assert er.innermost_module(stack) == path
