@@ -1,7 +1,9 @@
 """A method's graph as the ETRecord stores it: an exported program in ExecuTorch's serde layout,
 with a `debug_handle` on every call.
 
-torch's serializer writes the graph (`torch._export.serde.serialize`, schema 8.x); ExecuTorch's
+torch's graph serializer writes the graph (`torch._export.serde.serialize.GraphModuleSerializer`,
+schema 8.x; without `serialize`'s validation and canonical-form check, which deep-copy the
+program and took most of the time: 1.4 s of the `cnn` recipe's lower stage); ExecuTorch's
 deserializer (`executorch.exir.serde`, which its Inspector uses on an ETRecord) reads an older
 fork of that schema (5.4), which lacks some fields: they are dropped here, and `debug_handle`
 (which torch's serializer does not write) is added to each call node's metadata, as a decimal
@@ -28,7 +30,6 @@ from etbuild.errors import StageError
 SCHEMA_VERSION = {"major": 5, "minor": 4}  # executorch.exir.serde.schema (ExecuTorch 1.5.1)
 DIALECT = "ATEN"  # core ATen: what our graphs hold before partitioning
 _DROPPED = {  # fields of torch's schema that ExecuTorch's fork lacks, by the table holding them
-    "program": ("torch_version", "guards_code", "verifiers"),
     "graph_module": ("metadata", "treespec_namedtuple_fields"),
     "graph": ("sym_float_values",),
     "node": ("is_hop_single_tensor_return",),
@@ -59,10 +60,9 @@ def serialize_graph(ep: ExportedProgram, first_handle: int = 1) -> SerializedGra
     torch serializes only graphs whose constants are inputs (no tensor `get_attr`), so the lower
     stage serializes the graph before a step adds those (fuse-batch-norm)."""
     try:
-        artifact = torch_serde.serialize(ep)
+        data = _program_json(ep)
     except Exception as exc:  # torch raises many kinds for graphs it cannot write
         raise StageError(f"etrecord: torch cannot serialize the graph ({type(exc).__name__}: {exc})") from None
-    data = json.loads(artifact.exported_program)
     calls = call_nodes(ep)
     nodes = data["graph_module"]["graph"]["nodes"]
     if len(nodes) != len(calls):
@@ -74,6 +74,19 @@ def serialize_graph(ep: ExportedProgram, first_handle: int = 1) -> SerializedGra
     return SerializedGraph(json.dumps(data).encode(), _saved({}), _saved({}), b"", handles)
 
 
+def _program_json(ep: ExportedProgram) -> dict[str, Any]:
+    """The program as torch's serializer writes it, without what `torch_serde.serialize` adds around it
+    (its validation and its canonical-form check, a deep copy that costs more than the rest)."""
+    graph_module = torch_serde.GraphModuleSerializer(ep.graph_signature, ep.module_call_graph).serialize(
+        ep.graph_module)
+    return {
+        "graph_module": json.loads(torch_serde._to_json_bytes(graph_module)),
+        "opset_version": {"aten": torch._C._get_max_operator_version()},
+        "range_constraints": json.loads(torch_serde._to_json_bytes(
+            torch_serde.serialize_range_constraints(ep.range_constraints))),
+    }
+
+
 def _saved(obj: Any) -> bytes:
     buf = io.BytesIO()
     torch.save(obj, buf)
@@ -82,7 +95,6 @@ def _saved(obj: Any) -> bytes:
 
 def _downgrade(program: dict[str, Any]) -> None:
     """torch's schema → ExecuTorch's fork of it (module docstring), in place."""
-    _drop(program, "program")
     program["schema_version"] = dict(SCHEMA_VERSION)
     program["dialect"] = DIALECT
     gm = program["graph_module"]
