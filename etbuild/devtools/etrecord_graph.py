@@ -20,6 +20,7 @@ import operator
 from dataclasses import dataclass
 from typing import Any
 
+import sympy
 import torch
 from torch._export.serde import serialize as torch_serde
 from torch.export import ExportedProgram
@@ -100,9 +101,24 @@ def _downgrade(program: dict[str, Any]) -> None:
     gm = program["graph_module"]
     _drop(gm, "graph_module")
     _downgrade_graph(gm["graph"])
+    _plain_exprs(gm["graph"])
     for entry in gm.get("module_call_graph") or []:
         if entry.get("signature"):
             _drop(entry["signature"], "module_call_signature")
+
+
+def _plain_exprs(value: Any) -> None:
+    """Symbolic sizes as the fork writes them, `2*s31`, not torch 2.13's `srepr`
+    (`Mul(Integer(2), Symbol('s31', positive=True, integer=True))`), in place."""
+    if isinstance(value, dict):
+        expr = value.get("as_expr")
+        if isinstance(expr, dict) and isinstance(expr.get("expr_str"), str):
+            expr["expr_str"] = str(sympy.sympify(expr["expr_str"]))
+        for v in value.values():
+            _plain_exprs(v)
+    elif isinstance(value, list):
+        for v in value:
+            _plain_exprs(v)
 
 
 def _downgrade_graph(graph: dict[str, Any]) -> None:
