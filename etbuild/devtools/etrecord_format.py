@@ -37,6 +37,7 @@ MAX_ENTRY_BYTES = 256 << 20  # an entry that claims more is refused before it is
 MAX_ENTRIES = 4096
 FILE_NAME = "etrecord.bin"
 ROOT = "<root>"  # the module path of the model itself
+EPOCH = (1980, 1, 1, 0, 0, 0)
 
 
 def etrecord_path(build_dir: Path) -> Path:
@@ -57,16 +58,20 @@ class MethodRecord:
 
 
 def to_zip(methods: Mapping[str, MethodRecord]) -> bytes:
-    """The ETRecord's bytes, entries in the order ExecuTorch writes them."""
+    """The ETRecord's bytes, entries in the order ExecuTorch writes them, each dated 1980-01-01 (the
+    zip format's first day) so that the same program gives the same bytes."""
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr(IDENTIFIER, "")
+        def put(name: str, data: bytes | str) -> None:
+            z.writestr(zipfile.ZipInfo(name, date_time=EPOCH), data, compress_type=zipfile.ZIP_DEFLATED)
+
+        put(IDENTIFIER, "")
         for name, m in sorted(methods.items()):
             for suffix, data in zip(PROGRAM_PARTS, m.graph):
-                z.writestr(f"{EDGE_PROGRAM}/{name}{suffix}", data)
+                put(f"{EDGE_PROGRAM}/{name}{suffix}", data)
         for entry, pick in ((DEBUG_HANDLE_MAP, "handles"), (DELEGATE_MAP, "delegates"), (NUM_OUTS_MAP, "num_outs")):
-            z.writestr(entry, json.dumps({name: {str(k): v for k, v in sorted(getattr(m, pick).items())}
-                                          for name, m in sorted(methods.items())}))
+            put(entry, json.dumps({name: {str(k): v for k, v in sorted(getattr(m, pick).items())}
+                                   for name, m in sorted(methods.items())}))
     return buf.getvalue()
 
 

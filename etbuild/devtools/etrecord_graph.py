@@ -8,8 +8,9 @@ deserializer (`executorch.exir.serde`, which its Inspector uses on an ETRecord) 
 fork of that schema (5.4), which lacks some fields: they are dropped here, and `debug_handle`
 (which torch's serializer does not write) is added to each call node's metadata, as a decimal
 string. The nodes keep their `nn_module_stack` (the user's module path) and `stack_trace`,
-which is what the Inspector shows per event. Weights are not stored (an empty state dict):
-naming operators needs none.
+which is what the Inspector shows per event; `from_node` (the passes' history, with object ids
+that change from run to run) is dropped, so the same program gives the same bytes. Weights are
+not stored (an empty state dict): naming operators needs none.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def _downgrade_graph(graph: dict[str, Any]) -> None:
     _drop(graph, "graph")
     for node in graph["nodes"]:
         _drop(node, "node")
+        node["metadata"].pop("from_node", None)  # pass history with object ids: same program, other bytes
         for arg in node["inputs"]:
             _drop(arg, "named_argument")
             nested = (arg.get("arg") or {}).get("as_graph")
