@@ -51,6 +51,10 @@ class InvalidETDump(InvalidProgram):
     """An ETDump is malformed or foreign, or its events do not fit the program it is read with."""
 
 
+class InvalidETRecord(InvalidProgram):
+    """An ETRecord (`etrecord.bin`) is malformed or foreign: the message names the file and what is wrong."""
+
+
 class MethodInputError(EtbuildError):
     """A method was called with the wrong number, dtype or shape of inputs."""
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from etbuild.devtools.etrecord_format import etrecord_path
 from etbuild.lowering.partition_report import PARTITION_FILES
 from etbuild.recipe import Recipe
 
@@ -55,6 +56,11 @@ class Artifacts:
     def debug_map(self) -> Path:
         """Which graph node each value of the lowered program holds (not part of the program)."""
         return self.root / "lowered.debug.json"
+
+    @property
+    def etrecord(self) -> Path:
+        """The ETRecord for ExecuTorch's Inspector (etbuild.devtools.etrecord), written by lower."""
+        return etrecord_path(self.root)
 
     @property
     def dump_dir(self) -> Path:

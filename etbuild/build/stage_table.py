@@ -177,7 +177,7 @@ def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) ->
         call("quantize", (recipe, a.exports, a.quantized, a.layers), exports,
              [*a.quantized.values(), a.layers], ("model", "quantize", "verify.samples", "verify.seed")),
         call("lower", (methods, a.lowered, a.debug_map, a.dump_dir, dump_after, recipe.backends),
-             tuple(methods.values()), [a.lowered, a.debug_map, *a.partition(recipe)], ("backends",), dumps),
+             tuple(methods.values()), [a.lowered, a.debug_map, a.etrecord, *a.partition(recipe)], ("backends",), dumps),
         call("plan", (a.lowered, recipe.memory, a.root), [a.lowered], a.memory, ("memory",)),
         call("emit", (a.lowered, a.plan, a.pte, *llm_emit(recipe)), [a.lowered, a.plan],
              [a.pte, *llm_outputs(recipe, a)], ("model",) if is_llm(recipe) else ()),

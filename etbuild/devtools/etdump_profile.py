@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from etbuild.devtools import etdump_format as ed
-from etbuild.errors import InvalidETDump, printable
+from etbuild.errors import InvalidETDump, InvalidETRecord, printable
 from etbuild.runtime.format import program as fb
 from etbuild.tools import instrument
 from etbuild.tools.profile import INSTRUCTION, Entry, Event, Key, Profile
@@ -75,11 +75,13 @@ class _Calls:
     nodes: dict[Key, str] = field(default_factory=dict)
 
 
-def from_etdump(dump: ed.ETDump, plan: fb.ExecutionPlan, source: str, modules: Mapping[int, str] | None = None
-                ) -> Profile:
+def from_etdump(dump: ed.ETDump, plan: fb.ExecutionPlan, source: str, modules: Mapping[int, str] | None = None,
+                instruction_modules: Mapping[int, list[str]] | None = None) -> Profile:
     """The `Execute` runs of `dump` as a profile of method `plan` (checked against it: module docstring);
     with `modules` (value index → module path, `module_paths`) each kernel call's row names the
-    module of the value it writes."""
+    module of the value it writes; with `instruction_modules` (instruction → module paths, from the
+    build's ETRecord: `etrecord_modules`) each instruction's row names its modules, a delegate
+    call's too."""
     runs = [r for r in dump.run_data if r.name == "Execute" and any(e.profile_event for e in r.events)]
     if not runs:
         raise InvalidETDump(f"{source}: no Execute run with profile events: the ETDump times no call of a method")
@@ -90,7 +92,7 @@ def from_etdump(dump: ed.ETDump, plan: fb.ExecutionPlan, source: str, modules: M
     for r in runs:
         _read_run(r, checker, origin, calls)
     plain = statistics.median(d for _, d in calls.spans) if calls.spans else 0.0
-    entries = _entries(plan, calls, modules or {})
+    entries = _entries(plan, calls, modules or {}, instruction_modules or {})
     return Profile(plan.name or "", len(runs), plain, plain, entries, calls.events, calls.spans)
 
 
@@ -161,7 +163,8 @@ class _Fit:
                             f"the ETDump is not of this program's method {printable(self.plan.name or '')!r}")
 
 
-def _entries(plan: fb.ExecutionPlan, calls: _Calls, modules: Mapping[int, str]) -> list[Entry]:
+def _entries(plan: fb.ExecutionPlan, calls: _Calls, modules: Mapping[int, str],
+             by_instruction: Mapping[int, list[str]]) -> list[Entry]:
     instructions = plan.chains[0].instructions
     entries = []
     for key in sorted({k for call in calls.per_call for k in call}):
@@ -170,13 +173,21 @@ def _entries(plan: fb.ExecutionPlan, calls: _Calls, modules: Mapping[int, str]) 
         k, node = key
         if node == INSTRUCTION:
             name = group = instrument.label(plan, instructions[k])
-            paths = sorted({modules[i] for i in _results(plan, instructions[k]) if modules.get(i)})
-            name += f" ({', '.join(paths)})" if paths else ""
+            paths = by_instruction.get(k) or sorted({modules[i] for i in _results(plan, instructions[k])
+                                                     if modules.get(i)})
+            name += f" ({module_summary(paths)})" if paths else ""
         else:
             name, group = calls.nodes[key], node_group(plan, instructions[k], calls.nodes[key])
         entries.append(Entry(k, node, name, group, statistics.median(totals), statistics.median(runs),
                              *_declared_shapes(plan, instructions[k])))
     return entries
+
+
+def module_summary(paths: list[str], most: int = 3) -> str:
+    """`0.attention, 0.ffn`; beyond `most` paths the first and last and how many (a delegate's partition)."""
+    if len(paths) <= most:
+        return ", ".join(paths)
+    return f"{paths[0]} … {paths[-1]}: {len(paths)} modules"
 
 
 def node_group(plan: fb.ExecutionPlan, ins: fb.Instruction, name: str) -> str:
@@ -221,3 +232,17 @@ def module_paths(debug_map: Path, method: str) -> dict[int, str]:
         return {int(i): str(v["module"]) for i, v in values.items() if v.get("module")}
     except (OSError, ValueError, KeyError, TypeError, AttributeError):
         return {}
+
+
+def etrecord_modules(etrecord: Path, plan: fb.ExecutionPlan) -> dict[int, list[str]] | None:
+    """Instruction → module paths from the build's ETRecord (etbuild.devtools.etrecord_format), None when
+    there is no file; InvalidETRecord when it is malformed, foreign, or of another program."""
+    from etbuild.devtools.etrecord_format import instruction_modules, read_etrecord
+
+    if not etrecord.exists():
+        return None
+    record = read_etrecord(etrecord).get(plan.name or "")
+    if record is None:
+        raise InvalidETRecord(f"{etrecord}: the ETRecord records no method {printable(plan.name or '')!r}")
+    count = len(plan.chains[0].instructions) if plan.chains else 0
+    return instruction_modules(record, count, str(etrecord))

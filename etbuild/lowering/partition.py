@@ -35,12 +35,14 @@ from etbuild.runtime.backend_registry import BACKENDS, backend_options
 
 
 class Delegate(torch.nn.Module):
-    """What a delegate's call_module node names: a backend's processed partition."""
+    """What a delegate's call_module node names: a backend's processed partition, and the names
+    of the calls it runs (for the ETRecord's debug handles)."""
 
     def __init__(self, name: str, backend_id: str, processed: Processed, sub: Subgraph) -> None:
         super().__init__()
         self.backend_name, self.backend_id, self.processed = name, backend_id, processed
         self.input_count, self.output_count = len(sub.inputs), len(sub.outputs)
+        self.node_names = tuple(n.name for n in sub.nodes if n.target is not operator.getitem)
 
     def forward(self, *args: Any) -> Any:
         raise NotImplementedError(f"a {self.backend_id} delegate runs in a runtime, not in torch")

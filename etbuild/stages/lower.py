@@ -11,7 +11,9 @@ list per instruction naming where it came from. With backends, `partition.json` 
 `partition.svg` say what went to which delegate and why the rest stayed out. It does not end
 in `.pte`: it is an intermediate, which no runtime can run before plan and emit place its tensors.
 Beside it, `lowered.debug.json`: which graph node each value holds (etbuild.lowering.debug_map),
-read by verify to localise a failure; it is not part of the program.
+read by verify to localise a failure; it is not part of the program. And `etrecord.bin`, the
+ETRecord that ExecuTorch's Inspector joins with an ETDump of the `.pte` (instruction ids do
+not change after lowering).
 
 `LOWERING` lists the steps top to bottom. A new step is one entry there plus its module;
 `etbuild build --dump-after STEP` writes the form after a step to `build/<recipe>/dump/`.
@@ -27,6 +29,8 @@ from typing import Any
 import torch
 from torch.export import ExportedProgram
 
+from etbuild.devtools.etrecord import EtrecordCapture
+from etbuild.devtools.etrecord_format import etrecord_path, write_etrecord
 from etbuild.fsutil import write_bytes, write_json
 from etbuild.lowering.assertions import drop_assertions
 from etbuild.lowering.batched_linear import fold_batched_linears
@@ -94,7 +98,8 @@ def run_lower(
     backends: Sequence[BackendConfig] = (),
 ) -> None:
     """Load each method's `.pt2`, lower them together and write `lowered.unplanned`, its debug
-    map and, with backends, `partition.json` and `partition.svg` beside it.
+    map, `etrecord.bin` (etbuild.devtools.etrecord) and, with backends, `partition.json` and
+    `partition.svg` beside it.
 
     `dump_dir` is emptied first, so every dump in it comes from the latest lowering; the form
     after each step of `dump_after` is written as soon as that step ends, so a failing step
@@ -108,12 +113,23 @@ def run_lower(
         if step.name in files:
             write_bytes(files[step.name], (listing(form) + "\n").encode())
 
+    record = EtrecordCapture(graph_after=_step_before("fuse-batch-norm"), delegates_after=_step_before("to-program"))
+
+    def after(step: Step, form: Any) -> None:
+        dump(step, form)
+        record(step, form)
+
     methods = {name: torch.export.load(str(path)) for name, path in export_paths.items()}
-    lowered = lower(methods, dump, backends)
+    lowered = lower(methods, after, backends)
     if lowered.report is not None:
         write_partition_report(lowered.report, out.parent)
     write_bytes(out, lowered.to_bytes())
     write_json(debug, to_json(lowered.debug))
+    write_etrecord(etrecord_path(out.parent), record.records(lowered))
+
+
+def _step_before(name: str) -> str:
+    return LOWERING.names[LOWERING.names.index(name) - 1]
 
 
 def write_partition_report(report: PartitionReport, out_dir: Path) -> None:

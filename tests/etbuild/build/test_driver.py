@@ -68,7 +68,7 @@ def test_same_recipe_gives_byte_identical_files(project, tmp_path):
     recipe, root = project
     _build(recipe, root)
     _build(recipe, tmp_path / "other")
-    for name in ("tiny.pte", "lowered.debug.json"):
+    for name in ("tiny.pte", "lowered.debug.json", "etrecord.bin"):
         assert (root / "tiny" / name).read_bytes() == (tmp_path / "other" / "tiny" / name).read_bytes()
 
 
@@ -76,8 +76,8 @@ def test_no_temporary_files_are_left(project):
     recipe, root = project
     _build(recipe, root)
     assert sorted(p.name for p in (root / "tiny").iterdir()) == [
-        "export", "lowered.debug.json", "lowered.unplanned", "memory.json", "memory.svg", "plan.json", "runtime",
-        "select.json", "selected_operators.yaml", "tiny.pte", "verify.json"]
+        "etrecord.bin", "export", "lowered.debug.json", "lowered.unplanned", "memory.json", "memory.svg", "plan.json",
+        "runtime", "select.json", "selected_operators.yaml", "tiny.pte", "verify.json"]
     assert [p.name for p in (root / "tiny" / "export").iterdir()] == ["forward.pt2"]
     assert list(root.rglob("*.pte")) == [root / "tiny" / "tiny.pte"]  # the intermediate is not named as a product
 

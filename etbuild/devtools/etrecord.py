@@ -1,0 +1,86 @@
+"""The ETRecord of a build (`build/<recipe>/etrecord.bin`), made while the lower stage runs.
+
+`EtrecordCapture` watches the lowering steps: after the last step before fuse-batch-norm (the
+first that adds tensor constants torch cannot serialize) it serializes each method's graph
+(every call, to be delegated or not, with its `nn_module_stack` and `stack_trace`;
+etbuild.devtools.etrecord_graph numbers the calls with debug handles), and after the last
+graph step it notes which calls each delegate runs. Calls a later step makes anew (an int8
+embedding fused into `embedding_byte`) are not in that graph, so their instructions map to no
+handle. Given
+the lowered program, `records` maps each instruction to the handles of what it computes: a
+kernel call to the node whose value it writes (from the debug map), a delegate call to the
+nodes of its partition. ExecuTorch's emitter makes the same maps for its programs. Inside a
+delegate, the backends do not yet say which call each of their nodes came from, so the
+delegate map names the backend and maps no node events (the Inspector then names the
+`DELEGATE_CALL` event with every module of the partition, and the backend's own events with
+none).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from etbuild.devtools.etrecord_format import Handles, MethodRecord
+from etbuild.devtools.etrecord_graph import SerializedGraph, serialize_graph
+from etbuild.lowering.forms import GraphProgram, LoweredProgram
+from etbuild.lowering.partition import Delegate
+from etbuild.lowering.steps import Step
+from etbuild.runtime.format import program as fb
+
+
+class EtrecordCapture:
+    """The `after` hook of the lowering (see the module docstring): `graph_after` names the step
+    after which the graphs are serialized, `delegates_after` the one after which delegates are read."""
+
+    def __init__(self, graph_after: str, delegates_after: str) -> None:
+        self.graph_after, self.delegates_after = graph_after, delegates_after
+        self.graphs: dict[str, SerializedGraph] = {}
+        self.delegates: dict[str, list[Delegate]] = {}
+
+    def __call__(self, step: Step, form: Any) -> None:
+        if step.name == self.graph_after and isinstance(form, GraphProgram):
+            self.graphs = {m.name: serialize_graph(m.exported) for m in form.methods}
+        if step.name == self.delegates_after and isinstance(form, GraphProgram):
+            self.delegates = {m.name: [m.exported.graph_module.get_submodule(str(n.target))
+                                       for n in m.exported.graph.nodes if n.op == "call_module"]
+                              for m in form.methods}
+
+    def records(self, lowered: LoweredProgram) -> dict[str, MethodRecord]:
+        """Each method's ETRecord entries, for the lowered program the captured steps led to."""
+        out = {}
+        for plan in lowered.program.execution_plan:
+            name = plan.name or ""
+            graph = self.graphs[name]
+            debug = {i: s.node for i, s in lowered.debug.get(name, {}).items()}
+            out[name] = method_record(plan, graph, debug, self.delegates.get(name, []))
+        return out
+
+
+def method_record(plan: fb.ExecutionPlan, graph: SerializedGraph, debug: Mapping[int, str],
+                  delegates: Sequence[Delegate]) -> MethodRecord:
+    """The instruction maps of one method: `debug` maps value index → node name, `delegates` are
+    the plan's delegates in order."""
+    handles: dict[int, Handles] = {}
+    mapped: dict[int, dict[str, Any]] = {}
+    outs: dict[int, int] = {}
+    for k, ins in enumerate(plan.chains[0].instructions if plan.chains else []):
+        call = ins.instr_args
+        if isinstance(call, fb.KernelCall) and call.args:
+            found = sorted({graph.handles[debug[v]] for v in _results(plan, call.args[-1])
+                            if debug.get(v) in graph.handles})
+            if found:
+                handles[k], outs[k] = found[0] if len(found) == 1 else found, 1
+        elif isinstance(call, fb.DelegateCall) and call.delegate_index < len(delegates):
+            d = delegates[call.delegate_index]
+            handles[k] = [graph.handles[n] for n in d.node_names if n in graph.handles]
+            mapped[k] = {"name": d.backend_id, "delegate_map": {}}
+            outs[k] = d.output_count
+    return MethodRecord((graph.program, graph.state_dict, graph.constants, graph.example_inputs),
+                        handles, mapped, outs)
+
+
+def _results(plan: fb.ExecutionPlan, value: int) -> list[int]:
+    """The values a kernel call writes: its result, or a list result's items."""
+    v = plan.values[value].val if 0 <= value < len(plan.values) else None
+    return list(v.items) if isinstance(v, fb.TensorList) else [value]
