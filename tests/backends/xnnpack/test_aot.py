@@ -420,3 +420,52 @@ def test_a_concatenation_of_int8_branches_moves_int8_values_with_nothing_requant
     (actual,) = Program(compiled.pte).load_method("forward")(samples[0][0].numpy())
     step = float(np.abs(expected).max()) / 127
     np.testing.assert_allclose(actual, expected, rtol=0, atol=2 * step)
+
+
+class Conv1dStack(torch.nn.Module):
+    """wav2letter's shape in small: Conv1d + ReLU layers (a wide strided kernel, a depthwise one), log_softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.Sequential(
+            torch.nn.Conv1d(5, 12, 9, stride=2, padding=4), torch.nn.ReLU(),
+            torch.nn.Conv1d(12, 12, 5, padding=2, groups=12), torch.nn.ReLU(),
+            torch.nn.Conv1d(12, 16, 7, padding=3, dilation=2), torch.nn.ReLU(),
+            torch.nn.Conv1d(16, 6, 1), torch.nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(self.layers(x), dim=1)
+
+
+def _delegate_graphs(pte: bytes) -> list[g.XNNGraph]:
+    from etbuild.backends.xnnpack.format.blob import read_blob
+    from etbuild.runtime.format.pte import segment_bytes
+
+    program, header = read_program(pte)
+    return [read_blob(segment_bytes(pte, program, header, d.processed.index)).graph
+            for d in program.execution_plan[0].delegates]
+
+
+def test_a_conv1d_stack_runs_along_the_height_axis_with_one_transpose_each_way():
+    """XNNPACK runs a 1×K kernel over one row several times slower than a K×1 kernel over one
+    column (3.3× on a wav2letter-sized stack): each 1-D convolution is a 2-D one of width 1,
+    the values stay [N, L, 1, C] between them, and each ReLU is the convolution's output range."""
+    torch.manual_seed(0)
+    module, inputs = Conv1dStack(), (torch.randn(2, 5, 40),)
+    compiled = _compile(module, inputs)
+    (graph,) = _delegate_graphs(compiled.pte)
+    kinds = [type(n.node).__name__ for n in graph.xnodes]
+    convs = [n for n in graph.xnodes if type(n.node).__name__ in ("Conv2d", "DepthwiseConv2d")]
+    assert len(convs) == 4 and kinds.count("StaticTranspose") == 2 and "Clamp" not in kinds, kinds
+    for n in convs:
+        dims = graph.xvalues[n.node.input1_id].value.dims
+        assert (n.node.kernel_width, n.node.subsampling_width, n.node.dilation_width, dims[2]) == (1, 1, 1, 1)
+        assert n.output_min_max is not None and n.output_min_max.output_min == 0.0
+    assert [n.node.kernel_height for n in convs] == [9, 5, 7, 1]
+    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
+    if HAS_EXECUTORCH:
+        from tests.backends.xnnpack.oracle import run_executorch
+
+        with torch.no_grad():
+            expected = module(*inputs).numpy()
+        np.testing.assert_allclose(run_executorch(compiled.pte, list(inputs))[0], expected, rtol=1e-4, atol=1e-5)
