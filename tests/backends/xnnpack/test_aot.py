@@ -469,3 +469,42 @@ def test_a_conv1d_stack_runs_along_the_height_axis_with_one_transpose_each_way()
         with torch.no_grad():
             expected = module(*inputs).numpy()
         np.testing.assert_allclose(run_executorch(compiled.pte, list(inputs))[0], expected, rtol=1e-4, atol=1e-5)
+
+
+class GatedUpsample(torch.nn.Module):
+    """LR-ASPP's head in small: a sigmoid gate from pooled features, bilinear upsampling, an add."""
+
+    def __init__(self, align_corners: bool) -> None:
+        super().__init__()
+        self.align_corners = align_corners
+        self.cbr, self.scale = torch.nn.Conv2d(8, 6, 1), torch.nn.Conv2d(8, 6, 1)
+        self.low, self.high = torch.nn.Conv2d(4, 3, 1), torch.nn.Conv2d(6, 3, 1)
+
+    def forward(self, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.cbr(high)) * torch.sigmoid(self.scale(high.mean((2, 3), keepdim=True)))
+        x = torch.nn.functional.interpolate(x, size=low.shape[-2:], mode="bilinear", align_corners=self.align_corners)
+        y = self.low(low) + self.high(x)
+        return torch.nn.functional.interpolate(y, scale_factor=2.0, mode="bilinear", align_corners=self.align_corners)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_bilinear_upsampling_is_a_resize_node_in_the_one_delegate(align_corners):
+    """A bilinear upsample left outside split LR-ASPP's head into delegates with portable resizes
+    between them; taken, the head is one delegate, resizing NHWC values where they are."""
+    torch.manual_seed(0)
+    module, inputs = GatedUpsample(align_corners), (torch.randn(1, 4, 9, 11), torch.randn(1, 8, 3, 4))
+    compiled = _compile(module, inputs)
+    program, _ = read_program(compiled.pte)
+    assert len(program.execution_plan[0].delegates) == 1 and not program.execution_plan[0].operators
+    (graph,) = _delegate_graphs(compiled.pte)
+    resizes = [n.node for n in graph.xnodes if isinstance(n.node, g.StaticResizeBilinear2D)]
+    assert [(r.new_height, r.new_width, r.flags) for r in resizes] == [(9, 11, 8 * align_corners),
+                                                                      (18, 22, 8 * align_corners)]
+    assert sum(isinstance(n.node, g.StaticTranspose) for n in graph.xnodes) == 3  # two inputs in, one output out
+    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
+    if HAS_EXECUTORCH:
+        from tests.backends.xnnpack.oracle import run_executorch
+
+        with torch.no_grad():
+            expected = module(*inputs).numpy()
+        np.testing.assert_allclose(run_executorch(compiled.pte, list(inputs))[0], expected, rtol=1e-4, atol=1e-5)
