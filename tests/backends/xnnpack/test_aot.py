@@ -508,3 +508,42 @@ def test_bilinear_upsampling_is_a_resize_node_in_the_one_delegate(align_corners)
         with torch.no_grad():
             expected = module(*inputs).numpy()
         np.testing.assert_allclose(run_executorch(compiled.pte, list(inputs))[0], expected, rtol=1e-4, atol=1e-5)
+
+
+class HardswishBlock(torch.nn.Module):
+    """MobileNetV3's activation between two convolutions, and once at the end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.act, self.conv2 = torch.nn.Conv2d(3, 8, 3), torch.nn.Hardswish(), torch.nn.Conv2d(8, 4, 1)
+        self.head = torch.nn.Hardswish()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.conv2(self.act(self.conv1(x))))
+
+
+def test_hardswish_is_one_xnnpack_node_and_decomposed_where_no_delegate_takes_it():
+    """torch's core decomposition splits hardswish into four calls (x · clamp(x + 3, 0, 6) / 6);
+    the delegate keeps it one Hardswish node, as ExecuTorch's lowering does; excluded from the
+    delegate it still runs, decomposed into kernels ExecuTorch's runtime has."""
+    torch.manual_seed(0)
+    module, inputs = HardswishBlock(), (torch.randn(1, 3, 9, 9) * 4,)
+    compiled = _compile(module, inputs)
+    (graph,) = _delegate_graphs(compiled.pte)
+    kinds = [type(n.node).__name__ for n in graph.xnodes]
+    assert kinds.count("Hardswish") == 2 and not {"Div", "Multiply", "Clamp", "Add"} & set(kinds), kinds
+    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
+    excluded = _compile(module, inputs, (BackendConfig("xnnpack", {"exclude": ["head"]}),))
+    (outside,) = excluded.report.methods[0].outside
+    assert outside.operator == "aten::hardswish"
+    program, _ = read_program(excluded.pte)
+    names = {op.name for op in program.execution_plan[0].operators}
+    assert "aten::hardswish" not in names and "aten::clamp" in names, names
+    _check_against_eager(module, inputs, excluded.pte, atol=1e-5)
+    if HAS_EXECUTORCH:
+        from tests.backends.xnnpack.oracle import run_executorch
+
+        with torch.no_grad():
+            expected = module(*inputs).numpy()
+        for pte in (compiled.pte, excluded.pte):
+            np.testing.assert_allclose(run_executorch(pte, list(inputs))[0], expected, rtol=1e-4, atol=1e-5)
