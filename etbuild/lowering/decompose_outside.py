@@ -9,8 +9,6 @@ now, so it cannot be exported again).
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import torch
 from torch._ops import OpOverload
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -20,21 +18,13 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from etbuild.errors import InternalError
 from etbuild.lowering.assertions import is_assertion
 from etbuild.lowering.decompositions import decomposition_of
-from etbuild.lowering.forms import GraphMethod, GraphProgram
+from etbuild.lowering.forms import GraphMethod
 from etbuild.lowering.operator_set import available
-from etbuild.lowering.steps import at_node, in_method
+from etbuild.lowering.steps import at_node, each_method
 
 
-def decompose_outside(program: GraphProgram) -> GraphProgram:
-    """Every method with its unavailable calls outside delegates decomposed."""
-    methods = []
-    for method in program.methods:
-        with in_method(method.name):
-            methods.append(_method(method))
-    return replace(program, methods=tuple(methods))
-
-
-def _method(method: GraphMethod) -> GraphMethod:
+def decompose_outside_calls(method: GraphMethod) -> GraphMethod:
+    """The method with its unavailable calls outside delegates decomposed (in place)."""
     graph = method.exported.graph
     calls = [n for n in graph.nodes if n.op == "call_function" and isinstance(n.target, OpOverload)
              and not available(n.target) and not is_assertion(n.target) and n not in method.constants]
@@ -45,6 +35,9 @@ def _method(method: GraphMethod) -> GraphMethod:
         graph.lint()
         method.exported.graph_module.recompile()
     return method
+
+
+decompose_outside = each_method(decompose_outside_calls)
 
 
 def _inline(node: Node) -> None:
