@@ -1,6 +1,7 @@
 """The real-model tier: build, verify, run in ExecuTorch; build time, latency and size next to ExecuTorch's flows.
 
     python benchmarks/real_models.py [NAME ...] [--runs 10] [--threads 1] [--keep DIR] [--json out.json]
+    python benchmarks/real_models.py --delegation [NAME ...] [--rounds 5] [--runs 20] [--thread-counts 1 2]
 
 The architectures are the tier's (`tests/models/zoo.py`, one definition for the tests and this
 file): small random-initialised configurations from transformers, timm and torchvision, no
@@ -14,6 +15,15 @@ ExecuTorch's portable flow (`to_edge → to_executorch`) and its XNNPACK flow
 verify apart) and export → to_edge → to_executorch for ExecuTorch. Every etbuild and eager
 latency is measured before the first ExecuTorch runtime call (loading its library slows torch
 in the same process). Needs the `interop` and `models` extras.
+
+`--delegation` measures what a user of our XNNPACK delegation sees: per model, our `.pte` built with
+`backends: [{name: xnnpack}]` and ExecuTorch's own lowering of the same model
+(`to_edge_transform_and_lower` + XnnpackPartitioner + `to_executorch`), both run in ExecuTorch's
+runtime, each timing (median of --runs calls after warm-up) in a fresh process
+(`timing.executorch_fresh_us`: its XNNPACK threadpool reset to the thread count with
+`_unsafe_reset_threadpool`), ours and theirs alternating process by process for --rounds rounds at each
+of --thread-counts. Per model and thread count it reports both medians over the rounds, the median
+of the rounds' ratios (ours / theirs) and the machine's 1-minute load average before and after.
 """
 
 from __future__ import annotations
@@ -21,6 +31,7 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import statistics
 import sys
 import tempfile
 import time
@@ -31,7 +42,7 @@ from typing import Any
 
 import numpy as np
 import torch
-from timing import median_us  # benchmarks/timing.py (the script's folder is on sys.path)
+from timing import executorch_fresh_us, median_us  # benchmarks/timing.py (the script's folder is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tier's zoo lives in the tests package: one definition for both
@@ -169,7 +180,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", type=Path, help="build here instead of a temporary directory")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--threads", type=int, default=1, help="torch threads for eager (default 1, as ExecuTorch's)")
+    parser.add_argument("--delegation", action="store_true",
+                        help="ours vs ExecuTorch's XNNPACK lowering in its runtime, fresh processes (docstring)")
+    parser.add_argument("--rounds", type=int, default=5, help="--delegation: alternating rounds per thread count")
+    parser.add_argument("--thread-counts", type=int, nargs="+", default=[1, 2], help="--delegation: thread counts")
     args = parser.parse_args(argv)
+    if args.delegation:
+        return delegation_main(args)
     torch.set_num_threads(args.threads)
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
@@ -185,6 +202,73 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
     return 0 if all(r.verifies and r.runs_in_executorch for r in results) else 1
+
+
+def delegation_row(name: str, root: Path, rounds: int, runs: int, thread_counts: list[int]) -> dict[str, Any]:
+    """One model of `--delegation`: ours and ExecuTorch's XNNPACK `.pte`, timed in fresh processes, alternating."""
+    from etbuild.build.driver import build
+    from etbuild.model import sample_inputs
+    from etbuild.recipe import load_recipe
+    from etbuild.verify.oracle import executorch_build, xnnpack_partitioner
+
+    recipe = load_recipe(write_recipe(name, root, xnnpack=True))
+    built = build([recipe.path], root / "build", stream=io.StringIO())
+    if built.exit_code:
+        return {"model": name, "error": "; ".join(built.failed.values())}
+    ptes = {"ours": root / "build" / recipe.name / f"{recipe.name}.pte", "theirs": root / f"{recipe.name}.et.pte"}
+    executorch_build(recipe, ptes["theirs"], xnnpack_partitioner())
+    inputs = root / f"{recipe.name}.inputs.npz"
+    np.savez(inputs, **{f"in{k}": t.numpy() for k, t in enumerate(sample_inputs(recipe, 1, 7)[0])})
+    row: dict[str, Any] = {"model": name, "threads": {}}
+    for threads in thread_counts:
+        load = [_load()]
+        times: dict[str, list[float]] = {"ours": [], "theirs": []}
+        for r in range(rounds):
+            for who in ("ours", "theirs") if r % 2 == 0 else ("theirs", "ours"):
+                times[who].append(executorch_fresh_us(ptes[who], inputs, runs, warmup=3, threads=threads))
+        load.append(_load())
+        ratios = [a / b for a, b in zip(times["ours"], times["theirs"])]
+        row["threads"][threads] = {"ours_us": statistics.median(times["ours"]),
+                                   "theirs_us": statistics.median(times["theirs"]),
+                                   "ratio": statistics.median(ratios), "load": load}
+    return row
+
+
+def _load() -> float:
+    return float(Path("/proc/loadavg").read_text().split()[0])
+
+
+def delegation_table(rows: list[dict[str, Any]], thread_counts: list[int]) -> str:
+    """The `--delegation` report as a Markdown table."""
+    cells = " | ".join(f"{t} thread{'s' if t > 1 else ''}: ours / ET µs, ratio, load" for t in thread_counts)
+    lines = [f"| model | {cells} |", "|---|" + "---|" * len(thread_counts)]
+    for row in rows:
+        if "error" in row:
+            lines.append(f"| {row['model']} | {row['error'][:200]} |")
+            continue
+        parts = []
+        for t in thread_counts:
+            c = row["threads"][t]
+            parts.append(f"{c['ours_us']:,.0f} / {c['theirs_us']:,.0f}, **{c['ratio']:.2f}×**, "
+                         f"{c['load'][0]:.1f}–{c['load'][1]:.1f}")
+        lines.append(f"| {row['model']} | " + " | ".join(parts) + " |")
+    return "\n".join(lines)
+
+
+def delegation_main(args: argparse.Namespace) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        root = args.keep or Path(tmp)
+        root.mkdir(parents=True, exist_ok=True)
+        rows = []
+        for name in args.names or list(ARCHITECTURES):
+            rows.append(delegation_row(name, root, args.rounds, args.runs, args.thread_counts))
+            print(delegation_table(rows[-1:], args.thread_counts).splitlines()[-1], file=sys.stderr, flush=True)
+    print(f"ExecuTorch's runtime, one fresh process per timing (median of {args.runs} calls), "
+          f"{args.rounds} alternating rounds; load = 1-minute load average before–after\n")
+    print(delegation_table(rows, args.thread_counts))
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1))
+    return 0 if all("error" not in r for r in rows) else 1
 
 
 def _probe_or_report(name: str, root: Path, runs: int) -> tuple[Result, Pending | None]:

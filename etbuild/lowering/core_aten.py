@@ -1,16 +1,45 @@
 """Decomposes an ATen graph into core ATen with torch's default table (`run_decompositions`).
 
 Operators outside core ATen that have no decomposition stay as they are; the fit-operator-set
-step decomposes further what ExecuTorch's runtime lacks, or names it.
+step decomposes further what ExecuTorch's runtime lacks, or names it. An operator a backend of
+the recipe takes as one node, which the table would split and ExecuTorch's kernels lack
+(XNNPACK's `hardswish`: four nodes decomposed, one kept), stays whole for the partition step;
+what no delegate then takes is decomposed after it (`decompose_outside`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Set as AbstractSet
 from dataclasses import replace
+from typing import Any
 
-from etbuild.lowering.forms import GraphMethod
+from torch.export import default_decompositions
+
+from etbuild.lowering.forms import GraphMethod, GraphProgram
+from etbuild.lowering.operator_set import available
+from etbuild.lowering.partition import backend_operators
+from etbuild.lowering.steps import in_method
 
 
-def to_core_aten(method: GraphMethod) -> GraphMethod:
-    """The method with its graph in core ATen."""
-    return replace(method, exported=method.exported.run_decompositions())
+def to_core_aten(method: GraphMethod, keep: AbstractSet[Any] = frozenset()) -> GraphMethod:
+    """The method with its graph in core ATen, the operators of `keep` left whole."""
+    table = default_decompositions()
+    for op in keep:
+        table.pop(op, None)
+    return replace(method, exported=method.exported.run_decompositions(table))
+
+
+def kept_whole(backends: tuple[Any, ...]) -> frozenset[Any]:
+    """The operators a backend of the recipe may take that torch's table splits and ExecuTorch's kernels lack."""
+    table = default_decompositions()
+    return frozenset(op for op in backend_operators(backends) if op in table and not available(op))
+
+
+def core_aten_program(program: GraphProgram) -> GraphProgram:
+    """Every method in core ATen, keeping whole what a backend of the recipe takes as one node."""
+    keep = kept_whole(program.backends)
+    methods = []
+    for method in program.methods:
+        with in_method(method.name):
+            methods.append(to_core_aten(method, keep))
+    return replace(program, methods=tuple(methods))

@@ -34,8 +34,9 @@ from etbuild.devtools.etrecord_format import etrecord_path, write_etrecord
 from etbuild.fsutil import write_bytes, write_json
 from etbuild.lowering.assertions import drop_assertions
 from etbuild.lowering.batched_linear import fold_batched_linears
-from etbuild.lowering.core_aten import to_core_aten
+from etbuild.lowering.core_aten import core_aten_program
 from etbuild.lowering.debug_map import to_json
+from etbuild.lowering.decompose_outside import decompose_outside
 from etbuild.lowering.fit import fit_program
 from etbuild.lowering.fold_constants import fold_constants
 from etbuild.lowering.forms import ATEN, CORE_ATEN, DELEGATED, UNPLANNED, GraphProgram, LoweredProgram
@@ -53,8 +54,8 @@ from etbuild.lowering.zero_points import drop_zero_points
 from etbuild.recipe.config import BackendConfig
 
 LOWERING = Pipeline("lower", (
-    Step("decompose", "ATen → core ATen with torch's default decomposition table",
-         ATEN, CORE_ATEN, each_method(to_core_aten)),
+    Step("decompose", "ATen → core ATen with torch's default decomposition table (what a backend of the recipe "
+         "takes as one node and ExecuTorch's kernels lack kept whole)", ATEN, CORE_ATEN, core_aten_program),
     Step("fold-linear", "bmm(x, expand(2-D weight)) → view(mm/addmm(view(x), weight)), as a linear layer on a "
          "contiguous input decomposes", CORE_ATEN, CORE_ATEN, each_method(fold_batched_linears)),
     Step("fit-operator-set", "decompose each call whose out-variant ExecuTorch's runtime lacks (and no backend of the "
@@ -74,6 +75,8 @@ LOWERING = Pipeline("lower", (
          CORE_ATEN, CORE_ATEN, each_method(fuse_quantized_embeddings)),
     Step("partition", "each backend of the recipe, in order, takes the parts it runs as delegates",
          CORE_ATEN, DELEGATED, partition),
+    Step("decompose-outside", "decompose the calls kept whole for a backend that no delegate took",
+         DELEGATED, DELEGATED, decompose_outside),
     Step("in-place-calls", "auto_functionalized(op, x) → op(x) writing x in place (a buffer stays the buffer)",
          DELEGATED, DELEGATED, each_method(in_place_calls)),
     Step("to-program", "each call → its out-variant KernelCall, each delegate → a DelegateCall; constants into "

@@ -11,7 +11,8 @@ torchvision's wheel may not load its C extension beside a CPU-only torch; its im
 stops on a fake-kernel registration for `torchvision::nms`. Its model code is pure Python, so
 `_torchvision_without_ops` defines the two schemas that import needs first (timm and
 transformers import torchvision when it is installed, so this runs on import of this file).
-torchaudio has no wheel for torch 2.13, so it is not in the tier (docs/models.md).
+torchaudio has no wheel for torch 2.13 (docs/models.md): `wav2letter` is torchaudio's
+`Wav2Letter` defined here, in its shape at smaller widths.
 """
 
 from __future__ import annotations
@@ -347,6 +348,51 @@ def tv_efficientnet_v2() -> torch.nn.Module:
     return random_batch_norms(EfficientNet(blocks, dropout=0.2, num_classes=10, last_channel=64))
 
 
+def tv_lraspp() -> torch.nn.Module:
+    """LR-ASPP on MobileNetV3-Large: bilinear upsampling and a sigmoid-gated head; its `out` map."""
+    from torchvision.models.segmentation import lraspp_mobilenet_v3_large
+
+    model = lraspp_mobilenet_v3_large(weights=None, weights_backbone=None, num_classes=4)
+    return random_batch_norms(Picked(model, "out"))
+
+
+class Picked(torch.nn.Module):
+    """A model returning a dict, called for one of its entries."""
+
+    def __init__(self, model: torch.nn.Module, key: str) -> None:
+        super().__init__()
+        self.model, self.key = model, key
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)[self.key]  # type: ignore[no-any-return]
+
+
+# ------------------------------------------------------------------ torchaudio's Wav2Letter, defined here
+
+
+class Wav2Letter(torch.nn.Module):
+    """torchaudio's `Wav2Letter` (input_type "mfcc") with every width scaled by `width / 250`:
+    a stack of Conv1d + ReLU over [batch, features, frames] (a kernel-48 stride-2 input layer,
+    seven kernel-7 layers, a kernel-32 layer, two 1x1 layers), then log_softmax over the classes."""
+
+    def __init__(self, num_classes: int = 40, num_features: int = 13, width: int = 250, wide: int = 2000) -> None:
+        super().__init__()
+        layers: list[tuple[int, int, int, int, int]] = [(num_features, width, 48, 2, 23)]
+        layers += [(width, width, 7, 1, 3)] * 7
+        layers += [(width, wide, 32, 1, 16), (wide, wide, 1, 1, 0), (wide, num_classes, 1, 1, 0)]
+        modules: list[torch.nn.Module] = []
+        for cin, cout, kernel, stride, padding in layers:
+            modules += [torch.nn.Conv1d(cin, cout, kernel, stride, padding), torch.nn.ReLU(inplace=True)]
+        self.acoustic_model = torch.nn.Sequential(*modules)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.log_softmax(self.acoustic_model(x), dim=1)
+
+
+def wav2letter() -> torch.nn.Module:
+    return Wav2Letter(num_classes=40, num_features=13, width=64, wide=256)
+
+
 # ------------------------------------------------------------------ the tier
 
 
@@ -394,6 +440,7 @@ def _tier() -> dict[str, Architecture]:
         (tv_squeezenet, [image()], tv), (tv_mnasnet, [image()], tv), (tv_googlenet, [image()], tv),
         (tv_densenet, [image()], tv), (tv_vit, [image(32)], tv), (tv_convnext, [image()], tv),
         (tv_swin, [image(32)], tv), (tv_regnet, [image()], tv), (tv_efficientnet_v2, [image()], tv),
+        (tv_lraspp, [image()], tv), (wav2letter, [audio(1, 13, 200)], "torch"),
     ]
     return {f.__name__: Architecture(f, inputs, lib, _family_scheme(f.__name__)) for f, inputs, lib in table}
 

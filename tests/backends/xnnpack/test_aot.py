@@ -420,3 +420,130 @@ def test_a_concatenation_of_int8_branches_moves_int8_values_with_nothing_requant
     (actual,) = Program(compiled.pte).load_method("forward")(samples[0][0].numpy())
     step = float(np.abs(expected).max()) / 127
     np.testing.assert_allclose(actual, expected, rtol=0, atol=2 * step)
+
+
+class Conv1dStack(torch.nn.Module):
+    """wav2letter's shape in small: Conv1d + ReLU layers (a wide strided kernel, a depthwise one), log_softmax."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = torch.nn.Sequential(
+            torch.nn.Conv1d(5, 12, 9, stride=2, padding=4), torch.nn.ReLU(),
+            torch.nn.Conv1d(12, 12, 5, padding=2, groups=12), torch.nn.ReLU(),
+            torch.nn.Conv1d(12, 16, 7, padding=3, dilation=2), torch.nn.ReLU(),
+            torch.nn.Conv1d(16, 6, 1), torch.nn.ReLU())
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.log_softmax(self.layers(x), dim=1)
+
+
+def _delegate_graphs(pte: bytes) -> list[g.XNNGraph]:
+    from etbuild.backends.xnnpack.format.blob import read_blob
+    from etbuild.runtime.format.pte import segment_bytes
+
+    program, header = read_program(pte)
+    return [read_blob(segment_bytes(pte, program, header, d.processed.index)).graph
+            for d in program.execution_plan[0].delegates]
+
+
+def test_a_conv1d_stack_runs_along_the_height_axis_with_one_transpose_each_way():
+    """XNNPACK runs a 1×K kernel over one row several times slower than a K×1 kernel over one
+    column (3.3× on a wav2letter-sized stack): each 1-D convolution is a 2-D one of width 1,
+    the values stay [N, L, 1, C] between them, and each ReLU is the convolution's output range."""
+    torch.manual_seed(0)
+    module, inputs = Conv1dStack(), (torch.randn(2, 5, 40),)
+    compiled = _compile(module, inputs)
+    (graph,) = _delegate_graphs(compiled.pte)
+    kinds = [type(n.node).__name__ for n in graph.xnodes]
+    convs = [n for n in graph.xnodes if type(n.node).__name__ in ("Conv2d", "DepthwiseConv2d")]
+    assert len(convs) == 4 and kinds.count("StaticTranspose") == 2 and "Clamp" not in kinds, kinds
+    for n in convs:
+        dims = graph.xvalues[n.node.input1_id].value.dims
+        assert (n.node.kernel_width, n.node.subsampling_width, n.node.dilation_width, dims[2]) == (1, 1, 1, 1)
+        assert n.output_min_max is not None and n.output_min_max.output_min == 0.0
+    assert [n.node.kernel_height for n in convs] == [9, 5, 7, 1]
+    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
+    if HAS_EXECUTORCH:
+        from tests.backends.xnnpack.oracle import run_executorch
+
+        with torch.no_grad():
+            expected = module(*inputs).numpy()
+        np.testing.assert_allclose(run_executorch(compiled.pte, list(inputs))[0], expected, rtol=1e-4, atol=1e-5)
+
+
+class GatedUpsample(torch.nn.Module):
+    """LR-ASPP's head in small: a sigmoid gate from pooled features, bilinear upsampling, an add."""
+
+    def __init__(self, align_corners: bool) -> None:
+        super().__init__()
+        self.align_corners = align_corners
+        self.cbr, self.scale = torch.nn.Conv2d(8, 6, 1), torch.nn.Conv2d(8, 6, 1)
+        self.low, self.high = torch.nn.Conv2d(4, 3, 1), torch.nn.Conv2d(6, 3, 1)
+
+    def forward(self, low: torch.Tensor, high: torch.Tensor) -> torch.Tensor:
+        x = torch.relu(self.cbr(high)) * torch.sigmoid(self.scale(high.mean((2, 3), keepdim=True)))
+        x = torch.nn.functional.interpolate(x, size=low.shape[-2:], mode="bilinear", align_corners=self.align_corners)
+        y = self.low(low) + self.high(x)
+        return torch.nn.functional.interpolate(y, scale_factor=2.0, mode="bilinear", align_corners=self.align_corners)
+
+
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_bilinear_upsampling_is_a_resize_node_in_the_one_delegate(align_corners):
+    """A bilinear upsample left outside split LR-ASPP's head into delegates with portable resizes
+    between them; taken, the head is one delegate, resizing NHWC values where they are."""
+    torch.manual_seed(0)
+    module, inputs = GatedUpsample(align_corners), (torch.randn(1, 4, 9, 11), torch.randn(1, 8, 3, 4))
+    compiled = _compile(module, inputs)
+    program, _ = read_program(compiled.pte)
+    assert len(program.execution_plan[0].delegates) == 1 and not program.execution_plan[0].operators
+    (graph,) = _delegate_graphs(compiled.pte)
+    resizes = [n.node for n in graph.xnodes if isinstance(n.node, g.StaticResizeBilinear2D)]
+    assert [(r.new_height, r.new_width, r.flags) for r in resizes] == [(9, 11, 8 * align_corners),
+                                                                      (18, 22, 8 * align_corners)]
+    assert sum(isinstance(n.node, g.StaticTranspose) for n in graph.xnodes) == 3  # two inputs in, one output out
+    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
+    if HAS_EXECUTORCH:
+        from tests.backends.xnnpack.oracle import run_executorch
+
+        with torch.no_grad():
+            expected = module(*inputs).numpy()
+        np.testing.assert_allclose(run_executorch(compiled.pte, list(inputs))[0], expected, rtol=1e-4, atol=1e-5)
+
+
+class HardswishBlock(torch.nn.Module):
+    """MobileNetV3's activation between two convolutions, and once at the end."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.act, self.conv2 = torch.nn.Conv2d(3, 8, 3), torch.nn.Hardswish(), torch.nn.Conv2d(8, 4, 1)
+        self.head = torch.nn.Hardswish()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.conv2(self.act(self.conv1(x))))
+
+
+def test_hardswish_is_one_xnnpack_node_and_decomposed_where_no_delegate_takes_it():
+    """torch's core decomposition splits hardswish into four calls (x · clamp(x + 3, 0, 6) / 6);
+    the delegate keeps it one Hardswish node, as ExecuTorch's lowering does; excluded from the
+    delegate it still runs, decomposed into kernels ExecuTorch's runtime has."""
+    torch.manual_seed(0)
+    module, inputs = HardswishBlock(), (torch.randn(1, 3, 9, 9) * 4,)
+    compiled = _compile(module, inputs)
+    (graph,) = _delegate_graphs(compiled.pte)
+    kinds = [type(n.node).__name__ for n in graph.xnodes]
+    assert kinds.count("Hardswish") == 2 and not {"Div", "Multiply", "Clamp", "Add"} & set(kinds), kinds
+    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
+    excluded = _compile(module, inputs, (BackendConfig("xnnpack", {"exclude": ["head"]}),))
+    (outside,) = excluded.report.methods[0].outside
+    assert outside.operator == "aten::hardswish"
+    program, _ = read_program(excluded.pte)
+    names = {op.name for op in program.execution_plan[0].operators}
+    assert "aten::hardswish" not in names and "aten::clamp" in names, names
+    _check_against_eager(module, inputs, excluded.pte, atol=1e-5)
+    if HAS_EXECUTORCH:
+        from tests.backends.xnnpack.oracle import run_executorch
+
+        with torch.no_grad():
+            expected = module(*inputs).numpy()
+        for pte in (compiled.pte, excluded.pte):
+            np.testing.assert_allclose(run_executorch(pte, list(inputs))[0], expected, rtol=1e-4, atol=1e-5)

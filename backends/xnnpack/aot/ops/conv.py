@@ -1,4 +1,8 @@
-"""Convolutions (1-D as 2-D of height 1), plain, depthwise and transposed, NHWC inside.
+"""Convolutions (1-D as 2-D of width 1), plain, depthwise and transposed, NHWC inside.
+
+A 1-D convolution over [N, C, L] runs as a 2-D one over [N, L, 1, C] (its length on the height
+axis, a K×1 kernel), as ExecuTorch lowers it: XNNPACK runs a 1×K kernel over one row of width L
+several times slower (3.3× on a wav2letter-sized stack, one thread); both hold the same bytes.
 
 Filters go into XNNPACK's layouts at build time: Conv2d OHWI, DepthwiseConv2d 1HWO,
 ConvTranspose2d [groups * out per group, H, W, in per group]. A BatchNorm after the
@@ -29,7 +33,7 @@ from etbuild.backends.xnnpack.format import graph as g
 
 @dataclass(frozen=True)
 class ConvArgs:
-    """aten.convolution's arguments, as 2-D (a 1-D convolution gets height 1)."""
+    """aten.convolution's arguments, as 2-D (a 1-D convolution gets width 1)."""
 
     stride: tuple[int, int]
     padding: tuple[int, int]
@@ -45,7 +49,7 @@ class ConvArgs:
         one_d = len(shape_of(node.args[0])) == 3
 
         def pair(v: list[int], fill: int) -> tuple[int, int]:
-            return (fill, int(v[0])) if one_d else (int(v[0]), int(v[1]))
+            return (int(v[0]), fill) if one_d else (int(v[0]), int(v[1]))
 
         return cls(pair(stride, 1), pair(padding, 0), pair(dilation, 1), bool(transposed),
                    pair(output_padding, 0), int(groups), one_d)
@@ -65,7 +69,7 @@ def _check_conv(node: Node, c: Checker) -> str | None:
 def _filter(conv: ConvArgs, w: torch.Tensor, depthwise: bool) -> torch.Tensor:
     """The torch filter in XNNPACK's layout for this kind of convolution."""
     if conv.one_d:
-        w = w.unsqueeze(2)
+        w = w.unsqueeze(3)
     if conv.transposed:  # [in, out/g, kh, kw] -> [g * out/g, kh, kw, in/g]
         cin, gout, kh, kw = w.shape
         w = w.reshape(conv.groups, cin // conv.groups, gout, kh, kw).permute(0, 2, 3, 4, 1)
@@ -75,7 +79,7 @@ def _filter(conv: ConvArgs, w: torch.Tensor, depthwise: bool) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class ConvShapes:
-    """A convolution's NHWC input and output dims (a 1-D one with height 1) and its filter facts."""
+    """A convolution's NHWC input and output dims (a 1-D one with width 1) and its filter facts."""
 
     conv: ConvArgs
     input_dims: tuple[int, ...]
@@ -87,9 +91,9 @@ class ConvShapes:
     def of(cls, node: Node, weight_shape: tuple[int, ...]) -> ConvShapes:
         conv = ConvArgs.of(node)
         x, out = shape_of(node.args[0]), shape_of(node)
-        spatial_in = (1, x[2]) if conv.one_d else x[2:]
-        spatial_out = (1, out[2]) if conv.one_d else out[2:]
-        kernel = (1, weight_shape[2]) if conv.one_d else tuple(weight_shape[2:4])
+        spatial_in = (x[2], 1) if conv.one_d else x[2:]
+        spatial_out = (out[2], 1) if conv.one_d else out[2:]
+        kernel = (weight_shape[2], 1) if conv.one_d else tuple(weight_shape[2:4])
         depthwise = not conv.transposed and conv.groups > 1 and weight_shape[1] == 1
         return cls(conv, (x[0], *spatial_in, x[1]), (out[0], *spatial_out, out[1]), kernel, depthwise)  # type: ignore[arg-type]
 
