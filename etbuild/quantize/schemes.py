@@ -15,7 +15,7 @@ channel (axis 0) or, with `per_channel: false`, per tensor; biases stay float. A
 These are the parameters of ExecuTorch's XNNPACK symmetric configs (eps 2**-12 for every
 observer), so a backend can fuse the dq → op → q groups they give. One choice differs: static
 activation ranges come, by default, from whichever of min/max and histogram gives the model the
-better output on the calibration and verify samples (`auto`, `etbuild/quantize/auto.py`; the measurements are in
+better output on the verify samples (`auto`, `etbuild/quantize/auto.py`; the measurements are in
 docs/quantization.md), not from a histogram one always. `quantize.calibration.observer` and
 per-module overrides choose `minmax`, `histogram` (torchao's), `percentile` or `mse`
 (`observers.py`) instead; every one gives per-tensor affine int8 parameters, so convert makes the
@@ -56,7 +56,7 @@ OBSERVERS = {MINMAX: MinMaxObserver, "histogram": HistogramObserver, "percentile
 AUTO = "auto"
 AUTO_CANDIDATES = (MINMAX, "histogram")
 """`auto` calibrates with each of these and keeps the one whose converted model is closest to the
-float model on calibration and verify samples (`etbuild.quantize.auto`)."""
+float model on the verify samples (`etbuild.quantize.auto`)."""
 
 _STATIC_ACTS = {
     name: QuantizationSpec(torch.int8, cls.with_args(eps=EPS), *ACT_RANGE, qscheme=torch.per_tensor_affine)
