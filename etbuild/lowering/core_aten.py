@@ -9,7 +9,7 @@ what no delegate then takes is decomposed after it (`decompose_outside`).
 
 from __future__ import annotations
 
-from collections.abc import Set as AbstractSet
+from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -18,28 +18,22 @@ from torch.export import default_decompositions
 from etbuild.lowering.forms import GraphMethod, GraphProgram
 from etbuild.lowering.operator_set import available
 from etbuild.lowering.partition import backend_operators
-from etbuild.lowering.steps import in_method
+from etbuild.lowering.steps import each_method
 
 
-def to_core_aten(method: GraphMethod, keep: AbstractSet[Any] = frozenset()) -> GraphMethod:
-    """The method with its graph in core ATen, the operators of `keep` left whole."""
-    table = default_decompositions()
-    for op in keep:
-        table.pop(op, None)
+def to_core_aten(method: GraphMethod, table: dict[Any, Any] | None = None) -> GraphMethod:
+    """The method with its graph in core ATen, by `table` (torch's default one when None)."""
     return replace(method, exported=method.exported.run_decompositions(table))
 
 
-def kept_whole(backends: tuple[Any, ...]) -> frozenset[Any]:
-    """The operators a backend of the recipe may take that torch's table splits and ExecuTorch's kernels lack."""
-    table = default_decompositions()
+def kept_whole(backends: tuple[Any, ...], table: Mapping[Any, Any]) -> frozenset[Any]:
+    """The operators of `table` a backend of the recipe may take that ExecuTorch's kernels lack."""
     return frozenset(op for op in backend_operators(backends) if op in table and not available(op))
 
 
 def core_aten_program(program: GraphProgram) -> GraphProgram:
     """Every method in core ATen, keeping whole what a backend of the recipe takes as one node."""
-    keep = kept_whole(program.backends)
-    methods = []
-    for method in program.methods:
-        with in_method(method.name):
-            methods.append(to_core_aten(method, keep))
-    return replace(program, methods=tuple(methods))
+    table = default_decompositions()
+    for op in kept_whole(program.backends, table):
+        del table[op]
+    return each_method(lambda method: to_core_aten(method, table))(program)

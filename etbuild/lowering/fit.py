@@ -24,7 +24,7 @@ from etbuild.lowering.decompositions import Decomposition, decomposition_of, exc
 from etbuild.lowering.forms import GraphMethod, GraphProgram
 from etbuild.lowering.operator_set import EXECUTORCH_VERSION, available, program_operator
 from etbuild.lowering.partition import backend_operators
-from etbuild.lowering.steps import at_node, in_method
+from etbuild.lowering.steps import at_node, each_method
 
 MAX_ROUNDS = 8
 
@@ -34,11 +34,7 @@ def fit_program(program: GraphProgram) -> GraphProgram:
     partition step after this one decides which calls it does take (XNNPACK runs int4 weights'
     dequantization, which ExecuTorch's kernels lack)."""
     keep = backend_operators(program.backends)
-    methods = []
-    for method in program.methods:
-        with in_method(method.name):
-            methods.append(fit_operator_set(method, keep))
-    return replace(program, methods=tuple(methods))
+    return each_method(lambda method: fit_operator_set(method, keep))(program)
 
 
 def fit_operator_set(method: GraphMethod, keep: AbstractSet[Any] = frozenset()) -> GraphMethod:

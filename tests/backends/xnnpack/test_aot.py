@@ -64,6 +64,17 @@ def _check_against_eager(module: torch.nn.Module, inputs: tuple[torch.Tensor, ..
     np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=atol)
 
 
+def _check_in_both_runtimes(module: torch.nn.Module, inputs: tuple[torch.Tensor, ...], pte: bytes) -> None:
+    """`pte` gives eager's outputs in our runtime and, when executorch is installed, in ExecuTorch's."""
+    _check_against_eager(module, inputs, pte, atol=1e-5)
+    if HAS_EXECUTORCH:
+        from tests.backends.xnnpack.oracle import run_executorch
+
+        with torch.no_grad():
+            expected = module(*inputs).numpy()
+        np.testing.assert_allclose(run_executorch(pte, list(inputs))[0], expected, rtol=1e-4, atol=1e-5)
+
+
 def test_a_transformer_block_is_one_delegate_with_nothing_outside():
     torch.manual_seed(0)
     module, inputs = Block(), (torch.randn(2, 5, 32),)
@@ -248,14 +259,9 @@ def _compile_exported(exported):
 
 def _filter_datatypes(pte: bytes, kind: type | None = None) -> set[str]:
     """The datatypes of the filters of a program's delegates' nodes of `kind` (FullyConnected by default)."""
-    from etbuild.backends.xnnpack.format.blob import read_blob
-    from etbuild.runtime.format.pte import segment_bytes
-
-    program, header = read_program(pte)
     names = {v: k.lower() for k, v in vars(g.XNNDatatype).items() if k.isupper()}
     found = set()
-    for d in program.execution_plan[0].delegates:
-        graph = read_blob(segment_bytes(pte, program, header, d.processed.index)).graph
+    for graph in _delegate_graphs(pte):
         for n in graph.xnodes:
             if isinstance(n.node, kind or g.FullyConnected):
                 value = graph.xvalues[n.node.filter_id].value
@@ -462,13 +468,7 @@ def test_a_conv1d_stack_runs_along_the_height_axis_with_one_transpose_each_way()
         assert (n.node.kernel_width, n.node.subsampling_width, n.node.dilation_width, dims[2]) == (1, 1, 1, 1)
         assert n.output_min_max is not None and n.output_min_max.output_min == 0.0
     assert [n.node.kernel_height for n in convs] == [9, 5, 7, 1]
-    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
-    if HAS_EXECUTORCH:
-        from tests.backends.xnnpack.oracle import run_executorch
-
-        with torch.no_grad():
-            expected = module(*inputs).numpy()
-        np.testing.assert_allclose(run_executorch(compiled.pte, list(inputs))[0], expected, rtol=1e-4, atol=1e-5)
+    _check_in_both_runtimes(module, inputs, compiled.pte)
 
 
 class GatedUpsample(torch.nn.Module):
@@ -501,13 +501,7 @@ def test_bilinear_upsampling_is_a_resize_node_in_the_one_delegate(align_corners)
     assert [(r.new_height, r.new_width, r.flags) for r in resizes] == [(9, 11, 8 * align_corners),
                                                                       (18, 22, 8 * align_corners)]
     assert sum(isinstance(n.node, g.StaticTranspose) for n in graph.xnodes) == 3  # two inputs in, one output out
-    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
-    if HAS_EXECUTORCH:
-        from tests.backends.xnnpack.oracle import run_executorch
-
-        with torch.no_grad():
-            expected = module(*inputs).numpy()
-        np.testing.assert_allclose(run_executorch(compiled.pte, list(inputs))[0], expected, rtol=1e-4, atol=1e-5)
+    _check_in_both_runtimes(module, inputs, compiled.pte)
 
 
 class HardswishBlock(torch.nn.Module):
@@ -532,18 +526,11 @@ def test_hardswish_is_one_xnnpack_node_and_decomposed_where_no_delegate_takes_it
     (graph,) = _delegate_graphs(compiled.pte)
     kinds = [type(n.node).__name__ for n in graph.xnodes]
     assert kinds.count("Hardswish") == 2 and not {"Div", "Multiply", "Clamp", "Add"} & set(kinds), kinds
-    _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
+    _check_in_both_runtimes(module, inputs, compiled.pte)
     excluded = _compile(module, inputs, (BackendConfig("xnnpack", {"exclude": ["head"]}),))
     (outside,) = excluded.report.methods[0].outside
     assert outside.operator == "aten::hardswish"
     program, _ = read_program(excluded.pte)
     names = {op.name for op in program.execution_plan[0].operators}
     assert "aten::hardswish" not in names and "aten::clamp" in names, names
-    _check_against_eager(module, inputs, excluded.pte, atol=1e-5)
-    if HAS_EXECUTORCH:
-        from tests.backends.xnnpack.oracle import run_executorch
-
-        with torch.no_grad():
-            expected = module(*inputs).numpy()
-        for pte in (compiled.pte, excluded.pte):
-            np.testing.assert_allclose(run_executorch(pte, list(inputs))[0], expected, rtol=1e-4, atol=1e-5)
+    _check_in_both_runtimes(module, inputs, excluded.pte)
