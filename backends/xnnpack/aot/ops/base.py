@@ -19,6 +19,7 @@ import torch
 from torch.fx import Node
 
 from etbuild.backends.xnnpack.aot.known import Known
+from etbuild.lowering.symbolic import upper_bound
 
 if TYPE_CHECKING:
     from etbuild.backends.xnnpack.aot.emitter import Emitter
@@ -82,8 +83,10 @@ def arg(node: Node, index: int, name: str, default: Any = None) -> Any:
 
 
 def shape_of(node: Any) -> tuple[int, ...]:
+    """A node's tensor shape, a symbolic size at its upper bound (never `int()` of a SymInt: that
+    guard would pin the export's symbol to its example size for the whole program)."""
     val = node.meta.get("val") if isinstance(node, Node) else None
-    return tuple(int(s) for s in val.shape) if isinstance(val, torch.Tensor) else ()
+    return tuple(upper_bound(s) for s in val.shape) if isinstance(val, torch.Tensor) else ()
 
 
 def normalize_dim(dim: int, rank: int) -> int:

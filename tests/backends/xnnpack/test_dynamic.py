@@ -1,0 +1,53 @@
+"""The XNNPACK backend with a dynamic leading dimension (DYNAMIC_BOUND tensors planned at the Dim's max):
+the partitioner never pins the export's symbol to its example size, and the delegates it makes run
+at any size up to the bound, in our runtime and in ExecuTorch's."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from etbuild.pipeline import compile_exported
+from etbuild.recipe import BackendConfig
+from etbuild.runtime import Program
+from etbuild.runtime.format.pte import read_program
+
+XNNPACK = (BackendConfig("xnnpack", {}),)
+MAX = 16
+
+
+class NormLinear(torch.nn.Module):
+    """RMSNorm (pow, mean, rsqrt, mul) then a linear, over tokens `[1, n, 8]`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(8) + 0.5)
+        self.proj = torch.nn.Linear(8, 12)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+        return self.proj(x).view(1, x.shape[1], 3, 4).transpose(1, 2)
+
+
+def _dynamic_program(module: torch.nn.Module) -> bytes:
+    n = torch.export.Dim("n", min=1, max=MAX)
+    exported = torch.export.export(module.eval(), (torch.randn(1, 2, 8),), dynamic_shapes=({1: n},))
+    return compile_exported({"forward": exported}, backends=XNNPACK).pte
+
+
+def test_the_input_is_planned_at_the_dims_max_not_the_example_size():
+    pte = _dynamic_program(NormLinear())
+    (plan,) = [p for p in read_program(pte)[0].execution_plan if p.name == "forward"]
+    tensor = plan.values[plan.inputs[0]].val
+    assert list(tensor.sizes) == [1, MAX, 8] and tensor.shape_dynamism == 1
+
+
+def test_it_runs_at_any_size_up_to_the_bound_in_our_runtime():
+    torch.manual_seed(0)
+    module = NormLinear()
+    method = Program(_dynamic_program(module)).load_method("forward")
+    for n in (1, 7, MAX):
+        x = torch.randn(1, n, 8)
+        with torch.no_grad():
+            expected = module(x).numpy()
+        np.testing.assert_allclose(method(x.numpy())[0], expected, rtol=1e-4, atol=1e-5)
