@@ -115,11 +115,13 @@ def _delegate(method: GraphMethod, name: str, aot: AotBackend, options: Any, gro
 
 
 def subgraph(group: tuple[Node, ...], constants: Mapping[Node, torch.Tensor]) -> Subgraph:
+    """The group's nodes, inputs and outputs. A symbolic size read by a member (a view's size) is no
+    input: the delegate resizes its values from its tensor inputs' shapes."""
     members = set(group)
     inputs: dict[Node, None] = {}
     for n in group:
         for a in n.all_input_nodes:
-            if a not in members and a not in constants:
+            if a not in members and a not in constants and not isinstance(a.meta.get("val"), torch.SymInt):
                 inputs.setdefault(a)
     outputs = tuple(n for n in group if any(u not in members for u in n.users))
     return Subgraph(tuple(group), tuple(inputs), outputs, constants)

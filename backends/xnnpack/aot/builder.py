@@ -17,8 +17,29 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
+from etbuild.errors import InternalError
 
 NAMED_DATA_ALIGNMENT = 128  # ExecuTorch's runtime packs named data from 128-aligned segments
+
+
+class DynamicSize(int):
+    """A size that varies at run time (a symbolic size of the export), held at its upper bound.
+
+    Values keep it at the bound (XNNPACK resizes them per call from the external inputs); a
+    StaticReshape writes 0 for it (XNNPACK infers that dim). A product or quotient with a static
+    size stays dynamic, so dims computed from a dynamic shape keep the mark."""
+
+    def __mul__(self, other: object) -> DynamicSize:
+        return DynamicSize(int(self) * int(other))  # type: ignore[call-overload]
+
+    __rmul__ = __mul__
+
+    def __floordiv__(self, other: object) -> DynamicSize:
+        return DynamicSize(int(self) // int(other))  # type: ignore[call-overload]
+
+
+def is_dynamic(size: object) -> bool:
+    return isinstance(size, DynamicSize)
 
 
 @dataclass
@@ -30,11 +51,14 @@ class GraphBuilder:
     named_data: dict[str, bytes] = field(default_factory=dict)
     producers: dict[int, g.XNode] = field(default_factory=dict)
     _keys: dict[str, int] = field(default_factory=dict)
+    _dynamic_dims: dict[int, tuple[int, ...]] = field(default_factory=dict)  # values with a DynamicSize
 
     def tensor(self, dims: Sequence[int], datatype: int = g.XNNDatatype.FP32,
                quant: g.QuantParams | None = None, constant: int = 0) -> int:
         """A new value; quantized when `quant` is given. Returns its id."""
         vid = len(self.graph.xvalues)
+        if any(is_dynamic(d) for d in dims):
+            self._dynamic_dims[vid] = tuple(dims)
         t = g.TensorValue(datatype=datatype, num_dims=len(dims), dims=[int(d) for d in dims],
                           constant_buffer_idx=constant, external_id=g.NO_ID, flags=0, id_out=vid)
         value = t if quant is None else g.QuantizedTensorValue(tensor_value=t, quant_params=quant)
@@ -79,8 +103,14 @@ class GraphBuilder:
         return out
 
     def reshape(self, source: int, dims: Sequence[int]) -> int:
+        """A StaticReshape of `source` to `dims`: a dynamic size is written 0 (inferred at run
+        time, as ExecuTorch writes torch's -1), so at most one may vary."""
+        if sum(map(is_dynamic, dims)) > 1 or (any(map(is_dynamic, self.dims(source))) and
+                                              not any(map(is_dynamic, dims))):
+            raise InternalError(f"reshape of {list(self.dims(source))} to {list(dims)}: XNNPACK infers one "
+                                "dynamic dim only, and a dynamic value's reshape needs one")
         out = self.tensor(dims, *self.kind(source))
-        self.node(g.StaticReshape(len(dims), [int(d) for d in dims], source, out, 0), out)
+        self.node(g.StaticReshape(len(dims), [0 if is_dynamic(d) else int(d) for d in dims], source, out, 0), out)
         return out
 
     def transpose(self, source: int, perm: Sequence[int], dims: Sequence[int]) -> int:
@@ -98,7 +128,8 @@ class GraphBuilder:
         return value.tensor_value if isinstance(value, g.QuantizedTensorValue) else value  # type: ignore[return-value]
 
     def dims(self, vid: int) -> tuple[int, ...]:
-        return tuple(self.tensor_value(vid).dims)
+        """A value's dims (a DynamicSize where they vary at run time)."""
+        return self._dynamic_dims.get(vid) or tuple(self.tensor_value(vid).dims)
 
     def kind(self, vid: int) -> tuple[int, g.QuantParams | None]:
         """The datatype and quantization of a value, for a value holding the same numbers."""

@@ -22,6 +22,7 @@ from etbuild.backends.aot import Subgraph
 from etbuild.backends.xnnpack.aot import layout as lay
 from etbuild.backends.xnnpack.aot.builder import GraphBuilder
 from etbuild.backends.xnnpack.aot.known import Known
+from etbuild.backends.xnnpack.aot.ops.base import sizes
 from etbuild.backends.xnnpack.aot.quant import VIEWS, per_tensor, result_quant
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.format.nodes import CLAMPED
@@ -29,11 +30,11 @@ from etbuild.errors import InternalError
 
 
 def logical_shape(node: Node) -> tuple[int, ...]:
-    """A node's torch shape (static: the partitioner takes no symbolic shapes)."""
+    """A node's torch shape (a symbolic size as a DynamicSize at its upper bound)."""
     val = node.meta.get("val")
     if not isinstance(val, torch.Tensor):
         raise InternalError(f"node {node.name} holds {type(val).__name__}, not a tensor")
-    return tuple(int(s) for s in val.shape)
+    return sizes(val.shape)
 
 
 class Emitter:

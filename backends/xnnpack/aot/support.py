@@ -17,7 +17,10 @@ from torch.fx import Node
 
 from etbuild.backends.xnnpack.aot.known import Known
 from etbuild.backends.xnnpack.aot.ops import RULES, Checker, decomposes
-from etbuild.backends.xnnpack.aot.ops.base import MAX_RANK, used_items
+from etbuild.backends.xnnpack.aot.ops.base import MAX_RANK, aten, used_items
+from etbuild.backends.xnnpack.aot.ops.elementwise import BINARY, UNARY
+from etbuild.backends.xnnpack.aot.ops.quant import CHOSEN, DYNAMIC_DEQUANTIZE, DYNAMIC_QUANTIZE, FC_TARGETS
+from etbuild.backends.xnnpack.aot.quant import VIEWS
 from etbuild.backends.xnnpack.options import XnnpackOptions
 
 
@@ -30,7 +33,8 @@ def _tensors(value: Any) -> list[torch.Tensor]:
 
 
 def _tensor_reason(node: Node, dtypes: tuple[torch.dtype, ...]) -> str | None:
-    """Why a call's tensors (read and written) are not ones XNNPACK takes, or None."""
+    """Why a call's tensors (read and written) are not ones XNNPACK takes, or None. A symbolic
+    size is taken only by the calls of DYNAMIC, one per tensor (XNNPACK resizes them per call)."""
     tensors = [t for a in node.all_input_nodes for t in _tensors(a.meta.get("val"))]
     result = node.meta.get("val")
     if isinstance(result, (list, tuple)):  # several results: only those read count
@@ -39,11 +43,24 @@ def _tensor_reason(node: Node, dtypes: tuple[torch.dtype, ...]) -> str | None:
     for t in tensors:
         if t.dtype not in dtypes:
             return f"{str(t.dtype).removeprefix('torch.')} not supported"
-        if any(not isinstance(s, int) for s in t.shape):
+        symbolic = sum(not isinstance(s, int) for s in t.shape)
+        if symbolic and node.target not in DYNAMIC:
             return "symbolic (dynamic) shapes not supported"
+        if symbolic > 1:
+            return f"{symbolic} symbolic sizes in one tensor (XNNPACK infers one)"
         if t.dim() > MAX_RANK:
             return f"{t.dim()} dims (XNNPACK takes at most {MAX_RANK})"
     return None
+
+
+DYNAMIC = frozenset({
+    *BINARY, *UNARY, *VIEWS, *FC_TARGETS, *CHOSEN, *DYNAMIC_QUANTIZE, *DYNAMIC_DEQUANTIZE,
+    aten.permute.default, aten.permute_copy.default, aten.clone.default, aten.alias.default,
+    aten.alias_copy.default, aten.contiguous.default, aten.pow.Tensor_Scalar, aten.mean.dim, aten.sum.dim_IntList,
+    aten.bmm.default, aten._softmax.default,
+})
+"""Calls taken with a symbolic (dynamic) size: XNNPACK's reshape propagates it through their nodes,
+and the values and StaticReshapes they make keep it (a DynamicSize, written 0 in a reshape)."""
 
 
 def excluded(node: Node, globs: tuple[str, ...]) -> str | None:

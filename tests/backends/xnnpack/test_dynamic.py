@@ -11,6 +11,7 @@ from etbuild.pipeline import compile_exported
 from etbuild.recipe import BackendConfig
 from etbuild.runtime import Program
 from etbuild.runtime.format.pte import read_program
+from tests.conftest import HAS_EXECUTORCH
 
 XNNPACK = (BackendConfig("xnnpack", {}),)
 MAX = 16
@@ -42,12 +43,25 @@ def test_the_input_is_planned_at_the_dims_max_not_the_example_size():
     assert list(tensor.sizes) == [1, MAX, 8] and tensor.shape_dynamism == 1
 
 
-def test_it_runs_at_any_size_up_to_the_bound_in_our_runtime():
+def test_it_runs_at_any_size_up_to_the_bound_in_both_runtimes():
     torch.manual_seed(0)
     module = NormLinear()
-    method = Program(_dynamic_program(module)).load_method("forward")
+    pte = _dynamic_program(module)
+    method = Program(pte).load_method("forward")
     for n in (1, 7, MAX):
         x = torch.randn(1, n, 8)
         with torch.no_grad():
             expected = module(x).numpy()
         np.testing.assert_allclose(method(x.numpy())[0], expected, rtol=1e-4, atol=1e-5)
+        if HAS_EXECUTORCH:
+            from tests.backends.xnnpack.oracle import run_executorch
+
+            np.testing.assert_allclose(run_executorch(pte, [x])[0], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_the_norm_and_linear_are_delegated_with_the_dynamic_size():
+    compiled = compile_exported({"forward": torch.export.export(
+        NormLinear().eval(), (torch.randn(1, 2, 8),),
+        dynamic_shapes=({1: torch.export.Dim("n", min=1, max=MAX)},))}, backends=XNNPACK)
+    outside = compiled.report.to_json()["methods"]["forward"]["outside"]
+    assert [o["operator"] for o in outside] == ["aten::sym_size.int"], outside  # the view's size, unused inside

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.fx import Node
 
+from etbuild.backends.xnnpack.aot.builder import DynamicSize
 from etbuild.backends.xnnpack.aot.known import Known
 from etbuild.lowering.symbolic import upper_bound
 
@@ -83,10 +84,15 @@ def arg(node: Node, index: int, name: str, default: Any = None) -> Any:
 
 
 def shape_of(node: Any) -> tuple[int, ...]:
-    """A node's tensor shape, a symbolic size at its upper bound (never `int()` of a SymInt: that
-    guard would pin the export's symbol to its example size for the whole program)."""
+    """A node's tensor shape, a symbolic size as a DynamicSize at its upper bound (never `int()` of
+    a SymInt: that guard would pin the export's symbol to its example size for the whole program)."""
     val = node.meta.get("val") if isinstance(node, Node) else None
-    return tuple(upper_bound(s) for s in val.shape) if isinstance(val, torch.Tensor) else ()
+    return sizes(val.shape) if isinstance(val, torch.Tensor) else ()
+
+
+def sizes(shape: Sequence[Any]) -> tuple[int, ...]:
+    """Static sizes as ints, symbolic ones as DynamicSize at their upper bounds."""
+    return tuple(s if isinstance(s, int) else DynamicSize(upper_bound(s)) for s in shape)
 
 
 def normalize_dim(dim: int, rank: int) -> int:
