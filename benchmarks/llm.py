@@ -1,6 +1,7 @@
 """Language models: etbuild's `model.llm` build against ExecuTorch's export_llm, on the same weights, in one run.
 
-    python benchmarks/llm.py [--work DIR] [--json out.json] [--tokens 64] [--prompt 64]
+    python benchmarks/llm.py [--work DIR] [--json out.json] [--tokens 64] [--prompt 64] [--max-prefill 128]
+                             [--attention custom] [--flows etbuild export_llm] [--settings fp32 8da4w]
 
 A Llama-shaped Hugging Face checkpoint (random weights, seeded; ~26 M parameters, so that the
 runner's millisecond clock resolves) is written with `save_pretrained`, beside a byte-level BPE
@@ -94,12 +95,15 @@ def meta_params(config: dict[str, Any]) -> dict[str, Any]:
             "rope_theta": config["rope_theta"], "use_scaled_rope": False}
 
 
-def build_ours(work: Path, folder: Path, setting: str) -> tuple[Path, float]:
+def build_ours(work: Path, folder: Path, setting: str, max_prefill: int = 128,
+               attention: str = "portable") -> tuple[Path, float]:
+    """A clean etbuild build; `max_prefill` > 1 is a dynamic forward (the prompt in one call)."""
     name = f"ours-{setting}"
     work.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(work / "build" / name, ignore_errors=True)  # a clean build
-    recipe = write_llm_recipe(work, name, {"path": str(folder), "max_context": CONTEXT, "max_prefill": 1},
-                              backends=[{"name": "xnnpack"}], verify={"agreement": 0.0}, **SETTINGS[setting])
+    recipe = write_llm_recipe(work, name, {"path": str(folder), "max_context": CONTEXT, "max_prefill": max_prefill},
+                              llm={"attention": attention}, backends=[{"name": "xnnpack"}],
+                              verify={"agreement": 0.0}, **SETTINGS[setting])
     start = time.perf_counter()
     result = build([recipe], work / "build", stream=io.StringIO())
     seconds = time.perf_counter() - start
@@ -201,6 +205,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=64)
     parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
+    parser.add_argument("--flows", nargs="+", choices=["etbuild", "export_llm"], default=["etbuild", "export_llm"])
+    parser.add_argument("--max-prefill", type=int, default=128, help="ours: longest chunk one call takes")
+    parser.add_argument("--attention", choices=["portable", "custom"], default="custom", help="ours: llm.attention")
     args = parser.parse_args()
     folder = args.work / "checkpoint"
     config = checkpoint(folder)
@@ -218,8 +225,11 @@ def main() -> None:
     expected = hf_greedy(hf, sequence[:8], 32)
     rows = []
     for setting in args.settings:
-        for flow, builder in (("etbuild", build_ours), ("export_llm", build_export_llm)):
-            pte, seconds = builder(args.work / flow, folder, setting)
+        for flow in args.flows:
+            if flow == "etbuild":
+                pte, seconds = build_ours(args.work / flow, folder, setting, args.max_prefill, args.attention)
+            else:
+                pte, seconds = build_export_llm(args.work / flow, folder, setting)
             logits, greedy = forward_checks(pte, sequence, 8, 32, args.work)
             speed = runner_speed(pte, folder / "tokenizer.json", prompt_text, args.tokens)
             rows.append({
@@ -228,6 +238,7 @@ def main() -> None:
                 "agreement": round(float(np.mean(logits.argmax(-1) == reference.argmax(-1))), 4),
                 "prefill_tok_s": speed["prefill_token_per_sec"], "decode_tok_s": speed["decode_token_per_sec"],
                 "prompt_tokens": speed["prompt_tokens"], "generated_tokens": speed["generated_tokens"],
+                "load_average": Path("/proc/loadavg").read_text().split()[:3],
             })
             print(json.dumps(rows[-1]), flush=True)
     if args.json:
