@@ -65,3 +65,23 @@ def test_the_norm_and_linear_are_delegated_with_the_dynamic_size():
         dynamic_shapes=({1: torch.export.Dim("n", min=1, max=MAX)},))}, backends=XNNPACK)
     outside = compiled.report.to_json()["methods"]["forward"]["outside"]
     assert [o["operator"] for o in outside] == ["aten::sym_size.int"], outside  # the view's size, unused inside
+
+
+def test_a_reshape_writes_zero_for_the_dynamic_size_and_refuses_two():
+    import math
+
+    import pytest
+
+    from etbuild.backends.xnnpack.aot.builder import DynamicSize, GraphBuilder, is_dynamic
+    from etbuild.errors import InternalError
+
+    n = DynamicSize(MAX)
+    assert is_dynamic(math.prod((1, n, 4))) and is_dynamic(n * 4 // 2) and not is_dynamic(MAX)
+    b = GraphBuilder()
+    x = b.tensor((1, n, 4, 16))
+    y = b.reshape(x, (n * 4, 16))
+    assert b.graph.xnodes[-1].node.new_shape == [0, 16] and b.dims(y) == (MAX * 4, 16) and is_dynamic(b.dims(y)[0])
+    with pytest.raises(InternalError, match="one dynamic dim"):
+        b.reshape(x, (n, n))
+    with pytest.raises(InternalError, match="one dynamic dim"):
+        b.reshape(x, (MAX * 4, 16))  # the dynamic size lost: a static reshape would be wrong below the bound
