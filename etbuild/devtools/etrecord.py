@@ -74,10 +74,21 @@ def method_record(plan: fb.ExecutionPlan, graph: SerializedGraph, debug: Mapping
         elif isinstance(call, fb.DelegateCall) and call.delegate_index < len(delegates):
             d = delegates[call.delegate_index]
             handles[k] = [graph.handles[n] for n in d.node_names if n in graph.handles]
-            mapped[k] = {"name": d.backend_id, "delegate_map": {}}
+            mapped[k] = {"name": d.backend_id, "delegate_map": node_handles(d.processed.debug_map, graph)}
             outs[k] = d.output_count
     return MethodRecord((graph.program, graph.state_dict, graph.constants, graph.example_inputs),
                         handles, mapped, outs)
+
+
+def node_handles(debug_map: Mapping[str, Sequence[str]], graph: SerializedGraph) -> dict[str, Handles]:
+    """A delegate's node ids → the handles of the calls each lowers (one handle: an int, as
+    ExecuTorch writes them); ids whose calls are all missing from the graph are left out."""
+    out: dict[str, Handles] = {}
+    for ident, names in debug_map.items():
+        found = sorted({graph.handles[n] for n in names if n in graph.handles})
+        if found:
+            out[ident] = found[0] if len(found) == 1 else found
+    return out
 
 
 def _results(plan: fb.ExecutionPlan, value: int) -> list[int]:
