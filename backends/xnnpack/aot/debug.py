@@ -10,8 +10,9 @@ profile events of a delegate's nodes carry no handle, only a string id (`delegat
   operator type and the count of that type in the delegate so far, `Fully Connected (NC, F32)
   GEMM #3`. On every delegate of the recipes it runs one operator per node, in node order (the
   emitter fuses clamps itself), except a Convert to qdint8 read only by fully connected nodes,
-  which XNNPACK folds into them (`Fully Connected (NC, QDU8, F32, QC8W) GEMM`); so node k's name
-  follows from the kinds of nodes 0..k.
+  which XNNPACK folds into them (`Fully Connected (NC, QDU8, F32, QC8W) GEMM`; read by a
+  convolution it runs as `Convert (NC, F32, QDU8)`); so node k's name follows from the kinds of
+  nodes 0..k.
   `operator_type` knows the types measured there (`tests/interop/test_etrecords.py` checks
   them); a delegate with a node it does not know gets no names of this kind, rather than names
   that could be counted wrong.
@@ -53,9 +54,10 @@ _FULLY_CONNECTED = {
     (QD8, QC8W, F32): "Fully Connected (NC, QDU8, F32, QC8W) GEMM",
     (QD8, QB4W, F32): "Fully Connected (NC, QDU8, F32, QB4W) GEMM",
 }
-_CONVOLUTION = {  # (input, filter, output) types -> the type's data part
-    (F32, F32, F32): ("F32", "Fully Connected (NC, F32) GEMM"),
-    (QS8, QC8W, QS8): ("QC8", "Fully Connected (NC, QS8, QC8W) GEMM"),
+_CONVOLUTION = {  # (input, filter, output) types -> the type's data part, a 1x1 one's type, depthwise known
+    (F32, F32, F32): ("F32", "Fully Connected (NC, F32) GEMM", True),
+    (QS8, QC8W, QS8): ("QC8", "Fully Connected (NC, QS8, QC8W) GEMM", True),
+    (QD8, QC8W, F32): ("QDU8, F32, QC8W", None, False),
 }
 _VALUE_FIELDS = ("input_id", "input1_id", "input2_id", "filter_id", "output_id")
 
@@ -72,8 +74,9 @@ def operator_type(xnode: g.XNode, graph: g.XNNGraph) -> str | None:
     member = type(body).__name__
     types = tuple(_datatype(graph, getattr(body, f)) for f in _VALUE_FIELDS if hasattr(body, f))
     if member == "Convert" and types[-1:] == (QD8,):
-        readers = [type(x.node).__name__ for x in graph.xnodes if _reads(x, body.output_id)]
-        return "" if readers and set(readers) == {"FullyConnected"} else None
+        readers = {type(x.node).__name__ for x in graph.xnodes if _reads(x, body.output_id)}
+        return {frozenset({"FullyConnected"}): "", frozenset({"Conv2d"}): "Convert (NC, F32, QDU8)"}.get(
+            frozenset(readers))
     if member in _ANY_TYPE:
         return _ANY_TYPE[member]
     if member == "FullyConnected":
@@ -92,9 +95,9 @@ def _reads(xnode: g.XNode, vid: int) -> bool:
 def _convolution(body: g.Convolution, member: str, types: tuple[int, ...]) -> str | None:
     if types not in _CONVOLUTION:
         return None
-    data, pointwise_type = _CONVOLUTION[types]
+    data, pointwise_type, depthwise = _CONVOLUTION[types]
     if member == "DepthwiseConv2d":
-        return f"Convolution (NHWC, {data}) DWConv"
+        return f"Convolution (NHWC, {data}) DWConv" if depthwise else None
     pointwise = (body.kernel_height, body.kernel_width, body.subsampling_height, body.subsampling_width) == (1, 1, 1, 1)
     unpadded = not (body.padding_top or body.padding_left or body.padding_bottom or body.padding_right)
     if pointwise and unpadded and body.groups == 1:

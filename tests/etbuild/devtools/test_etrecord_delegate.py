@@ -22,7 +22,7 @@ from etbuild.runtime import Program
 from etbuild.tools.profile import generated_inputs
 from tests.conftest import requires_executorch
 
-NAME = "conv-relu-linear-xnnpack"
+NAME, DYNAMIC = "conv-relu-linear-xnnpack", "conv-relu-linear-int8-dynamic-xnnpack"
 
 
 class ConvReluLinear(nn.Module):
@@ -42,13 +42,30 @@ def conv_relu_linear() -> nn.Module:
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def builds(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The model delegated to XNNPACK, float and int8-dynamic (its convolution and linear run qd8 x qc8)."""
     root = tmp_path_factory.mktemp("etrecord-delegate")
-    recipe = root / f"{NAME}.yaml"
-    recipe.write_text(f"name: {NAME}\nmodel:\n  factory: {Path(__file__).resolve()}:conv_relu_linear\n"
-                      "  inputs: [{shape: [1, 3, 8, 8], dtype: float32}]\nbackends: [{name: xnnpack}]\n")
-    assert build([recipe], root / "build", stream=io.StringIO()).exit_code == 0
-    return root / "build" / NAME
+    recipes = []
+    for name, extra in ((NAME, ""), (DYNAMIC, "quantize: {scheme: int8-dynamic}\n")):
+        recipes.append(root / f"{name}.yaml")
+        recipes[-1].write_text(f"name: {name}\nmodel:\n  factory: {Path(__file__).resolve()}:conv_relu_linear\n"
+                               "  inputs: [{shape: [1, 3, 8, 8], dtype: float32}]\nbackends: [{name: xnnpack}]\n"
+                               + extra)
+    assert build(recipes, root / "build", stream=io.StringIO()).exit_code == 0
+    return root / "build"
+
+
+@pytest.fixture
+def built(builds: Path) -> Path:
+    return builds / NAME
+
+
+def _device_etdump(built: Path, tmp_path: Path) -> Path:
+    from etbuild.verify.oracle_etdump import executorch_etdump
+
+    pte = built / f"{built.name}.pte"
+    return executorch_etdump(pte, generated_inputs(Program.load(pte).load_method("forward")),
+                             tmp_path / "device.etdump", calls=2)
 
 
 def _node_events(etdump: Path, etrecord: Path) -> dict[str, tuple[set[str], set[str]]]:
@@ -74,11 +91,8 @@ def _from_view(etdump: Path, pte: Path, etrecord: Path) -> dict[str, set[str]]:
 
 @requires_executorch
 def test_the_inspector_names_xnnpacks_own_events_with_module_paths(built: Path, tmp_path: Path) -> None:
-    from etbuild.verify.oracle_etdump import executorch_etdump
-
     pte, etrecord = built / f"{NAME}.pte", built / "etrecord.bin"
-    dump = executorch_etdump(pte, generated_inputs(Program.load(pte).load_method("forward")),
-                             tmp_path / "device.etdump", calls=2)
+    dump = _device_etdump(built, tmp_path)
     events = _node_events(dump, etrecord)
     assert set(events) == {"Transpose (ND, X32) #1", "Convolution (NHWC, F32) IGEMM #1", "Transpose (ND, X32) #2",
                            "Static Reshape (NC) #1", "Fully Connected (NC, F32) GEMM #1", "Sigmoid (NC) #1"}
@@ -105,15 +119,24 @@ def test_our_runtimes_node_events_are_named_too(built: Path, tmp_path: Path, cap
     assert {i: p for i, (p, _) in events.items()} == {i: _from_view(dump, pte, etrecord)[i] for i in events}
 
 
-def test_the_predicted_names_are_one_per_operator_xnnpack_runs(built: Path) -> None:
+@requires_executorch
+@pytest.mark.parametrize("name", [NAME, DYNAMIC])
+def test_the_predicted_ids_are_the_ones_executorchs_runtime_writes(builds: Path, tmp_path: Path, name: str) -> None:
+    """In order, one per operator XNNPACK runs (int8-dynamic: the qd8 Convert before the linear is
+    folded into it, the one before the convolution is not); every one named by the Inspector."""
     from etbuild.backends.xnnpack.format.blob import read_blob
     from etbuild.runtime.format.pte import read_program, segment_bytes
 
-    data = (built / f"{NAME}.pte").read_bytes()
+    data = (builds / name / f"{name}.pte").read_bytes()
     program, header = read_program(data)
     segment = program.execution_plan[0].delegates[0].processed.index
     graph = read_blob(segment_bytes(data, program, header, segment)).graph
-    assert operator_names(graph) == ["Transpose (ND, X32) #1", "Convolution (NHWC, F32) IGEMM #1",
-                                     "Transpose (ND, X32) #2", "Static Reshape (NC) #1",
-                                     "Fully Connected (NC, F32) GEMM #1", "Sigmoid (NC) #1"]
-    assert all(x.debug_handle > 0 for x in graph.xnodes)
+    predicted = operator_names(graph)
+    assert predicted is not None and all(x.debug_handle > 0 for x in graph.xnodes)
+    dump = _device_etdump(builds / name, tmp_path)
+    written = [e.profile_event.delegate_debug_id_str for run in ed.read_etdump(dump.read_bytes()).run_data
+               if run.name == "Execute" for e in run.events
+               if e.profile_event and e.profile_event.delegate_debug_id_str]
+    assert [p for p in predicted if p] * 2 == written  # two calls
+    events = _node_events(dump, builds / name / "etrecord.bin")
+    assert set(events) == set(written) and all(paths and ops for paths, ops in events.values())
