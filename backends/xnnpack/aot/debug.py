@@ -96,9 +96,9 @@ def _convolution(body: g.Convolution, member: str, types: tuple[int, ...]) -> st
     if types not in _CONVOLUTION:
         return None
     data, pointwise_type, depthwise = _CONVOLUTION[types]
-    if member == "DepthwiseConv2d":
-        return f"Convolution (NHWC, {data}) DWConv" if depthwise else None
     pointwise = (body.kernel_height, body.kernel_width, body.subsampling_height, body.subsampling_width) == (1, 1, 1, 1)
+    if member == "DepthwiseConv2d":  # a 1x1 one runs as another kind, not measured
+        return f"Convolution (NHWC, {data}) DWConv" if depthwise and not pointwise else None
     unpadded = not (body.padding_top or body.padding_left or body.padding_bottom or body.padding_right)
     if pointwise and unpadded and body.groups == 1:
         return pointwise_type  # XNNPACK runs a 1x1 convolution as a matrix product

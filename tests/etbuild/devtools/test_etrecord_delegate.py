@@ -140,3 +140,22 @@ def test_the_predicted_ids_are_the_ones_executorchs_runtime_writes(builds: Path,
     assert [p for p in predicted if p] * 2 == written  # two calls
     events = _node_events(dump, builds / name / "etrecord.bin")
     assert set(events) == set(written) and all(paths and ops for paths, ops in events.values())
+
+
+def test_a_delegate_with_a_node_of_unmeasured_kind_gets_only_our_runtimes_ids() -> None:
+    """No ExecuTorch ids when one node's operator type is not known (they could be counted wrong);
+    a fused call adds its name to the node it was fused into."""
+    from etbuild.backends.xnnpack.aot.builder import GraphBuilder
+    from etbuild.backends.xnnpack.aot.debug import debug_map
+
+    b = GraphBuilder()
+    x = b.tensor([1, 4])
+    b.handle = 1
+    negated = b.unary("Negate", x, [1, 4])
+    b.handle = 2
+    out = b.unary("Sigmoid", negated, [1, 4])
+    graph = b.finish([x], [out])
+    calls = [n for n in torch.fx.symbolic_trace(lambda a: torch.sigmoid(-a)).graph.nodes if n.op == "call_function"]
+    assert operator_names(graph) is None
+    assert debug_map(graph, calls, {id(graph.xnodes[1]): [1]}) == {
+        "node 0 (Negate)": (calls[0].name,), "node 1 (Sigmoid)": (calls[1].name, calls[0].name)}
