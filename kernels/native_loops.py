@@ -100,3 +100,76 @@ def layer_norm(
         m, s = mean[r], rstd[r]
         for j in range(x.shape[1]):
             out[r, j] = (x[r, j] - m) * s * weight[j] + bias[j]
+
+
+
+
+@jit
+def depthwise_nhwc(
+    x: np.ndarray, taps: np.ndarray, bias: np.ndarray, out: np.ndarray, stride: tuple[int, int],
+    dilation: tuple[int, int], pad: tuple[int, int], mult: int, lo: np.float32, hi: np.float32,
+) -> None:
+    """out = clamp(bias + Σ taps x·w, lo, hi): a depthwise convolution of x [N, H, W, C] (NHWC float32) into
+    out [N, OH, OW, C·mult] (output channel k reads input channel k // mult), all C-contiguous.
+
+    taps [KH, KW, OW·C·mult] and bias [OW·C·mult] are the filter and the bias tiled along one output row.
+    Per output row: the row set to the bias, then per kernel tap one pass over the output pixels that tap
+    reads inside the input (the zero padding is never read), then the clamp. pad is (top, left): bottom
+    and right padding only decide the output's size. The sums run in tap order from the bias."""
+    n_, h, w_in, c = x.shape
+    kh, kw, _ = taps.shape
+    _, oh, ow, co = out.shape
+    sh, sw = stride
+    dh, dw = dilation
+    top, left = pad
+    xf, of = x.reshape(-1), out.reshape(-1)
+    row, xrow = ow * co, w_in * c
+    for n in range(n_):
+        for oy in range(oh):
+            o = of[(n * oh + oy) * row : (n * oh + oy + 1) * row]
+            o[:] = bias
+            for ky in range(kh):
+                iy = oy * sh - top + ky * dh
+                if 0 <= iy < h:
+                    xr = xf[(n * h + iy) * xrow : (n * h + iy + 1) * xrow]
+                    for kx in range(kw):
+                        _depthwise_tap(o, xr, taps[ky, kx], kx * dw - left, sw, c, co, mult)
+            _clamp_row(o, lo, hi)
+
+
+@jit
+def _depthwise_tap(
+    o: np.ndarray, xr: np.ndarray, wt: np.ndarray, shift: int, sw: int, c: int, co: int, mult: int
+) -> None:
+    """o += one tap's products along an output row: pixel ox reads input pixel ox·sw + shift of the row xr
+    where that lies inside it. Slices indexed by range variables, so that numba knows the indices are not
+    negative and the loops vectorize; with stride 1 one contiguous loop over pixels and channels alike."""
+    w_in, ow = xr.shape[0] // c, o.shape[0] // co
+    first = max(0, (sw - 1 - shift) // sw)
+    last = min(ow, (w_in - 1 - shift) // sw + 1) if shift < w_in else 0
+    if first >= last:
+        return
+    if mult == 1 and sw == 1:
+        xs, os, ws = xr[(first + shift) * c :], o[first * co :], wt[first * co :]
+        for j in range((last - first) * co):
+            os[j] += xs[j] * ws[j]
+        return
+    for ox in range(first, last):
+        xs, os, ws = xr[(ox * sw + shift) * c :], o[ox * co :], wt[ox * co :]
+        if mult == 1:
+            for k in range(co):
+                os[k] += xs[k] * ws[k]
+        else:
+            for k in range(co):
+                os[k] += xs[k // mult] * ws[k]
+
+
+@jit
+def _clamp_row(o: np.ndarray, lo: np.float32, hi: np.float32) -> None:
+    """o clamped to [lo, hi] in place by comparisons (a nan stays nan, as numpy's clip leaves it)."""
+    for j in range(o.shape[0]):
+        v = o[j]
+        if v < lo:
+            o[j] = lo
+        elif v > hi:
+            o[j] = hi

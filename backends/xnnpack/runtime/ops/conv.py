@@ -14,15 +14,21 @@ Filters and biases must be constants (as XNNPACK requires); quantized ones arriv
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
+from types import ModuleType
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
+from etbuild.backends.xnnpack.runtime.grids import Grid
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, builds, fail, flat2d, reshaped, scratch
 from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer
 from etbuild.backends.xnnpack.runtime.values import Value
+from etbuild.kernels import native
 from etbuild.kernels.numerics.im2col import row_view
 from etbuild.kernels.numerics.ufuncs import bias_rows, matmul_add
 from etbuild.runtime.steps import Step
@@ -126,6 +132,13 @@ class Conv2d(_Conv):
         return step
 
 
+@functools.cache
+def _warm_depthwise(loops: ModuleType) -> None:
+    """Compile the depthwise loop for its argument types once per process (or load it from numba's cache)."""
+    x, taps, bias = np.zeros((1, 1, 1, 1), np.float32), np.zeros((1, 1, 1), np.float32), np.zeros(1, np.float32)
+    loops.depthwise_nhwc(x, taps, bias, np.empty_like(x), (1, 1), (1, 1), (0, 0), 1, np.float32(0), np.float32(0))
+
+
 def _im2col(x: np.ndarray, win: Window, oh: int, ow: int) -> tuple[Step, np.ndarray]:
     """The step filling an [N, OH, OW, KH·KW·C] column buffer from x, and the buffer."""
     n, _, _, c = x.shape
@@ -187,12 +200,46 @@ class DepthwiseConv2d(_Conv):
                 found.append((a * win.sw + b, (qi[0] * wq + qj[0]) * cc, (len(rows), len(cols), *steps), weights))
         return found
 
+    clamp: tuple[float, float] = (-math.inf, math.inf)
+
+    def fuse_clamp(self, lo: float, hi: float) -> bool:
+        self.clamp = (lo, hi)
+        return True
+
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
         x, o = ins[0], outs[0]
+        loops = native.loops()
+        if loops is not None and all(a.dtype == np.float32 and a.flags.c_contiguous for a in (x, o)):
+            return self.fused(x, o, loops)
+        step = self.numpy_form(x, o)
+        clamp = Grid(DT.FP32).snapper(*self.clamp)
+        if clamp is None:
+            return step
+
+        def depthwise_clamped() -> None:
+            step()
+            clamp(o)
+
+        return depthwise_clamped
+
+    def numpy_form(self, x: np.ndarray, o: np.ndarray) -> Step:
+        """Without the compiled loop: `direct` for many channels on a strided or small grid, else `phased`."""
         strided = self.win.sh > 1 or self.win.sw > 1
         if self.cout >= DIRECT_CHANNELS and (strided or o.shape[1] * o.shape[2] <= DIRECT_PIXELS):
             return self.direct(x, o)
         return self.phased(x, o)
+
+    def fused(self, x: np.ndarray, o: np.ndarray, loops: ModuleType) -> Step:
+        """The compiled loop (`native_loops.depthwise_nhwc`): bias, taps and clamp in one pass per output row,
+        the filter and bias tiled along an output row at bind and the loop compiled (or loaded) here, not on
+        the first call. The sums run in another order than the numpy forms' (within float32 rounding)."""
+        win, ow = self.win, o.shape[2]
+        taps = np.ascontiguousarray(np.tile(self.weights, (1, 1, ow)))
+        bias = np.tile(self.bias if self.bias is not None else np.zeros(self.cout, np.float32), ow)
+        lo, hi = (np.float32(b) for b in self.clamp)
+        _warm_depthwise(loops)
+        return functools.partial(loops.depthwise_nhwc, x, taps, bias, o, (win.sh, win.sw), (win.dh, win.dw),
+                                 (win.top, win.left), self.mult, lo, hi)
 
     def direct(self, x: np.ndarray, o: np.ndarray) -> Step:
         """One einsum over the [KH, KW, N, OH, OW, C·M] window view of the zero-padded input, straight into o.

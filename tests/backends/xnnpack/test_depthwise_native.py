@@ -1,0 +1,68 @@
+"""DepthwiseConv2d through our XNNPACK backend (the compiled loop where numba is installed, numpy without it)
+against torch's conv2d with groups = channels, the fused output clamp included."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from etbuild.kernels import native
+from tests.backends.xnnpack.graphs import GraphBuilder
+
+torch = pytest.importorskip("torch")
+
+CASES = [  # (N, H, W, C, multiplier, kernel, stride, dilation, padding (top, right, bottom, left), clamp)
+    (1, 48, 48, 16, 1, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), (0.0, 6.0)),  # MobileNet's ReLU6 blocks
+    (1, 24, 24, 48, 1, (3, 3), (2, 2), (1, 1), (0, 1, 1, 0), (0.0, 6.0)),  # stride 2, one-sided padding
+    (1, 6, 6, 192, 1, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), None),
+    (2, 7, 5, 3, 2, (3, 2), (2, 1), (1, 2), (2, 0, 1, 1), (-0.5, math.inf)),  # odd shapes, a depth multiplier
+    (1, 9, 11, 70, 1, (5, 5), (3, 2), (2, 1), (2, 2, 2, 2), (-math.inf, 1.0)),  # dilation, strides 3 and 2
+    (1, 13, 8, 1, 1, (3, 3), (1, 1), (2, 2), (2, 2, 2, 2), None),  # one channel
+    (1, 13, 8, 1, 3, (2, 4), (2, 2), (1, 1), (0, 3, 1, 2), (-1.0, 1.0)),  # one input channel, three outputs
+    (1, 5, 5, 5, 1, (5, 5), (1, 1), (1, 1), (0, 0, 0, 0), None),  # one output pixel
+    (1, 3, 3, 4, 1, (3, 3), (1, 1), (1, 1), (4, 4, 4, 4), None),  # padding wider than the input
+]
+
+
+def torch_depthwise(x: np.ndarray, w: np.ndarray, b: np.ndarray, case: tuple) -> np.ndarray:
+    """torch's conv2d (NCHW, groups = input channels) of the NHWC input, padded as XNNPACK's node says."""
+    _, _, _, c, _, _, stride, dil, (top, right, bottom, left), clamp = case
+    xt = torch.nn.functional.pad(torch.from_numpy(x).permute(0, 3, 1, 2), (left, right, top, bottom))
+    wt = torch.from_numpy(np.ascontiguousarray(w.transpose(2, 0, 1)))[:, None]  # [C·M, 1, KH, KW]
+    y = torch.nn.functional.conv2d(xt, wt, torch.from_numpy(b), stride=stride, dilation=dil, groups=c)
+    if clamp is not None:
+        y = y.clamp(*clamp)
+    return y.permute(0, 2, 3, 1).numpy()
+
+
+@pytest.mark.parametrize("native_loops", ["1", "0"])
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:5])) + f"-s{c[6][0]}{c[6][1]}")
+def test_depthwise_matches_torch(case: tuple, native_loops: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ETBUILD_NATIVE", native_loops)
+    if native_loops == "1" and native.loops() is None:
+        pytest.skip("numba is not installed")
+    n, h, w_, c, mult, (kh, kw), stride, dil, pad, clamp = case
+    rng = np.random.default_rng(sum(case[:5]))
+    x = rng.standard_normal((n, h, w_, c)).astype(np.float32)
+    w = rng.standard_normal((kh, kw, c * mult)).astype(np.float32)
+    b = rng.standard_normal(c * mult).astype(np.float32)
+    want = torch_depthwise(x, w, b, case)
+    gb = GraphBuilder()
+    xi = gb.tensor((n, h, w_, c), flags=1)
+    wi, bi = gb.tensor((1, kh, kw, c * mult), data=w[None]), gb.tensor((c * mult,), data=b)
+    oi = gb.tensor(want.shape, flags=2)
+    gb.node("DepthwiseConv2d", clamp=clamp, padding_top=pad[0], padding_right=pad[1], padding_bottom=pad[2],
+            padding_left=pad[3], kernel_height=kh, kernel_width=kw, subsampling_height=stride[0],
+            subsampling_width=stride[1], dilation_height=dil[0], dilation_width=dil[1], group_input_channels=1,
+            group_output_channels=mult, groups=c, input1_id=xi, filter_id=wi, bias_id=bi, output_id=oi)
+    handle = gb.handle()
+    out = np.full(want.shape, np.nan, np.float32)
+    for _ in range(2):  # the second call reuses the binding
+        handle.execute([x, out])
+        np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())))
+    x *= -1  # bound to the same arrays, the next call reads the new input
+    handle.execute([x, out])
+    want = torch_depthwise(x, w, b, case)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())))
