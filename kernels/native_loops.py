@@ -134,7 +134,7 @@ def depthwise_nhwc(
                     xr = xf[(n * h + iy) * xrow : (n * h + iy + 1) * xrow]
                     for kx in range(kw):
                         _depthwise_tap(o, xr, taps[ky, kx], kx * dw - left, sw, c, co, mult)
-            _clamp_row(o, lo, hi)
+            clamp(o, lo, hi)
 
 
 @jit
@@ -165,7 +165,7 @@ def _depthwise_tap(
 
 
 @jit
-def _clamp_row(o: np.ndarray, lo: np.float32, hi: np.float32) -> None:
+def clamp(o: np.ndarray, lo: np.float32, hi: np.float32) -> None:
     """o clamped to [lo, hi] in place by comparisons (a nan stays nan, as numpy's clip leaves it)."""
     for j in range(o.shape[0]):
         v = o[j]
@@ -173,3 +173,18 @@ def _clamp_row(o: np.ndarray, lo: np.float32, hi: np.float32) -> None:
             o[j] = lo
         elif v > hi:
             o[j] = hi
+
+
+@jit
+def bias_clamp_rows(rows: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.float32) -> None:
+    """rows ← clamp(rows + bias, lo, hi) in place, rows (R, N) C-contiguous and bias (N,): numpy's add then clip
+    (the same bits, a nan stays nan) in one pass."""
+    for r in range(rows.shape[0]):
+        o = rows[r]
+        for j in range(bias.shape[0]):
+            v = o[j] + bias[j]
+            if v < lo:
+                v = lo
+            elif v > hi:
+                v = hi
+            o[j] = v

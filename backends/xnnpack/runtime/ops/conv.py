@@ -92,24 +92,65 @@ class Conv2d(_Conv):
         self.packed = np.ascontiguousarray(w.reshape(groups, gout, k).transpose(0, 2, 1), dtype=np.float32)
         self.groups = groups
 
+    clamp: tuple[float, float] = (-math.inf, math.inf)
+
+    def fuse_clamp(self, lo: float, hi: float) -> bool:
+        self.clamp = (lo, hi)
+        return True
+
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        x, o = ins[0], outs[0]
+        step, clamped = self._bind(ins[0], outs[0])
+        clamp = None if clamped else Grid(DT.FP32).snapper(*self.clamp)
+        if clamp is None:
+            return step
+        o = outs[0]
+
+        def conv_clamped() -> None:
+            step()
+            clamp(o)
+
+        return conv_clamped
+
+    def _bind(self, x: np.ndarray, o: np.ndarray) -> tuple[Step, bool]:
+        """The convolution's step, and whether it clamps its output itself."""
         win = self.win
         if self.groups == 1 and (win.kh, win.kw, win.sh, win.sw) == (1, 1, 1, 1) and not win.padded:
-            return matmul_add(np.matmul, flat2d(x, self.cin), self.packed[0], self.bias, flat2d(o, self.cout),
-                              constant_bias=True)
+            return self._product(flat2d(x, self.cin), flat2d(o, self.cout))
         gather, cols = _im2col(x, win, o.shape[1], o.shape[2])
         if self.groups == 1:
-            product = matmul_add(np.matmul, cols.reshape(-1, cols.shape[-1]), self.packed[0], self.bias,
-                                 flat2d(o, self.cout), constant_bias=True)
+            product, clamped = self._product(cols.reshape(-1, cols.shape[-1]), flat2d(o, self.cout))
         else:
-            product = self._grouped(cols, o)
+            product, clamped = self._grouped(cols, o), False
 
         def conv() -> None:
             gather()
             product()
 
-        return conv
+        return conv, clamped
+
+    def _product(self, rows: np.ndarray, out: np.ndarray) -> tuple[Step, bool]:
+        """out = rows @ filter (+ bias): with the compiled loops and a C-contiguous float32 out, numpy's matmul
+        then one pass adding the bias and clamping (`native_loops.bias_clamp_rows`: numpy's add and clip, the
+        same bits, one pass instead of two and no Python clip call); else matmul_add (the clamp after it). The step,
+        and whether it clamps."""
+        loops = native.loops()
+        product = functools.partial(np.matmul, rows, self.packed[0], out)
+        if loops is None or out.dtype != np.float32 or not out.flags.c_contiguous:
+            return matmul_add(np.matmul, rows, self.packed[0], self.bias, out, constant_bias=True), False
+        _warm(loops)
+        lo, hi = (np.float32(b) for b in self.clamp)
+        if self.bias is not None:
+            epilogue = functools.partial(loops.bias_clamp_rows, out, self.bias, lo, hi)
+        elif self.clamp != (-math.inf, math.inf):
+            epilogue = functools.partial(loops.clamp, out.reshape(-1), lo, hi)
+        else:
+            return product, True
+
+        def matmul_bias_clamp() -> None:
+            product()
+            epilogue()
+
+        return matmul_bias_clamp, True
 
     def _grouped(self, cols: np.ndarray, o: np.ndarray) -> Step:
         """Per group: its im2col columns times its filter, into its slice of the output channels."""
@@ -133,10 +174,10 @@ class Conv2d(_Conv):
 
 
 @functools.cache
-def _warm_depthwise(loops: ModuleType) -> None:
-    """Compile the depthwise loop for its argument types once per process (or load it from numba's cache)."""
-    x, taps, bias = np.zeros((1, 1, 1, 1), np.float32), np.zeros((1, 1, 1), np.float32), np.zeros(1, np.float32)
-    loops.depthwise_nhwc(x, taps, bias, np.empty_like(x), (1, 1), (1, 1), (0, 0), 1, np.float32(0), np.float32(0))
+def _warm(loops: ModuleType) -> None:
+    """Compile the convolutions' loops once per process (or load them from numba's disk cache) when the first
+    node binds them, so that the first call of the program does not pay it."""
+    native.warm_convolution(loops)
 
 
 def _im2col(x: np.ndarray, win: Window, oh: int, ow: int) -> tuple[Step, np.ndarray]:
@@ -237,7 +278,7 @@ class DepthwiseConv2d(_Conv):
         taps = np.ascontiguousarray(np.tile(self.weights, (1, 1, ow)))
         bias = np.tile(self.bias if self.bias is not None else np.zeros(self.cout, np.float32), ow)
         lo, hi = (np.float32(b) for b in self.clamp)
-        _warm_depthwise(loops)
+        _warm(loops)
         return functools.partial(loops.depthwise_nhwc, x, taps, bias, o, (win.sh, win.sw), (win.dh, win.dw),
                                  (win.top, win.left), self.mult, lo, hi)
 

@@ -1,5 +1,5 @@
-"""DepthwiseConv2d through our XNNPACK backend (the compiled loop where numba is installed, numpy without it)
-against torch's conv2d with groups = channels, the fused output clamp included."""
+"""DepthwiseConv2d and Conv2d through our XNNPACK backend, with the compiled loops (numba) and without them,
+against torch's conv2d (groups = channels for the depthwise ones), the fused output clamp included."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 
+from etbuild.backends.xnnpack.format.graph import NO_ID
 from etbuild.kernels import native
 from tests.backends.xnnpack.graphs import GraphBuilder
 
@@ -65,4 +66,41 @@ def test_depthwise_matches_torch(case: tuple, native_loops: str, monkeypatch: py
     x *= -1  # bound to the same arrays, the next call reads the new input
     handle.execute([x, out])
     want = torch_depthwise(x, w, b, case)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())))
+
+
+CONV_CASES = [  # (N, H, W, Cin, Cout, groups, kernel, stride, padding (top, right, bottom, left), bias, clamp)
+    (1, 24, 24, 16, 96, 1, (1, 1), (1, 1), (0, 0, 0, 0), True, (0.0, 6.0)),  # 1×1, ReLU6
+    (1, 12, 12, 96, 24, 1, (1, 1), (1, 1), (0, 0, 0, 0), True, None),  # 1×1 projection
+    (1, 5, 7, 8, 4, 1, (1, 1), (1, 1), (0, 0, 0, 0), False, (-1.0, math.inf)),  # no bias, a lower bound only
+    (1, 17, 15, 3, 16, 1, (3, 3), (2, 2), (0, 1, 1, 0), True, (0.0, 6.0)),  # the stem: im2col
+    (2, 6, 6, 8, 6, 2, (3, 3), (1, 1), (1, 1, 1, 1), True, (-0.5, 0.5)),  # grouped
+]
+
+
+@pytest.mark.parametrize("native_loops", ["1", "0"])
+@pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x".join(map(str, c[:6])))
+def test_conv2d_bias_and_clamp_match_torch(case: tuple, native_loops: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ETBUILD_NATIVE", native_loops)
+    if native_loops == "1" and native.loops() is None:
+        pytest.skip("numba is not installed")
+    n, h, w_, cin, cout, groups, (kh, kw), stride, (top, right, bottom, left), has_bias, clamp = case
+    rng = np.random.default_rng(sum(case[:6]))
+    x = rng.standard_normal((n, h, w_, cin)).astype(np.float32)
+    w = rng.standard_normal((cout, kh, kw, cin // groups)).astype(np.float32)
+    b = rng.standard_normal(cout).astype(np.float32)
+    xt = torch.nn.functional.pad(torch.from_numpy(x).permute(0, 3, 1, 2), (left, right, top, bottom))
+    y = torch.nn.functional.conv2d(xt, torch.from_numpy(w).permute(0, 3, 1, 2), torch.from_numpy(b) if has_bias
+                                   else None, stride=stride, groups=groups)
+    want = (y.clamp(*clamp) if clamp else y).permute(0, 2, 3, 1).numpy()
+    gb = GraphBuilder()
+    xi, wi = gb.tensor((n, h, w_, cin), flags=1), gb.tensor(w.shape, data=w)
+    bi = gb.tensor((cout,), data=b) if has_bias else NO_ID
+    oi = gb.tensor(want.shape, flags=2)
+    gb.node("Conv2d", clamp=clamp, padding_top=top, padding_right=right, padding_bottom=bottom, padding_left=left,
+            kernel_height=kh, kernel_width=kw, subsampling_height=stride[0], subsampling_width=stride[1],
+            dilation_height=1, dilation_width=1, groups=groups, group_input_channels=cin // groups,
+            group_output_channels=cout // groups, input1_id=xi, filter_id=wi, bias_id=bi, output_id=oi)
+    out = np.full(want.shape, np.nan, np.float32)
+    gb.handle().execute([x, out])
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())))
