@@ -78,4 +78,5 @@ def warm_convolution(fused: ModuleType) -> None:
     x, taps, bias, lo = np.zeros((1, 1, 1, 1), F32), np.zeros((1, 1, 1), F32), np.zeros(1, F32), F32(0)
     fused.depthwise_nhwc(x, taps, bias, np.empty_like(x), (1, 1), (1, 1), (0, 0), 1, lo, lo)
     fused.bias_clamp_rows(x.reshape(1, 1), bias, lo, lo)
+    fused.bias_clamp_blocks(x.reshape(1, 1, 1), bias, lo, lo, x.reshape(1, 1))
     fused.clamp(bias, lo, lo)

@@ -188,3 +188,20 @@ def bias_clamp_rows(rows: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.f
             elif v > hi:
                 v = hi
             o[j] = v
+
+
+@jit
+def bias_clamp_blocks(blocks: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.float32, out: np.ndarray) -> None:
+    """out[:, b·nb + j] = clamp(blocks[b, :, j] + bias[b·nb + j], lo, hi): a product computed in column blocks
+    blocks (B, R, nb) put together into out (R, B·nb) with its bias and clamp, in one pass."""
+    nblocks, rows, nb = blocks.shape
+    for b in range(nblocks):
+        for r in range(rows):
+            src, dst, bb = blocks[b, r], out[r, b * nb : (b + 1) * nb], bias[b * nb : (b + 1) * nb]
+            for j in range(nb):
+                v = src[j] + bb[j]
+                if v < lo:
+                    v = lo
+                elif v > hi:
+                    v = hi
+                dst[j] = v

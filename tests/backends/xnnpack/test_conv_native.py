@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from etbuild.backends.xnnpack.format.graph import NO_ID
+from etbuild.backends.xnnpack.runtime.ops.conv import _column_blocks
 from etbuild.kernels import native
 from tests.backends.xnnpack.graphs import GraphBuilder
 
@@ -75,6 +76,8 @@ CONV_CASES = [  # (N, H, W, Cin, Cout, groups, kernel, stride, padding (top, rig
     (1, 5, 7, 8, 4, 1, (1, 1), (1, 1), (0, 0, 0, 0), False, (-1.0, math.inf)),  # no bias, a lower bound only
     (1, 17, 15, 3, 16, 1, (3, 3), (2, 2), (0, 1, 1, 0), True, (0.0, 6.0)),  # the stem: im2col
     (2, 6, 6, 8, 6, 2, (3, 3), (1, 1), (1, 1, 1, 1), True, (-0.5, 0.5)),  # grouped
+    (1, 3, 3, 160, 1280, 1, (1, 1), (1, 1), (0, 0, 0, 0), True, (0.0, 6.0)),  # few rows: in column blocks
+    (1, 2, 3, 96, 1000, 1, (1, 1), (1, 1), (0, 0, 0, 0), False, None),
 ]
 
 
@@ -104,3 +107,8 @@ def test_conv2d_bias_and_clamp_match_torch(case: tuple, native_loops: str, monke
     out = np.full(want.shape, np.nan, np.float32)
     gb.handle().execute([x, out])
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())))
+
+
+def test_few_rows_and_many_columns_are_multiplied_in_column_blocks() -> None:
+    assert _column_blocks(9, 160, 1280) == 8  # 9·160·160 multiply-adds a block
+    assert _column_blocks(2304, 27, 16) == 1 and _column_blocks(9, 16, 16) == 1

@@ -139,6 +139,9 @@ class Conv2d(_Conv):
             return matmul_add(np.matmul, rows, self.packed[0], self.bias, out, constant_bias=True), False
         _warm(loops)
         lo, hi = (np.float32(b) for b in self.clamp)
+        blocks = _column_blocks(*rows.shape, self.cout)
+        if blocks > 1:
+            return self._blocked(rows, out, blocks, loops), True
         if self.bias is not None:
             epilogue = functools.partial(loops.bias_clamp_rows, out, self.bias, lo, hi)
         elif self.clamp != (-math.inf, math.inf):
@@ -151,6 +154,23 @@ class Conv2d(_Conv):
             epilogue()
 
         return matmul_bias_clamp, True
+
+    def _blocked(self, rows: np.ndarray, out: np.ndarray, blocks: int, loops: ModuleType) -> Step:
+        """out = clamp(rows @ filter + bias) with the filter split into `blocks` column blocks: one batched matmul
+        into a [blocks, R, N/blocks] buffer, then one compiled pass adding the bias, clamping and placing the
+        columns (`native_loops.bias_clamp_blocks`)."""
+        k, n = self.packed.shape[1:]
+        packed = np.ascontiguousarray(self.packed[0].reshape(k, blocks, n // blocks).transpose(1, 0, 2))
+        parts = scratch((blocks, rows.shape[0], n // blocks))
+        bias = self.bias if self.bias is not None else np.zeros(n, np.float32)
+        product = functools.partial(np.matmul, rows, packed, parts)
+        epilogue = functools.partial(loops.bias_clamp_blocks, parts, bias, *(np.float32(b) for b in self.clamp), out)
+
+        def blocked_matmul() -> None:
+            product()
+            epilogue()
+
+        return blocked_matmul
 
     def _grouped(self, cols: np.ndarray, o: np.ndarray) -> Step:
         """Per group: its im2col columns times its filter, into its slice of the output channels."""
@@ -171,6 +191,22 @@ class Conv2d(_Conv):
             np.copyto(out, res)
 
         return step
+
+
+SERIAL_PRODUCT = 65536 * 4  # multiply-adds up to which OpenBLAS runs a product on one thread (its default)
+FEW_ROWS = 64
+
+
+def _column_blocks(rows: int, k: int, n: int) -> int:
+    """How many column blocks to compute a product of few rows and many columns in (1: as one product).
+
+    OpenBLAS runs a product of more than SERIAL_PRODUCT multiply-adds on its threads; with a handful of rows
+    (MobileNet's last 1×1 convolution: [9, 160] @ [160, 1280]) that is slow at one thread (85 µs) and
+    pathological at two when the other core is busy (15 ms: the threads wait for each other). In column
+    blocks of at most SERIAL_PRODUCT multiply-adds it takes 44 µs at either thread count."""
+    if rows >= FEW_ROWS or rows * k * n <= SERIAL_PRODUCT:
+        return 1
+    return next((b for b in range(2, n + 1) if n % b == 0 and rows * k * (n // b) <= SERIAL_PRODUCT), 1)
 
 
 @functools.cache
