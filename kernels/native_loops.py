@@ -205,3 +205,25 @@ def bias_clamp_blocks(blocks: np.ndarray, bias: np.ndarray, lo: np.float32, hi: 
                 elif v > hi:
                     v = hi
                 dst[j] = v
+
+
+@jit
+def grouped_matvec(codes: np.ndarray, scales: np.ndarray, x: np.ndarray, bias: np.ndarray,
+                   acc: np.ndarray, out: np.ndarray) -> None:
+    """out = bias + Σ_g scales[g] · Σ_{k in group g} codes[k] · x[k]: one row through quantized weights kept
+    as integers. codes (K, N) int8, the K inputs in groups of K / B; scales (B, N); x (K,); bias, acc, out (N,).
+    The inner loop runs along N (contiguous), so it vectorizes without reassociating any sum: a quarter of the
+    bytes of a float32 matrix–vector product for int8 codes, the same int4 codes unpacked."""
+    k_total, n = codes.shape
+    group = k_total // scales.shape[0]
+    for i in range(n):
+        out[i] = bias[i]
+    for g in range(scales.shape[0]):
+        for i in range(n):
+            acc[i] = ZERO
+        for k in range(g * group, (g + 1) * group):
+            xk = x[k]
+            for i in range(n):
+                acc[i] += F(codes[k, i]) * xk
+        for i in range(n):
+            out[i] += acc[i] * scales[g, i]
