@@ -35,12 +35,15 @@ class Subgraph:
 @dataclass(frozen=True)
 class Processed:
     """What a backend's preprocess made of a Subgraph: the blob, the named data its constants
-    live in (key -> bytes, shared across delegates by key), and the node kinds in the blob."""
+    live in (key -> bytes, shared across delegates by key), the node kinds in the blob, and the
+    debug map: each id the backend's runtimes profile a node by (`delegate_debug_id_str`) ->
+    the names of the Subgraph's calls that node lowers (for the ETRecord's delegate map)."""
 
     blob: bytes
     named_data: Mapping[str, bytes]
     nodes: Mapping[str, int] = field(default_factory=dict)
     compile_specs: tuple[tuple[str, bytes], ...] = ()
+    debug_map: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,7 @@
 ExecuTorch's, one thread, each runtime in a fresh process.
 
     python benchmarks/llm_runtime.py [--models base,wide] [--forms fp32,8da4w] [--prompt 64] [--new 64]
-                                     [--repeat 3] [--json out.json]
+                                     [--repeat 3] [--flows export_llm,etbuild] [--json out.json]
 
 Per model (seeded random Llama-3-shaped checkpoints in Meta's layout, built by export_llm through
 etbuild.verify.export_llm and cached) and form, a child process per runtime loads the `.pte`, prefills a fixed
@@ -12,6 +12,9 @@ fixed sequence one token at a time from position 0 for the teacher-forced next t
 loops. A third child runs eager Hugging Face `generate` (greedy, static cache) on the float model of the same
 checkpoint. The table gives the rates, the ratio ours/theirs, how many greedy tokens are equal before the first
 difference (ours against ExecuTorch's and against Hugging Face's), and the teacher-forced agreement.
+With `--flows etbuild` the program is our own recipe's instead (issue 26: our LLM programs meet the same lines):
+the same checkpoint in Hugging Face's layout, `model.llm` with `llm.attention: custom`, XNNPACK, and for 8da4w
+export_llm's settings (group 32, 4-bit embeddings), built by `etbuild build` under the cache folder.
 
     python benchmarks/llm_runtime.py child RUNTIME PTE PROMPT NEW      (one child; prints one JSON line)
 """
@@ -100,7 +103,7 @@ def hf_child(pte: str, prompt_len: int, new: int) -> dict[str, Any]:
     import torch
 
     torch.set_num_threads(1)
-    model = hf_model(Path(pte).parent)
+    model = hf_model(next(d for d in Path(pte).parents if (d / "params.json").is_file()))  # ours: under it
     prompt = torch.tensor([[int(x) for x in np.random.default_rng(0).integers(3, 256, prompt_len)]])
 
     def timed(count: int) -> tuple[float, list[int]]:
@@ -174,12 +177,44 @@ def best_of(runtimes: tuple[str, ...], pte: Path, prompt_len: int, new: int, rep
     return [{**b, "prefill_tps": max(x["prefill_tps"] for x in runs[r])} for b, r in zip(best, runtimes)]
 
 
-def measure(model: str, form: str, prompt_len: int, new: int, repeat: int = 1) -> dict[str, Any]:
+OUR_QUANTIZE = {"scheme": "int8-dynamic-int4-weight", "group_size": 32, "embeddings": "int4"}  # export_llm's 8da4w
+
+
+def recipe_program(checkpoint: Path, form: str, context: int) -> Path:
+    """Our recipe's `.pte` of export_llm's checkpoint folder (Meta layout) in `form` with a KV cache of `context`
+    positions, built under the folder."""
+    import io
+
+    from etbuild.build.driver import build
+    from etbuild.errors import StageError
+    from tests.llm_support import write_llm_recipe
+
+    hf = checkpoint / "hf"
+    if not (hf / "config.json").exists():
+        hf_model(checkpoint).save_pretrained(hf)
+    name = f"etbuild-{form}"
+    sections: dict[str, Any] = {"llm": {"attention": "custom"}, "backends": [{"name": "xnnpack"}]}
+    if form == "8da4w":
+        sections |= {"quantize": OUR_QUANTIZE, "verify": {"agreement": 0.0}}  # agreement is measured here
+    recipe = write_llm_recipe(checkpoint, name, {"path": "hf", "max_context": context, "max_prefill": 1}, **sections)
+    result = build([recipe], checkpoint / "build", stream=io.StringIO())
+    if result.exit_code:
+        raise StageError(f"etbuild build of {recipe} failed: {result.failed}")
+    return checkpoint / "build" / name / f"{name}.pte"
+
+
+def measure(model: str, form: str, prompt_len: int, new: int, repeat: int = 1,
+            flow: str = "export_llm") -> dict[str, Any]:
     from etbuild.verify.export_llm import LlamaShape, export_llm
 
     shape = LlamaShape(**MODELS[model])
     t = time.perf_counter()
     pte = export_llm(shape, form)
+    if flow == "etbuild":
+        if shape.qk_norm:
+            raise ValueError(f"{model}: --flows etbuild needs a Llama checkpoint (its Hugging Face model is Llama)")
+        t = time.perf_counter()
+        pte = recipe_program(pte.parent, form, shape.max_context_len)
     build_s = time.perf_counter() - t
     runtimes = ("etbuild", "executorch") if shape.qk_norm else ("etbuild", "executorch", "hf")  # HF: Llama only
     ours, theirs, *rest = best_of(runtimes, pte, prompt_len, new, repeat)
@@ -187,7 +222,7 @@ def measure(model: str, form: str, prompt_len: int, new: int, repeat: int = 1) -
     agree = float(np.mean(np.asarray(ours["forced"]) == np.asarray(theirs["forced"])))
     pairs = enumerate(zip(ours["tokens"], theirs["tokens"]))
     equal = next((k for k, (a, b) in pairs if a != b), new)  # greedy tokens before the first difference
-    return {"model": model, "form": form, "parameters": shape.parameters, "pte_bytes": pte.stat().st_size,
+    return {"model": model, "form": form, "flow": flow, "parameters": shape.parameters, "pte_bytes": pte.stat().st_size,
             "build_s": build_s, "ours": ours, "theirs": theirs, "hf": hf, "greedy_equal": equal, "new": new,
             "hf_equal": next((k for k, (a, b) in enumerate(zip(ours["tokens"], hf["tokens"])) if a != b),
                              len(hf["tokens"])),
@@ -195,11 +230,12 @@ def measure(model: str, form: str, prompt_len: int, new: int, repeat: int = 1) -
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    lines = ["| model | form | params | .pte MB | prefill tok/s ours / ET | decode tok/s ours / ET | decode ratio "
-             "| HF decode tok/s | greedy equal ET / HF | teacher-forced agreement |", "|" + "---|" * 10]
+    lines = ["| model | form | program | params | .pte MB | prefill tok/s ours / ET | decode tok/s ours / ET "
+             "| decode ratio | HF decode tok/s | greedy equal ET / HF | teacher-forced agreement |", "|" + "---|" * 11]
     for r in rows:
         o, t = r["ours"], r["theirs"]
-        lines.append(f"| {r['model']} | {r['form']} | {r['parameters'] / 1e6:.1f} M | {r['pte_bytes'] / 1e6:.1f} | "
+        lines.append(f"| {r['model']} | {r['form']} | {r['flow']} | {r['parameters'] / 1e6:.1f} M | "
+                     f"{r['pte_bytes'] / 1e6:.1f} | "
                      f"{o['prefill_tps']:.0f} / {t['prefill_tps']:.0f} | {o['decode_tps']:.1f} / "
                      f"{t['decode_tps']:.1f} | {o['decode_tps'] / t['decode_tps']:.2f} | {r['hf']['decode_tps']:.1f} | "
                      f"{r['greedy_equal']} / {r['hf_equal']} of {r['new']} | {r['forced_agreement']:.1%} |")
@@ -218,6 +254,7 @@ def main() -> None:
     p.add_argument("--prompt", type=int, default=64)
     p.add_argument("--new", type=int, default=64)
     p.add_argument("--repeat", type=int, default=1, help="children per runtime, order rotating; the best run counts")
+    p.add_argument("--flows", default="export_llm", help="whose program: export_llm, etbuild (our recipe's) or both")
     p.add_argument("--json")
     args = p.parse_args()
     from etbuild.errors import StageError
@@ -225,10 +262,11 @@ def main() -> None:
     rows, failed = [], []
     for m in args.models.split(","):
         for f in args.forms.split(","):
-            try:
-                rows.append(measure(m, f, args.prompt, args.new, args.repeat))
-            except StageError as exc:  # export_llm itself failed: say so, measure the rest
-                failed.append(f"{m} {f}: {str(exc).splitlines()[-3:]}")
+            for flow in args.flows.split(","):
+                try:
+                    rows.append(measure(m, f, args.prompt, args.new, args.repeat, flow))
+                except StageError as exc:  # a build failed (export_llm's now and then): say so, measure the rest
+                    failed.append(f"{m} {f} {flow}: {str(exc).splitlines()[-3:]}")
     print(f"loadavg before the table: {Path('/proc/loadavg').read_text().split()[:3]}")
     print(table(rows))
     print("\n".join(f"not built: {line}" for line in failed))

@@ -26,6 +26,7 @@ import numpy as np
 # Up to this many elements the sigmoid loop (a libm exp per element) beats numpy's four vectorized
 # passes, whose cost on small arrays is their dispatch (measured: 0.4–0.7 µs against 1.1 µs for 64–192).
 SMALL_SIGMOID = 512
+F32 = np.float32
 
 
 def enabled() -> bool:
@@ -69,3 +70,14 @@ def warm() -> None:
     fused.snap_to_grid(out, np.float32(1), np.float32(1), np.float32(-1), np.float32(1))
     fused.snap_rows_qdint8(out.reshape(2, 2))
     fused.layer_norm(x.reshape(2, 2), row, row, np.float32(1e-5), out.reshape(2, 2), row.copy(), row.copy())
+    fused.grouped_matvec(np.ones((2, 2), np.int8), row.reshape(1, 2), row, row, row.copy(), row.copy())
+    warm_convolution(fused)
+
+
+def warm_convolution(fused: ModuleType) -> None:
+    """Compile (or load) the XNNPACK convolutions' loops: depthwise, bias and clamp epilogues."""
+    x, taps, bias, lo = np.zeros((1, 1, 1, 1), F32), np.zeros((1, 1, 1), F32), np.zeros(1, F32), F32(0)
+    fused.depthwise_nhwc(x, taps, bias, np.empty_like(x), (1, 1), (1, 1), (0, 0), 1, lo, lo)
+    fused.bias_clamp_rows(x.reshape(1, 1), bias, lo, lo)
+    fused.bias_clamp_blocks(x.reshape(1, 1, 1), bias, lo, lo, x.reshape(1, 1))
+    fused.clamp(bias, lo, lo)

@@ -100,3 +100,130 @@ def layer_norm(
         m, s = mean[r], rstd[r]
         for j in range(x.shape[1]):
             out[r, j] = (x[r, j] - m) * s * weight[j] + bias[j]
+
+
+
+
+@jit
+def depthwise_nhwc(
+    x: np.ndarray, taps: np.ndarray, bias: np.ndarray, out: np.ndarray, stride: tuple[int, int],
+    dilation: tuple[int, int], pad: tuple[int, int], mult: int, lo: np.float32, hi: np.float32,
+) -> None:
+    """out = clamp(bias + Σ taps x·w, lo, hi): a depthwise convolution of x [N, H, W, C] (NHWC float32) into
+    out [N, OH, OW, C·mult] (output channel k reads input channel k // mult), all C-contiguous.
+
+    taps [KH, KW, OW·C·mult] and bias [OW·C·mult] are the filter and the bias tiled along one output row.
+    Per output row: the row set to the bias, then per kernel tap one pass over the output pixels that tap
+    reads inside the input (the zero padding is never read), then the clamp. pad is (top, left): bottom
+    and right padding only decide the output's size. The sums run in tap order from the bias."""
+    n_, h, w_in, c = x.shape
+    kh, kw, _ = taps.shape
+    _, oh, ow, co = out.shape
+    sh, sw = stride
+    dh, dw = dilation
+    top, left = pad
+    xf, of = x.reshape(-1), out.reshape(-1)
+    row, xrow = ow * co, w_in * c
+    for n in range(n_):
+        for oy in range(oh):
+            o = of[(n * oh + oy) * row : (n * oh + oy + 1) * row]
+            o[:] = bias
+            for ky in range(kh):
+                iy = oy * sh - top + ky * dh
+                if 0 <= iy < h:
+                    xr = xf[(n * h + iy) * xrow : (n * h + iy + 1) * xrow]
+                    for kx in range(kw):
+                        _depthwise_tap(o, xr, taps[ky, kx], kx * dw - left, sw, c, co, mult)
+            clamp(o, lo, hi)
+
+
+@jit
+def _depthwise_tap(
+    o: np.ndarray, xr: np.ndarray, wt: np.ndarray, shift: int, sw: int, c: int, co: int, mult: int
+) -> None:
+    """o += one tap's products along an output row: pixel ox reads input pixel ox·sw + shift of the row xr
+    where that lies inside it. Slices indexed by range variables, so that numba knows the indices are not
+    negative and the loops vectorize; with stride 1 one contiguous loop over pixels and channels alike."""
+    w_in, ow = xr.shape[0] // c, o.shape[0] // co
+    first = max(0, (sw - 1 - shift) // sw)
+    last = min(ow, (w_in - 1 - shift) // sw + 1) if shift < w_in else 0
+    if first >= last:
+        return
+    if mult == 1 and sw == 1:
+        xs, os, ws = xr[(first + shift) * c :], o[first * co :], wt[first * co :]
+        for j in range((last - first) * co):
+            os[j] += xs[j] * ws[j]
+        return
+    for ox in range(first, last):
+        xs, os, ws = xr[(ox * sw + shift) * c :], o[ox * co :], wt[ox * co :]
+        if mult == 1:
+            for k in range(co):
+                os[k] += xs[k] * ws[k]
+        else:
+            for k in range(co):
+                os[k] += xs[k // mult] * ws[k]
+
+
+@jit
+def clamp(o: np.ndarray, lo: np.float32, hi: np.float32) -> None:
+    """o clamped to [lo, hi] in place by comparisons (a nan stays nan, as numpy's clip leaves it)."""
+    for j in range(o.shape[0]):
+        v = o[j]
+        if v < lo:
+            o[j] = lo
+        elif v > hi:
+            o[j] = hi
+
+
+@jit
+def bias_clamp_rows(rows: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.float32) -> None:
+    """rows ← clamp(rows + bias, lo, hi) in place, rows (R, N) C-contiguous and bias (N,): numpy's add then clip
+    (the same bits, a nan stays nan) in one pass."""
+    for r in range(rows.shape[0]):
+        o = rows[r]
+        for j in range(bias.shape[0]):
+            v = o[j] + bias[j]
+            if v < lo:
+                v = lo
+            elif v > hi:
+                v = hi
+            o[j] = v
+
+
+@jit
+def bias_clamp_blocks(blocks: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.float32, out: np.ndarray) -> None:
+    """out[:, b·nb + j] = clamp(blocks[b, :, j] + bias[b·nb + j], lo, hi): a product computed in column blocks
+    blocks (B, R, nb) put together into out (R, B·nb) with its bias and clamp, in one pass."""
+    nblocks, rows, nb = blocks.shape
+    for b in range(nblocks):
+        for r in range(rows):
+            src, dst, bb = blocks[b, r], out[r, b * nb : (b + 1) * nb], bias[b * nb : (b + 1) * nb]
+            for j in range(nb):
+                v = src[j] + bb[j]
+                if v < lo:
+                    v = lo
+                elif v > hi:
+                    v = hi
+                dst[j] = v
+
+
+@jit
+def grouped_matvec(codes: np.ndarray, scales: np.ndarray, x: np.ndarray, bias: np.ndarray,
+                   acc: np.ndarray, out: np.ndarray) -> None:
+    """out = bias + Σ_g scales[g] · Σ_{k in group g} codes[k] · x[k]: one row through quantized weights kept
+    as integers. codes (K, N) int8, the K inputs in groups of K / B; scales (B, N); x (K,); bias, acc, out (N,).
+    The inner loop runs along N (contiguous), so it vectorizes without reassociating any sum: a quarter of the
+    bytes of a float32 matrix–vector product for int8 codes, the same int4 codes unpacked."""
+    k_total, n = codes.shape
+    group = k_total // scales.shape[0]
+    for i in range(n):
+        out[i] = bias[i]
+    for g in range(scales.shape[0]):
+        for i in range(n):
+            acc[i] = ZERO
+        for k in range(g * group, (g + 1) * group):
+            xk = x[k]
+            for i in range(n):
+                acc[i] += F(codes[k, i]) * xk
+        for i in range(n):
+            out[i] += acc[i] * scales[g, i]

@@ -144,13 +144,15 @@ def _measured_profile(args: argparse.Namespace, program: Any) -> Any:
 def _etdump_profile(args: argparse.Namespace, program: Any) -> Any:
     """The profile an ETDump records for the method (`--from`)."""
     from etbuild.devtools.etdump_format import read_etdump
-    from etbuild.devtools.etdump_profile import etrecord_modules, from_etdump, module_paths
+    from etbuild.devtools.etdump_profile import etrecord_modules, etrecord_node_modules, from_etdump, module_paths
     from etbuild.devtools.etrecord_format import etrecord_path
 
     path, plan = Path(args.from_etdump), program.plan(args.method)
     modules = module_paths(Path(args.pte).parent / "lowered.debug.json", args.method)
-    by_instruction = etrecord_modules(etrecord_path(Path(args.pte).parent), plan)
-    return from_etdump(read_etdump(path.read_bytes(), str(path)), plan, str(path), modules, by_instruction)
+    etrecord = etrecord_path(Path(args.pte).parent)
+    by_instruction = etrecord_modules(etrecord, plan)
+    return from_etdump(read_etdump(path.read_bytes(), str(path)), plan, str(path), modules, by_instruction,
+                       etrecord_node_modules(etrecord, plan))
 
 
 def profile_phases(args: argparse.Namespace) -> int:

@@ -76,12 +76,14 @@ class _Calls:
 
 
 def from_etdump(dump: ed.ETDump, plan: fb.ExecutionPlan, source: str, modules: Mapping[int, str] | None = None,
-                instruction_modules: Mapping[int, list[str]] | None = None) -> Profile:
+                instruction_modules: Mapping[int, list[str]] | None = None,
+                node_modules: Mapping[tuple[int, str], list[str]] | None = None) -> Profile:
     """The `Execute` runs of `dump` as a profile of method `plan` (checked against it: module docstring);
     with `modules` (value index → module path, `module_paths`) each kernel call's row names the
     module of the value it writes; with `instruction_modules` (instruction → module paths, from the
     build's ETRecord: `etrecord_modules`) each instruction's row names its modules, a delegate
-    call's too."""
+    call's too; with `node_modules` ((instruction, node id) → module paths, `etrecord_node_modules`)
+    each delegate node's row names the modules of the calls it lowers."""
     runs = [r for r in dump.run_data if r.name == "Execute" and any(e.profile_event for e in r.events)]
     if not runs:
         raise InvalidETDump(f"{source}: no Execute run with profile events: the ETDump times no call of a method")
@@ -92,7 +94,7 @@ def from_etdump(dump: ed.ETDump, plan: fb.ExecutionPlan, source: str, modules: M
     for r in runs:
         _read_run(r, checker, origin, calls)
     plain = statistics.median(d for _, d in calls.spans) if calls.spans else 0.0
-    entries = _entries(plan, calls, modules or {}, instruction_modules or {})
+    entries = _entries(plan, calls, modules or {}, instruction_modules or {}, node_modules or {})
     return Profile(plan.name or "", len(runs), plain, plain, entries, calls.events, calls.spans)
 
 
@@ -164,7 +166,7 @@ class _Fit:
 
 
 def _entries(plan: fb.ExecutionPlan, calls: _Calls, modules: Mapping[int, str],
-             by_instruction: Mapping[int, list[str]]) -> list[Entry]:
+             by_instruction: Mapping[int, list[str]], by_node: Mapping[tuple[int, str], list[str]]) -> list[Entry]:
     instructions = plan.chains[0].instructions
     entries = []
     for key in sorted({k for call in calls.per_call for k in call}):
@@ -178,6 +180,8 @@ def _entries(plan: fb.ExecutionPlan, calls: _Calls, modules: Mapping[int, str],
             name += f" ({module_summary(paths)})" if paths else ""
         else:
             name, group = calls.nodes[key], node_group(plan, instructions[k], calls.nodes[key])
+            paths = by_node.get((k, name))
+            name += f" ({module_summary(paths)})" if paths else ""
         entries.append(Entry(k, node, name, group, statistics.median(totals), statistics.median(runs),
                              *_declared_shapes(plan, instructions[k])))
     return entries
@@ -246,3 +250,14 @@ def etrecord_modules(etrecord: Path, plan: fb.ExecutionPlan) -> dict[int, list[s
         raise InvalidETRecord(f"{etrecord}: the ETRecord records no method {printable(plan.name or '')!r}")
     count = len(plan.chains[0].instructions) if plan.chains else 0
     return instruction_modules(record, count, str(etrecord))
+
+
+def etrecord_node_modules(etrecord: Path, plan: fb.ExecutionPlan) -> dict[tuple[int, str], list[str]]:
+    """(Delegate call's instruction, node id) → module paths from the build's ETRecord's delegate
+    map; {} when there is no file or it records no such method (etrecord_modules says why)."""
+    from etbuild.devtools.etrecord_format import delegate_node_modules, read_etrecord
+
+    if not etrecord.exists():
+        return {}
+    record = read_etrecord(etrecord).get(plan.name or "")
+    return {} if record is None else delegate_node_modules(record, str(etrecord))

@@ -10,10 +10,12 @@ handle. Given
 the lowered program, `records` maps each instruction to the handles of what it computes: a
 kernel call to the node whose value it writes (from the debug map), a delegate call to the
 nodes of its partition. ExecuTorch's emitter makes the same maps for its programs. Inside a
-delegate, the backends do not yet say which call each of their nodes came from, so the
-delegate map names the backend and maps no node events (the Inspector then names the
-`DELEGATE_CALL` event with every module of the partition, and the backend's own events with
-none).
+delegate, the delegate map maps each id the backend's runtimes profile a node by (its
+preprocess's `Processed.debug_map`: for XNNPACK `node 3 (Conv2d)` in our runtime and
+`Convolution (NHWC, F32) IGEMM #1` in ExecuTorch's, etbuild.backends.xnnpack.aot.debug) to the
+handles of the calls that node lowers, so the Inspector names the backend's own events too.
+(ExecuTorch's own XNNPACK preprocess returns an empty map: on its programs those events name
+no operator.)
 """
 
 from __future__ import annotations
@@ -74,10 +76,21 @@ def method_record(plan: fb.ExecutionPlan, graph: SerializedGraph, debug: Mapping
         elif isinstance(call, fb.DelegateCall) and call.delegate_index < len(delegates):
             d = delegates[call.delegate_index]
             handles[k] = [graph.handles[n] for n in d.node_names if n in graph.handles]
-            mapped[k] = {"name": d.backend_id, "delegate_map": {}}
+            mapped[k] = {"name": d.backend_id, "delegate_map": node_handles(d.processed.debug_map, graph)}
             outs[k] = d.output_count
     return MethodRecord((graph.program, graph.state_dict, graph.constants, graph.example_inputs),
                         handles, mapped, outs)
+
+
+def node_handles(debug_map: Mapping[str, Sequence[str]], graph: SerializedGraph) -> dict[str, Handles]:
+    """A delegate's node ids → the handles of the calls each lowers (one handle: an int, as
+    ExecuTorch writes them); ids whose calls are all missing from the graph are left out."""
+    out: dict[str, Handles] = {}
+    for ident, names in debug_map.items():
+        found = sorted({graph.handles[n] for n in names if n in graph.handles})
+        if found:
+            out[ident] = found[0] if len(found) == 1 else found
+    return out
 
 
 def _results(plan: fb.ExecutionPlan, value: int) -> list[int]:

@@ -207,3 +207,15 @@ def instruction_modules(record: MethodRecord, instructions: int, source: str) ->
         paths = [nodes[h][1] for h in ([handles] if isinstance(handles, int) else handles) if h in nodes]
         out[k] = list(dict.fromkeys(p for p in paths if p))
     return out
+
+
+def delegate_node_modules(record: MethodRecord, source: str = "<etrecord>") -> dict[tuple[int, str], list[str]]:
+    """(delegate call's instruction, node id as the ETDump names it) → the module paths of the calls
+    that node lowers, from the delegate map (ids matched exactly)."""
+    nodes = graph_nodes(record, source)
+    out = {}
+    for k, entry in record.delegates.items():
+        for ident, handles in entry["delegate_map"].items():
+            paths = [nodes[h][1] for h in ([handles] if isinstance(handles, int) else handles) if h in nodes]
+            out[k, ident] = list(dict.fromkeys(p for p in paths if p))
+    return out

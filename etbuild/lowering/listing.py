@@ -88,7 +88,8 @@ def _tensor(t: fb.Tensor) -> str:
         text += " dynamic-bound"
     extra = t.extra_tensor_info
     if extra is not None and extra.fully_qualified_name:
-        return f"{text} mutable {extra.fully_qualified_name} (initial state {t.data_buffer_idx})"
+        state = f"initial state {t.data_buffer_idx}" if t.data_buffer_idx else "zeros"
+        return f"{text} mutable {extra.fully_qualified_name} ({state})"
     if t.data_buffer_idx:
         return f"{text} constant {t.data_buffer_idx}"
     if t.allocation_info is not None:

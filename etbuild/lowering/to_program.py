@@ -107,12 +107,15 @@ class GraphConverter:
         return []
 
     def mutable_buffer(self, node: Node, target: str | None) -> int:
-        """A buffer the model mutates: planned, with its initial state in the mutable segment."""
+        """A buffer the model mutates: planned, with its initial state in the mutable segment
+        unless that state is all zeros, which the runtimes' zero-filled arenas already hold (as
+        ExecuTorch's default export leaves a KV cache: stored, it would grow the file by the cache)."""
         state = self.ep.state_dict.get(target) if target in self.ep.state_dict else self.ep.constants.get(target)
         if state is None:
             raise StageError(f"input {node.name} is neither a user input, a constant nor a known buffer")
         sizes, _ = shape_bounds(node.meta["val"])
-        idx = self.mutable_pool.add(tensor_bytes(state))
+        data = tensor_bytes(state)
+        idx = self.mutable_pool.add(data) if data.count(0) < len(data) else 0
         extra = fb.ExtraTensorInfo(mutable_data_segments_idx=0, fully_qualified_name=target)
         return self.b.add(fb.Tensor(
             scalar_type=scalar_type(state.dtype), sizes=sizes, dim_order=bytes(range(len(sizes))),

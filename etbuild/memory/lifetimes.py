@@ -52,8 +52,12 @@ def _instruction_values(ins: fb.Instruction) -> list[int]:
 
 
 def is_mutable_state(t: fb.Tensor) -> bool:
-    """A planned tensor with an initial value: a buffer the model mutates."""
-    return t.data_buffer_idx > 0 and (t.allocation_info is not None or t.extra_tensor_info is not None)
+    """A buffer the model mutates: a planned tensor with an initial value, or one named by its fully
+    qualified name without one (its initial state is zeros, which the arena holds)."""
+    info = t.extra_tensor_info
+    if t.data_buffer_idx > 0:
+        return t.allocation_info is not None or info is not None
+    return info is not None and bool(info.fully_qualified_name) and info.location == 0  # 0: in the program
 
 
 def needs_planning(t: fb.Tensor) -> bool:

@@ -88,6 +88,36 @@ def quantize(ep: ExportedProgram, plan: Plan, samples: Sequence[tuple[Any, ...]]
     return converted(prepared(ep, plan, samples), plan)
 
 
+def restore_state(model: GraphModule, ep: ExportedProgram) -> None:
+    """Put back the exported initial value of every buffer the method writes: calibration and the
+    measurements ran `model`, which wrote them (a KV cache would ship holding calibration tokens)."""
+    with torch.no_grad():
+        for name in mutated_buffers(ep):
+            initial = ep.state_dict[name] if name in ep.state_dict else ep.constants.get(name)
+            try:
+                buffer = model.get_buffer(name)
+            except AttributeError:
+                continue  # not a buffer of the converted module: nothing ran into it
+            if initial is not None and buffer.shape == initial.shape and buffer.dtype == initial.dtype:
+                buffer.copy_(initial)
+
+
+def mutated_buffers(ep: ExportedProgram) -> set[str]:
+    """The buffers a method writes: those its signature names, and those an in-place call writes
+    (export's default IR keeps `add_`, `copy_`, `llama::update_cache` on the buffer itself)."""
+    signature = ep.graph_signature
+    names = set(signature.buffers_to_mutate.values())
+    for node in ep.graph.nodes:
+        schema = getattr(node.target, "_schema", None)
+        if node.op != "call_function" or schema is None:
+            continue
+        for arg, spec in zip(node.args, schema.arguments):
+            written = spec.alias_info is not None and spec.alias_info.is_write
+            if written and isinstance(arg, torch.fx.Node) and arg.name in signature.inputs_to_buffers:
+                names.add(signature.inputs_to_buffers[arg.name])
+    return names
+
+
 def reexport(model: GraphModule, inputs: tuple[Any, ...], dynamic_shapes: Any) -> ExportedProgram:
     """The converted graph exported again, as the lower stage reads methods."""
     return torch.export.export(model, inputs, dynamic_shapes=dynamic_shapes, strict=False)

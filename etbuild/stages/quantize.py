@@ -88,6 +88,7 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
     if search is not None:
         record["search"] = search
     record["gate"] = {"value": _shown(gate, value), "passed": gate is None or gate_holds(gate, value)}
+    flow.restore_state(model, ep)
     exported = flow.reexport(model, example_inputs(recipe, method), dynamic_shapes(recipe, method))
     return MethodResult(exported, record)
 

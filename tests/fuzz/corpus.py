@@ -129,10 +129,40 @@ def xnnpack_built() -> Corpus:
     return Corpus("xnnpack", tuple(p for p in made if p is not None), PROGRAM_MUTATORS + BLOB_MUTATORS)
 
 
+LLM_RECIPES = {
+    "llm-custom-xnnpack": {"llm": {"attention": "custom"}, "backends": [{"name": "xnnpack"}]},
+    "llm-8da4w-xnnpack": {"llm": {"attention": "custom"}, "backends": [{"name": "xnnpack"}],
+                          "quantize": {"scheme": "int8-dynamic-int4-weight", "group_size": 32, "embeddings": "int4"},
+                          "verify": {"agreement": 0.0}},
+}
+"""Our own runner-contract programs of the tests' tiny Llama: custom attention (llama:: ops, the KV cache as state)
+delegated to XNNPACK, float and 8da4w with 4-bit embeddings (a random tiny model's agreement is no gate here)."""
+
+
+def llm_ours(root: Path) -> tuple[Path, ...]:
+    """`LLM_RECIPES` built by etbuild under `root` (a seeded tiny checkpoint; etbuild's build state keeps them
+    up to date)."""
+    from etbuild.build.driver import build
+    from tests.llm_support import TINY, save_checkpoint, write_llm_recipe
+
+    root.mkdir(parents=True, exist_ok=True)
+    if not (root / "ckpt" / "config.json").exists():
+        save_checkpoint(root / "ckpt", TINY)
+    llm = {"path": "ckpt", "max_context": 64, "max_prefill": 1}
+    recipes = [write_llm_recipe(root, name, llm, **sections) for name, sections in LLM_RECIPES.items()]
+    with redirect_stdout(io.StringIO()):
+        result = build(recipes, root / "build")
+    if result.exit_code:
+        raise RuntimeError(f"building the LLM recipes failed: {result.failed}")
+    return tuple(root / "build" / name / f"{name}.pte" for name in LLM_RECIPES)
+
+
 def llm_built() -> Corpus:
-    """ExecuTorch's export_llm programs of the tests' tiny Llama (KV cache, custom SDPA, XNNPACK; fp32 and 8da4w:
-    the llama:: kernels, dynamic token counts, mutable state), cached as tests/export_llm_support.py builds them;
-    mutated outside and inside the delegate blobs."""
+    """Language-model programs: ExecuTorch's export_llm programs of the tests' tiny Llama (KV cache, custom SDPA,
+    XNNPACK; fp32 and 8da4w: the llama:: kernels, dynamic token counts, mutable state), cached as
+    tests/export_llm_support.py builds them, and ours of the same shape (`llm_ours`); mutated outside and inside
+    the delegate blobs."""
     from tests.export_llm_support import tiny_program
 
-    return Corpus("llm", (tiny_program("fp32"), tiny_program("8da4w")), PROGRAM_MUTATORS + BLOB_MUTATORS)
+    samples = (tiny_program("fp32"), tiny_program("8da4w"), *llm_ours(ROOT / "build" / "fuzz" / "llm-ours"))
+    return Corpus("llm", samples, PROGRAM_MUTATORS + BLOB_MUTATORS)

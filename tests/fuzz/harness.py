@@ -87,14 +87,19 @@ def mutant(samples: list[bytes], mutator: Mutator, seed: int, k: int) -> bytes:
 
 
 def inputs_for(method: Method, rng: random.Random) -> list[Any]:
-    """Seeded inputs of each input value's planned shape and dtype (small stand-ins for absurd shapes)."""
+    """Seeded inputs of each input value's planned shape and dtype (small stand-ins for absurd shapes); integer
+    inputs are 0 or 1, so that token ids and cache positions reach the kernels behind them."""
     args: list[Any] = []
     for i in method.plan.inputs:
         v = method.plan.values[i].val
         if isinstance(v, fb.Tensor):
             dtype = SCALAR_TYPE_TO_DTYPE.get(v.scalar_type, np.dtype(np.float32))
             shape = tuple(v.sizes) if int(np.prod(v.sizes, dtype=np.float64)) <= MAX_INPUT_ELEMENTS else (1,)
-            args.append((np.random.default_rng(rng.randrange(1 << 30)).standard_normal(shape) * 3).astype(dtype))
+            draw = np.random.default_rng(rng.randrange(1 << 30))
+            if dtype.kind in "iu":  # token ids, positions, indices: 0 or 1 is valid for any table or cache
+                args.append(draw.integers(0, 2, shape).astype(dtype))
+            else:
+                args.append((draw.standard_normal(shape) * 3).astype(dtype))
         else:
             args.append({fb.Int: 1, fb.Double: 0.5, fb.Bool: True}.get(type(v)))
     return args

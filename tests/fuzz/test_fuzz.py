@@ -25,13 +25,13 @@ pytestmark = pytest.mark.fuzz
 
 # Mutants per corpus and mutator, seeded (seed 0): every run sees the same mutants. In all,
 # 12,000 byte-level (4,000 of them inside XNNPACK blobs) and 2,800 structure-aware (800 of
-# them on XNNPACK graphs); and on export_llm's LLM programs 1,500 byte-level (500 inside
-# blobs) and 500 structure-aware (200 on XNNPACK graphs).
+# them on XNNPACK graphs); and on the LLM programs (export_llm's and ours) 3,000 byte-level
+# (1,000 inside blobs) and 1,000 structure-aware (400 on XNNPACK graphs).
 COUNTS = {
     "ours": {"bytes": 4000, "structure": 800},
     "executorch": {"bytes": 4000, "structure": 800},
     "xnnpack": {"bytes": 2000, "structure": 400, "blob-bytes": 2000, "blob-structure": 800},
-    "llm": {"bytes": 1000, "structure": 300, "blob-bytes": 500, "blob-structure": 200},
+    "llm": {"bytes": 2000, "structure": 600, "blob-bytes": 1000, "blob-structure": 400},
 }
 SEED = 0
 RESULTS = ROOT / "build" / "fuzz" / "results"  # each campaign's tally, for `python -m tests.fuzz.report`

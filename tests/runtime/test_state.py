@@ -25,9 +25,9 @@ class Counter(nn.Module):
 
     total: torch.Tensor
 
-    def __init__(self) -> None:
+    def __init__(self, start: float = 7.0) -> None:
         super().__init__()
-        self.register_buffer("total", torch.full((3,), 7.0))
+        self.register_buffer("total", torch.full((3,), start))
 
     def add(self, x: torch.Tensor) -> torch.Tensor:
         self.total.add_(x)
@@ -38,8 +38,8 @@ class Counter(nn.Module):
 
 
 @functools.cache
-def counter_pte() -> bytes:
-    model, x = Counter(), (torch.zeros(3),)
+def counter_pte(start: float = 7.0) -> bytes:
+    model, x = Counter(start), (torch.zeros(3),)
     methods = {name: torch.export.export(MethodModule(model, name), x, strict=False) for name in ("add", "read")}
     return compile_exported(methods).pte
 
@@ -52,6 +52,20 @@ def test_a_method_sees_the_state_another_wrote():
     assert read(zero)[0].tolist() == [16.0] * 3
     assert add(one)[0].tolist() == [9.0] * 3
     assert read(one)[0].tolist() == [19.0] * 3
+
+
+def test_a_zero_initial_state_is_not_stored_and_starts_at_zero():
+    """As ExecuTorch's default export leaves a KV cache: the zero-filled arena is the initial state."""
+    program, _ = read_program(counter_pte(0.0))
+    assert not program.mutable_data_segments
+    assert all(ev.val.data_buffer_idx == 0 for plan in program.execution_plan for ev in plan.values
+               if getattr(ev.val, "extra_tensor_info", None) is not None)
+    assert len(counter_pte(0.0)) < len(counter_pte()) - 12  # 12 bytes of state and their offsets
+    loaded = Program.from_bytes(counter_pte(0.0))
+    add, read = loaded.load_method("add"), loaded.load_method("read")
+    assert read(np.zeros(3, np.float32))[0].tolist() == [0.0] * 3
+    assert add(np.ones(3, np.float32))[0].tolist() == [1.0] * 3
+    assert read(np.ones(3, np.float32))[0].tolist() == [3.0] * 3
 
 
 def test_loading_a_method_sets_the_state_it_names_to_its_initial_value():

@@ -50,6 +50,7 @@ class GraphBuilder:
         version="0", constant_data=[g.ConstantDataOffset(0, 0, "")]))
     named_data: dict[str, bytes] = field(default_factory=dict)
     producers: dict[int, g.XNode] = field(default_factory=dict)
+    handle: int = 0  # the debug handle new nodes get: 1 + the index of the partition call being lowered
     _keys: dict[str, int] = field(default_factory=dict)
     _dynamic_dims: dict[int, tuple[int, ...]] = field(default_factory=dict)  # values with a DynamicSize
 
@@ -80,11 +81,10 @@ class GraphBuilder:
         data = np.ascontiguousarray(array).tobytes()
         return self.tensor(array.shape if dims is None else dims, datatype, quant, self.constant_data(data))
 
-    def node(self, body: g.NodeBody, output: int, min_max: tuple[float, float] | None = None,
-             debug_handle: int = 0) -> g.XNode:
-        """Append a node computing value `output`."""
+    def node(self, body: g.NodeBody, output: int, min_max: tuple[float, float] | None = None) -> g.XNode:
+        """Append a node computing value `output`, marked with the current `handle`."""
         bounds = None if min_max is None else g.OutputMinMax(float(min_max[0]), float(min_max[1]))
-        xnode = g.XNode(body, debug_handle, bounds)
+        xnode = g.XNode(body, self.handle, bounds)
         self.graph.xnodes.append(xnode)
         self.producers[output] = xnode
         return xnode

@@ -58,7 +58,7 @@ class Emitter:
                 shape, g.XNNDatatype.QINT8, per_tensor(quant))
             self.inputs.append(vid)
             self.env[node] = lay.Held(vid, lay.identity(len(shape)), shape, quant)
-        self.handle = 0
+        self.fused: dict[int, list[int]] = {}  # id of an XNode -> handles of the calls fused into it
 
     # ------------------------------------------------------------------ reading values
 
@@ -179,7 +179,7 @@ class Emitter:
         self.env[node] = held
 
     def node(self, body: g.NodeBody, output: int, min_max: tuple[float, float] | None = None) -> g.XNode:
-        return self.b.node(body, output, min_max, self.handle)
+        return self.b.node(body, output, min_max)
 
     def fuse_clamp(self, node: Node, low: float, high: float) -> bool:
         """Clamp `node`'s only input where its producer writes it (output_min_max), when it can be."""
@@ -190,6 +190,7 @@ class Emitter:
         producer = self.b.producers.get(held.id)
         if producer is None or type(producer.node).__name__ not in CLAMPED or self.made_by.get(held.id) is not source:
             return False
+        self.fused.setdefault(id(producer), []).append(self.b.handle)
         if producer.output_min_max is None:
             producer.output_min_max = g.OutputMinMax(low, high)
         else:
@@ -201,12 +202,14 @@ class Emitter:
     # ------------------------------------------------------------------ the graph
 
     def run(self, emitters: dict[Any, Any]) -> g.XNNGraph:
-        for k, node in enumerate(self.sub.nodes):
-            self.handle = k + 1
+        handles = {node: k + 1 for k, node in enumerate(self.sub.nodes)}
+        for node in self.sub.nodes:
+            self.b.handle = handles[node]
             if node not in self.known:  # known values become constants where they are read
                 emitters[node.target](node, self)
         outputs: list[int] = []
-        for node in self.sub.outputs:
+        for node in self.sub.outputs:  # conversions to torch's layout lower the output's call
+            self.b.handle = handles.get(node, 0)
             vid = self.quantized(node) if self.dtype(node) == torch.int8 else self.get(node)
             if not self.b.is_computed(vid) or vid in outputs:
                 vid = self.b.copy(vid)

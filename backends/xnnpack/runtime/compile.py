@@ -61,6 +61,9 @@ def _build(xnode: g.XNode, k: int, values: dict[int, Value]) -> tuple[Op, list[S
     op = builder(body, Context(values, where))
     op.name = where
     lo, hi = _bounds(xnode, member, where)
+    if (lo, hi) != (-math.inf, math.inf) and all(values[o].grid.snapper() is None for o in op.outputs) \
+            and op.fuse_clamp(lo, hi):
+        lo, hi = -math.inf, math.inf  # the op clamps its output itself
     return op, [_snap(op, values[o], values, lo, hi) for o in op.outputs]
 
 

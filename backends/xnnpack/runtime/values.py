@@ -3,7 +3,9 @@
 Every check a malformed blob could fail raises InvalidProgram naming the value. Constants are
 decoded once into the runtime's working form (float32 real numbers, or int32): fp32 weights
 are zero-copy views of the program's named data; quantized ones are dequantized with their
-per-tensor, per-channel or per-block scales.
+per-tensor, per-channel or per-block scales. A 2-D weight quantized along its rows (int8 or
+int4, per channel or per block) also keeps its integer codes and scales (`Value.rows`), the form
+a one-row matrix–vector product reads fastest.
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ FOUR_BIT = (DT.QCINT4, DT.QBINT4)
 NAMES = {v: k.lower() for k, v in vars(DT).items() if not k.startswith("_")}
 
 
+@dataclass(frozen=True)
+class QuantizedRows:
+    """A [out, in] weight as integers: codes transposed to (in, out) int8, scales (blocks, out) float32,
+    the in channels in blocks of in / blocks (one block: per channel)."""
+
+    codes: np.ndarray
+    scales: np.ndarray
+
+
 @dataclass
 class Value:
     """One checked value: id, datatype, dims, its grid (for computed values) and constant data."""
@@ -45,6 +56,7 @@ class Value:
     dims: tuple[int, ...]
     grid: Grid
     constant: np.ndarray | None = None  # working form: float32 real numbers, or int32
+    rows: QuantizedRows | None = None  # a 2-D weight quantized along dim 0, as integers
     external_id: int | None = None
     flags: int = 0
 
@@ -259,22 +271,24 @@ def _per_channel(value: Value, q: g.PerChannelQuant, constants: ConstantSource, 
     if not 0 <= q.channel_dim < len(value.dims):
         raise InvalidProgram(f"{where}: channel_dim {q.channel_dim} is not a dim of {list(value.dims)}")
     scales = _scales(q, constants, value.dims[q.channel_dim], where, bf16=False)
-    codes = _codes(value, constants.bytes(idx, _nbytes(value), where))
+    ints = _int_codes(value, constants.bytes(idx, _nbytes(value), where))
     shape = [1] * len(value.dims)
     shape[q.channel_dim] = -1
-    value.constant = codes * scales.reshape(shape)
+    value.constant = ints.astype(np.float32) * scales.reshape(shape)
+    if len(value.dims) == 2 and q.channel_dim == 0 and ints.dtype == np.int8:
+        value.rows = QuantizedRows(np.ascontiguousarray(ints.T), scales.reshape(1, -1))
 
 
-def _codes(value: Value, raw: memoryview) -> np.ndarray:
-    """The integer codes of a quantized constant as float32 (4-bit: two per byte, zero point 8)."""
+def _int_codes(value: Value, raw: memoryview) -> np.ndarray:
+    """The integer codes of a quantized constant (4-bit: two per byte, zero point 8, as int8)."""
     count = math.prod(value.dims)
     if value.datatype in FOUR_BIT:
         packed = np.frombuffer(raw, dtype=np.uint8)
-        nibbles = np.empty(2 * len(packed), dtype=np.float32)
+        nibbles = np.empty(2 * len(packed), dtype=np.int8)
         nibbles[0::2] = packed & 0x0F  # even index in the low nibble
         nibbles[1::2] = packed >> 4
         return (nibbles[:count] - 8).reshape(value.dims)
-    return np.frombuffer(raw, dtype=value.storage).astype(np.float32).reshape(value.dims)
+    return np.frombuffer(raw, dtype=value.storage).reshape(value.dims)
 
 
 def _per_block(value: Value, q: g.PerChannelGroupQuant, constants: ConstantSource, idx: int, where: str) -> None:
@@ -287,8 +301,10 @@ def _per_block(value: Value, q: g.PerChannelGroupQuant, constants: ConstantSourc
     scales = _scales(q, constants, out * blocks, where, bf16=bool(q.scale_buffer_idx))
     if not q.scale_buffer_idx:  # inline fp32 scales become bf16 as ExecuTorch's runtime makes them
         scales = ((scales * np.float32(1.00389105)).view(np.uint32) >> 16 << 16).view(np.float32)
-    codes = _codes(value, constants.bytes(idx, _nbytes(value), where)).reshape(out, blocks, q.group_size)
+    ints = _int_codes(value, constants.bytes(idx, _nbytes(value), where))
+    codes = ints.astype(np.float32).reshape(out, blocks, q.group_size)
     value.constant = (codes * scales.reshape(out, blocks, 1)).reshape(out, inp)
+    value.rows = QuantizedRows(np.ascontiguousarray(ints.T), np.ascontiguousarray(scales.reshape(out, blocks).T))
 
 
 def _per_token(value: Value, q: g.PerTokenDynamicQuant, idx: int, where: str) -> None:

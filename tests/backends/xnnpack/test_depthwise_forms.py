@@ -1,4 +1,5 @@
-"""DepthwiseConv2d's two bindings (phase grids, direct window view) against a float64 reference on odd shapes."""
+"""DepthwiseConv2d's bindings (phase grids, direct window view, the compiled loop) against a float64 reference on
+odd shapes."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import numpy as np
 import pytest
 
 from etbuild.backends.xnnpack.runtime.ops.conv import DIRECT_CHANNELS, DepthwiseConv2d
+from etbuild.kernels import native
 from tests.backends.xnnpack.graphs import GraphBuilder
 
 RNG = np.random.default_rng(0)
@@ -56,9 +58,13 @@ def depthwise(case: tuple) -> tuple[DepthwiseConv2d, np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:5])) + f"-s{c[6][0]}{c[6][1]}")
 def test_both_forms_compute_the_depthwise_convolution(case: tuple) -> None:
     op, x, want = depthwise(case)
-    for form in ("direct", "phased", "bind"):
+    loops = native.loops()
+    for form in ("direct", "phased", "bind") + (("fused",) if loops is not None else ()):
         out = np.empty(want.shape, np.float32)
-        step = op.bind([x], [out]) if form == "bind" else getattr(op, form)(x, out)
+        if form == "fused":
+            step = op.fused(x, out, loops)
+        else:
+            step = op.bind([x], [out]) if form == "bind" else getattr(op, form)(x, out)
         step()
         np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * np.abs(want).max())
         x_before = x.copy()
@@ -68,7 +74,8 @@ def test_both_forms_compute_the_depthwise_convolution(case: tuple) -> None:
         x[...] = x_before
 
 
-def test_many_channels_on_small_or_strided_grids_bind_the_direct_form() -> None:
+def test_many_channels_on_small_or_strided_grids_bind_the_direct_form(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ETBUILD_NATIVE", "0")  # the numpy forms (with numba, bind takes the compiled loop)
     op, x, want = depthwise(CASES[0])
     assert op.cout >= DIRECT_CHANNELS
     out = np.empty(want.shape, np.float32)

@@ -114,6 +114,45 @@ def test_block_quantized_int4_weights():
     np.testing.assert_allclose(y, data @ weights.T, rtol=1e-5, atol=1e-5)
 
 
+@pytest.mark.parametrize("native_loops", ["1", "0"], ids=["numba", "numpy"])
+@pytest.mark.parametrize("rows", [1, 3])
+@pytest.mark.parametrize("form", ["int4-blocks", "int8-channels"])
+def test_quantized_filters_give_one_product_for_any_row_count(form, rows, native_loops, monkeypatch):
+    """One row (a decode step) reads the integer codes through numba's loop; more rows, or no numba, the
+    dequantized float32 matrix: the same product within float32 rounding, the bias added."""
+    monkeypatch.setenv("ETBUILD_NATIVE", native_loops)
+    rng = np.random.default_rng(4)
+    n, k = 37, 64  # an odd output count, two blocks of 32
+    gb = GraphBuilder()
+    if form == "int4-blocks":
+        codes = rng.integers(-8, 8, size=(n, k))
+        packed = ((codes[:, 0::2] + 8) | ((codes[:, 1::2] + 8) << 4)).astype(np.uint8)
+        scales = (rng.random((n, 2)) + 0.5).astype(np.float32)
+        bf16 = (scales.view(np.uint32) >> 16).astype(np.uint16)
+        scales = (bf16.astype(np.uint32) << 16).view(np.float32)
+        quant = g.PerChannelGroupQuant([], 0, 32, gb.constant(bf16), n * 2)
+        w = gb.tensor((n, k), DT.QBINT4, data=packed, quant=quant)
+        weights = (codes.reshape(n, 2, 32) * scales.reshape(n, 2, 1)).reshape(n, k)
+    else:
+        codes = rng.integers(-127, 128, size=(n, k))
+        scales = (rng.random(n) * 0.01 + 0.001).astype(np.float32)
+        w = gb.tensor((n, k), DT.QCINT8, data=codes.astype(np.int8), quant=g.PerChannelQuant(list(scales), 0))
+        weights = codes * scales.reshape(n, 1)
+    bias_values = rng.standard_normal(n).astype(np.float32)
+    x = gb.tensor((rows, k), flags=IN)
+    bias = gb.tensor((n,), data=bias_values)
+    out = gb.tensor((rows, n), flags=OUT)
+    gb.node("FullyConnected", input1_id=x, filter_id=w, bias_id=bias, output_id=out)
+    data = rng.standard_normal((rows, k)).astype(np.float32)
+    y = np.empty((rows, n), np.float32)
+    handle = gb.handle()
+    handle.execute([data, y])
+    expected = data.astype(np.float64) @ weights.T + bias_values
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-4)
+    handle.execute([data * 2, y])  # bound once: the step reads the input's memory anew
+    np.testing.assert_allclose(y, 2 * data.astype(np.float64) @ weights.T + bias_values, rtol=1e-5, atol=2e-4)
+
+
 def test_legacy_dynamic_quantization_of_an_input():
     """dq_datatype qint8 on an fp32 input: the graph sees the input quantized per row (as a qdint8 Convert gives)."""
     rng = np.random.default_rng(2)

@@ -6,9 +6,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 
 from etbuild.errors import RecipeError
+from etbuild.quantize import flow
 from etbuild.quantize.calibration import array_name, calibration_inputs
+from etbuild.quantize.modules import SchemeMap
+from etbuild.quantize.schemes import STATIC
 from etbuild.recipe import load_recipe
 
 ONE = """name: q
@@ -60,3 +64,25 @@ def test_array_names_carry_the_method_only_with_several_methods(tmp_path: Path) 
     assert array_name(recipe(tmp_path, "{samples: 1}"), "forward", 2) == "in2"
     (tmp_path / "two.yaml").write_text(TWO)
     assert array_name(load_recipe(tmp_path / "two.yaml"), "decode", 0) == "decode.in0"
+
+
+class RunningTotal(torch.nn.Module):
+    """A linear layer and a buffer every call adds to (a KV cache is written the same way)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+        self.register_buffer("total", torch.zeros(4))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.total.add_(x.mean(0))
+        return self.linear(x) + self.total
+
+
+def test_calibration_leaves_no_trace_in_the_state_the_program_starts_from() -> None:
+    ep = torch.export.export(RunningTotal().eval(), (torch.randn(2, 4),))
+    assert flow.mutated_buffers(ep) == {"total"}
+    model = flow.quantize(ep, flow.Plan(SchemeMap(STATIC)), [(torch.randn(2, 4),) for _ in range(4)])
+    assert model.get_buffer("total").abs().sum() > 0  # calibration wrote it
+    flow.restore_state(model, ep)
+    assert model.get_buffer("total").tolist() == [0.0] * 4

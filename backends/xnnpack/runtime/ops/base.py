@@ -51,6 +51,11 @@ class Op:
         """The step computing outs from ins (contiguous arrays of the inferred shapes)."""
         raise NotImplementedError
 
+    def fuse_clamp(self, lo: float, hi: float) -> bool:
+        """Take over the node's fused output clamp [lo, hi] (its output is plain float32): True when the op's
+        steps will clamp their output themselves, so the compiled graph adds no clamp pass after them."""
+        return False
+
 
 @dataclass
 class Context:

@@ -14,15 +14,21 @@ Filters and biases must be constants (as XNNPACK requires); quantized ones arriv
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
+from types import ModuleType
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
+from etbuild.backends.xnnpack.runtime.grids import Grid
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, builds, fail, flat2d, reshaped, scratch
 from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer
 from etbuild.backends.xnnpack.runtime.values import Value
+from etbuild.kernels import native
 from etbuild.kernels.numerics.im2col import row_view
 from etbuild.kernels.numerics.ufuncs import bias_rows, matmul_add
 from etbuild.runtime.steps import Step
@@ -86,24 +92,85 @@ class Conv2d(_Conv):
         self.packed = np.ascontiguousarray(w.reshape(groups, gout, k).transpose(0, 2, 1), dtype=np.float32)
         self.groups = groups
 
+    clamp: tuple[float, float] = (-math.inf, math.inf)
+
+    def fuse_clamp(self, lo: float, hi: float) -> bool:
+        self.clamp = (lo, hi)
+        return True
+
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        x, o = ins[0], outs[0]
+        step, clamped = self._bind(ins[0], outs[0])
+        clamp = None if clamped else Grid(DT.FP32).snapper(*self.clamp)
+        if clamp is None:
+            return step
+        o = outs[0]
+
+        def conv_clamped() -> None:
+            step()
+            clamp(o)
+
+        return conv_clamped
+
+    def _bind(self, x: np.ndarray, o: np.ndarray) -> tuple[Step, bool]:
+        """The convolution's step, and whether it clamps its output itself."""
         win = self.win
         if self.groups == 1 and (win.kh, win.kw, win.sh, win.sw) == (1, 1, 1, 1) and not win.padded:
-            return matmul_add(np.matmul, flat2d(x, self.cin), self.packed[0], self.bias, flat2d(o, self.cout),
-                              constant_bias=True)
+            return self._product(flat2d(x, self.cin), flat2d(o, self.cout))
         gather, cols = _im2col(x, win, o.shape[1], o.shape[2])
         if self.groups == 1:
-            product = matmul_add(np.matmul, cols.reshape(-1, cols.shape[-1]), self.packed[0], self.bias,
-                                 flat2d(o, self.cout), constant_bias=True)
+            product, clamped = self._product(cols.reshape(-1, cols.shape[-1]), flat2d(o, self.cout))
         else:
-            product = self._grouped(cols, o)
+            product, clamped = self._grouped(cols, o), False
 
         def conv() -> None:
             gather()
             product()
 
-        return conv
+        return conv, clamped
+
+    def _product(self, rows: np.ndarray, out: np.ndarray) -> tuple[Step, bool]:
+        """out = rows @ filter (+ bias): with the compiled loops and a C-contiguous float32 out, numpy's matmul
+        then one pass adding the bias and clamping (`native_loops.bias_clamp_rows`: numpy's add and clip, the
+        same bits, one pass instead of two and no Python clip call); else matmul_add (the clamp after it). The step,
+        and whether it clamps."""
+        loops = native.loops()
+        product = functools.partial(np.matmul, rows, self.packed[0], out)
+        if loops is None or out.dtype != np.float32 or not out.flags.c_contiguous:
+            return matmul_add(np.matmul, rows, self.packed[0], self.bias, out, constant_bias=True), False
+        _warm(loops)
+        lo, hi = (np.float32(b) for b in self.clamp)
+        blocks = _column_blocks(*rows.shape, self.cout)
+        if blocks > 1:
+            return self._blocked(rows, out, blocks, loops), True
+        if self.bias is not None:
+            epilogue = functools.partial(loops.bias_clamp_rows, out, self.bias, lo, hi)
+        elif self.clamp != (-math.inf, math.inf):
+            epilogue = functools.partial(loops.clamp, out.reshape(-1), lo, hi)
+        else:
+            return product, True
+
+        def matmul_bias_clamp() -> None:
+            product()
+            epilogue()
+
+        return matmul_bias_clamp, True
+
+    def _blocked(self, rows: np.ndarray, out: np.ndarray, blocks: int, loops: ModuleType) -> Step:
+        """out = clamp(rows @ filter + bias) with the filter split into `blocks` column blocks: one batched matmul
+        into a [blocks, R, N/blocks] buffer, then one compiled pass adding the bias, clamping and placing the
+        columns (`native_loops.bias_clamp_blocks`)."""
+        k, n = self.packed.shape[1:]
+        packed = np.ascontiguousarray(self.packed[0].reshape(k, blocks, n // blocks).transpose(1, 0, 2))
+        parts = scratch((blocks, rows.shape[0], n // blocks))
+        bias = self.bias if self.bias is not None else np.zeros(n, np.float32)
+        product = functools.partial(np.matmul, rows, packed, parts)
+        epilogue = functools.partial(loops.bias_clamp_blocks, parts, bias, *(np.float32(b) for b in self.clamp), out)
+
+        def blocked_matmul() -> None:
+            product()
+            epilogue()
+
+        return blocked_matmul
 
     def _grouped(self, cols: np.ndarray, o: np.ndarray) -> Step:
         """Per group: its im2col columns times its filter, into its slice of the output channels."""
@@ -124,6 +191,29 @@ class Conv2d(_Conv):
             np.copyto(out, res)
 
         return step
+
+
+SERIAL_PRODUCT = 65536 * 4  # multiply-adds up to which OpenBLAS runs a product on one thread (its default)
+FEW_ROWS = 64
+
+
+def _column_blocks(rows: int, k: int, n: int) -> int:
+    """How many column blocks to compute a product of few rows and many columns in (1: as one product).
+
+    OpenBLAS runs a product of more than SERIAL_PRODUCT multiply-adds on its threads; with a handful of rows
+    (MobileNet's last 1×1 convolution: [9, 160] @ [160, 1280]) that is slow at one thread (85 µs) and
+    pathological at two when the other core is busy (15 ms: the threads wait for each other). In column
+    blocks of at most SERIAL_PRODUCT multiply-adds it takes 44 µs at either thread count."""
+    if rows >= FEW_ROWS or rows * k * n <= SERIAL_PRODUCT:
+        return 1
+    return next((b for b in range(2, n + 1) if n % b == 0 and rows * k * (n // b) <= SERIAL_PRODUCT), 1)
+
+
+@functools.cache
+def _warm(loops: ModuleType) -> None:
+    """Compile the convolutions' loops once per process (or load them from numba's disk cache) when the first
+    node binds them, so that the first call of the program does not pay it."""
+    native.warm_convolution(loops)
 
 
 def _im2col(x: np.ndarray, win: Window, oh: int, ow: int) -> tuple[Step, np.ndarray]:
@@ -187,12 +277,46 @@ class DepthwiseConv2d(_Conv):
                 found.append((a * win.sw + b, (qi[0] * wq + qj[0]) * cc, (len(rows), len(cols), *steps), weights))
         return found
 
+    clamp: tuple[float, float] = (-math.inf, math.inf)
+
+    def fuse_clamp(self, lo: float, hi: float) -> bool:
+        self.clamp = (lo, hi)
+        return True
+
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
         x, o = ins[0], outs[0]
+        loops = native.loops()
+        if loops is not None and all(a.dtype == np.float32 and a.flags.c_contiguous for a in (x, o)):
+            return self.fused(x, o, loops)
+        step = self.numpy_form(x, o)
+        clamp = Grid(DT.FP32).snapper(*self.clamp)
+        if clamp is None:
+            return step
+
+        def depthwise_clamped() -> None:
+            step()
+            clamp(o)
+
+        return depthwise_clamped
+
+    def numpy_form(self, x: np.ndarray, o: np.ndarray) -> Step:
+        """Without the compiled loop: `direct` for many channels on a strided or small grid, else `phased`."""
         strided = self.win.sh > 1 or self.win.sw > 1
         if self.cout >= DIRECT_CHANNELS and (strided or o.shape[1] * o.shape[2] <= DIRECT_PIXELS):
             return self.direct(x, o)
         return self.phased(x, o)
+
+    def fused(self, x: np.ndarray, o: np.ndarray, loops: ModuleType) -> Step:
+        """The compiled loop (`native_loops.depthwise_nhwc`): bias, taps and clamp in one pass per output row,
+        the filter and bias tiled along an output row at bind and the loop compiled (or loaded) here, not on
+        the first call. The sums run in another order than the numpy forms' (within float32 rounding)."""
+        win, ow = self.win, o.shape[2]
+        taps = np.ascontiguousarray(np.tile(self.weights, (1, 1, ow)))
+        bias = np.tile(self.bias if self.bias is not None else np.zeros(self.cout, np.float32), ow)
+        lo, hi = (np.float32(b) for b in self.clamp)
+        _warm(loops)
+        return functools.partial(loops.depthwise_nhwc, x, taps, bias, o, (win.sh, win.sw), (win.dh, win.dw),
+                                 (win.top, win.left), self.mult, lo, hi)
 
     def direct(self, x: np.ndarray, o: np.ndarray) -> Step:
         """One einsum over the [KH, KW, N, OH, OW, C·M] window view of the zero-padded input, straight into o.
