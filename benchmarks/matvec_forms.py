@@ -5,7 +5,9 @@ thread, in the three forms an 8da4w linear could keep its weights in our XNNPACK
 
 - float32, dequantized at load (what backends/xnnpack/runtime does): BLAS sgemv, 4 bytes a weight;
 - int8 with per-group scales: numpy has no int8 BLAS, so each call converts (np.dot on int8 is a slow loop);
-- int4 packed two to a byte with per-group scales, a numba loop that unpacks and accumulates per group.
+- int4 packed two to a byte with per-group scales, a numba loop that unpacks and accumulates per group;
+- int8 codes transposed to [K, N] with scales [groups, N], the runtime's one-row loop
+  (kernels/native_loops.grouped_matvec: the inner loop along the outputs, no horizontal sums).
 Prints the median µs per product, the weight bytes each reads, and the largest difference from float32.
 """
 
@@ -55,12 +57,19 @@ def main() -> None:
         partial = np.einsum("ngk,gk->ng", q.reshape(n, -1, group).astype(np.float32), xg)  # per group sums
         return (partial * scales).sum(1)
 
+    from etbuild.kernels.native_loops import grouped_matvec
+
+    codes_kn, scales_gn = np.ascontiguousarray(q.T), np.ascontiguousarray(scales.T)
+    zeros, acc, out_kn = np.zeros(n, np.float32), np.empty(n, np.float32), np.empty(n, np.float32)
+    grouped_matvec(codes_kn, scales_gn, x, zeros, acc, out_kn)
     reference = x @ w_kn
     matvec(x, packed, scales, group, out)
     rows = [("float32 dequantized (BLAS)", lambda: np.dot(x, w_kn, out), w_kn.nbytes, reference),
             ("int8 + scales (numpy)", int8_scales, q.nbytes + scales.nbytes, int8_scales()),
             ("int4 + scales (numba)", lambda: matvec(x, packed, scales, group, out), packed.nbytes + scales.nbytes,
-             out.copy())]
+             out.copy()),
+            ("int8 codes [K, N] (runtime loop)", lambda: grouped_matvec(codes_kn, scales_gn, x, zeros, acc, out_kn),
+             codes_kn.nbytes + scales_gn.nbytes, out_kn.copy())]
     print(f"K={k} N={n} group={group}")
     for name, fn, nbytes, result in rows:
         diff = f", max |diff| {np.abs(result - reference).max():.2e}"

@@ -21,6 +21,7 @@ LO, HI, HALF, ONE, ZERO = F(-GELU_CLAMP), F(GELU_CLAMP), F(0.5), F(1), F(0)
 # error_model="numpy": a float division follows IEEE (no ZeroDivisionError check), so loops vectorize.
 jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 jit_sums = numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"reassoc"})
+jit_fma = numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"contract"})
 
 
 @jit
@@ -207,7 +208,7 @@ def bias_clamp_blocks(blocks: np.ndarray, bias: np.ndarray, lo: np.float32, hi: 
                 dst[j] = v
 
 
-@jit
+@jit_fma
 def grouped_matvec(codes: np.ndarray, scales: np.ndarray, x: np.ndarray, bias: np.ndarray,
                    acc: np.ndarray, out: np.ndarray) -> None:
     """out = bias + Σ_g scales[g] · Σ_{k in group g} codes[k] · x[k]: one row through quantized weights kept
