@@ -22,8 +22,8 @@ from etbuild.backends.aot import Subgraph
 from etbuild.backends.xnnpack.aot import layout as lay
 from etbuild.backends.xnnpack.aot.builder import GraphBuilder
 from etbuild.backends.xnnpack.aot.known import Known
-from etbuild.backends.xnnpack.aot.ops.base import sizes
 from etbuild.backends.xnnpack.aot.quant import VIEWS, per_tensor, result_quant
+from etbuild.backends.xnnpack.aot.shapes import sizes
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.format.nodes import CLAMPED
 from etbuild.errors import InternalError

@@ -18,9 +18,8 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch.fx import Node
 
-from etbuild.backends.xnnpack.aot.builder import DynamicSize
 from etbuild.backends.xnnpack.aot.known import Known
-from etbuild.lowering.symbolic import upper_bound
+from etbuild.backends.xnnpack.aot.shapes import sizes
 
 if TYPE_CHECKING:
     from etbuild.backends.xnnpack.aot.emitter import Emitter
@@ -88,11 +87,6 @@ def shape_of(node: Any) -> tuple[int, ...]:
     a SymInt: that guard would pin the export's symbol to its example size for the whole program)."""
     val = node.meta.get("val") if isinstance(node, Node) else None
     return sizes(val.shape) if isinstance(val, torch.Tensor) else ()
-
-
-def sizes(shape: Sequence[Any]) -> tuple[int, ...]:
-    """Static sizes as ints, symbolic ones as DynamicSize at their upper bounds."""
-    return tuple(s if isinstance(s, int) else DynamicSize(upper_bound(s)) for s in shape)
 
 
 def normalize_dim(dim: int, rank: int) -> int:
