@@ -177,18 +177,24 @@ def clamp(o: np.ndarray, lo: np.float32, hi: np.float32) -> None:
 
 
 @jit
+def _add_clamp(src: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.float32, dst: np.ndarray) -> None:
+    """dst ← clamp(src + bias, lo, hi), all 1-D of one length (dst may be src): numpy's add then clip, the same
+    bits (a nan stays nan)."""
+    for j in range(bias.shape[0]):
+        v = src[j] + bias[j]
+        if v < lo:
+            v = lo
+        elif v > hi:
+            v = hi
+        dst[j] = v
+
+
+@jit
 def bias_clamp_rows(rows: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.float32) -> None:
     """rows ← clamp(rows + bias, lo, hi) in place, rows (R, N) C-contiguous and bias (N,): numpy's add then clip
     (the same bits, a nan stays nan) in one pass."""
     for r in range(rows.shape[0]):
-        o = rows[r]
-        for j in range(bias.shape[0]):
-            v = o[j] + bias[j]
-            if v < lo:
-                v = lo
-            elif v > hi:
-                v = hi
-            o[j] = v
+        _add_clamp(rows[r], bias, lo, hi, rows[r])
 
 
 @jit
@@ -198,14 +204,7 @@ def bias_clamp_blocks(blocks: np.ndarray, bias: np.ndarray, lo: np.float32, hi: 
     nblocks, rows, nb = blocks.shape
     for b in range(nblocks):
         for r in range(rows):
-            src, dst, bb = blocks[b, r], out[r, b * nb : (b + 1) * nb], bias[b * nb : (b + 1) * nb]
-            for j in range(nb):
-                v = src[j] + bb[j]
-                if v < lo:
-                    v = lo
-                elif v > hi:
-                    v = hi
-                dst[j] = v
+            _add_clamp(blocks[b, r], bias[b * nb : (b + 1) * nb], lo, hi, out[r, b * nb : (b + 1) * nb])
 
 
 @jit_fma
