@@ -6,13 +6,17 @@ thread, in the three forms an 8da4w linear could keep its weights in our XNNPACK
 - float32, dequantized at load (what backends/xnnpack/runtime does): BLAS sgemv, 4 bytes a weight;
 - int8 with per-group scales: numpy has no int8 BLAS, so each call converts (np.dot on int8 is a slow loop);
 - int4 packed two to a byte with per-group scales, a numba loop that unpacks and accumulates per group;
-- int8 codes transposed to [K, N] with scales [groups, N], the runtime's one-row loop
-  (kernels/native_loops.grouped_matvec: the inner loop along the outputs, no horizontal sums).
-Prints the median µs per product, the weight bytes each reads, and the largest difference from float32.
+- int8 codes transposed to [K, N] with scales [groups, N], the runtime's one-row loop for float inputs
+  (kernels/native_loops.grouped_matvec: the inner loop along the outputs, no horizontal sums);
+- int4 packed [K/2, N] (two inputs a byte) times the input's qdint8 codes, the runtime's one-row loop for a
+  qdint8 input (kernels/native_loops.qd8_qb4w_matvec, XNNPACK's integer product: int16 partial sums along N).
+Prints the median µs per product, the weight bytes each reads, and the largest difference from float32 (the
+qd8 row also rounds the input onto its int8 grid, so it differs by that rounding).
 """
 
 from __future__ import annotations
 
+import os
 import sys
 
 import numpy as np
@@ -57,23 +61,35 @@ def main() -> None:
         partial = np.einsum("ngk,gk->ng", q.reshape(n, -1, group).astype(np.float32), xg)  # per group sums
         return (partial * scales).sum(1)
 
-    from etbuild.kernels.native_loops import grouped_matvec
+    from etbuild.backends.xnnpack.runtime.qd8 import int4_filter
+    from etbuild.backends.xnnpack.runtime.values import QuantizedRows
+    from etbuild.kernels.native_loops import grouped_matvec, qd8_qb4w_matvec, snap_row_qdint8_codes
 
     codes_kn, scales_gn = np.ascontiguousarray(q.T), np.ascontiguousarray(scales.T)
     zeros, acc, out_kn = np.zeros(n, np.float32), np.empty(n, np.float32), np.empty(n, np.float32)
     grouped_matvec(codes_kn, scales_gn, x, zeros, acc, out_kn)
     reference = x @ w_kn
+    int4 = int4_filter(QuantizedRows(codes_kn, scales_gn))
+    codes, params, out_q4 = np.empty(k, np.int32), np.empty(2, np.float32), np.empty(n, np.float32)
+    snap_row_qdint8_codes(x.copy(), codes, params)
+    int_acc, part = np.empty(n, np.int32), np.empty(n, np.int16)
+
+    def qd8_int4() -> None:
+        qd8_qb4w_matvec(int4.nibbles, int4.scales, int4.ksum, codes, params, zeros, int_acc, part, out_q4)
+
+    qd8_int4()
     matvec(x, packed, scales, group, out)
     rows = [("float32 dequantized (BLAS)", lambda: np.dot(x, w_kn, out), w_kn.nbytes, reference),
             ("int8 + scales (numpy)", int8_scales, q.nbytes + scales.nbytes, int8_scales()),
             ("int4 + scales (numba)", lambda: matvec(x, packed, scales, group, out), packed.nbytes + scales.nbytes,
              out.copy()),
             ("int8 codes [K, N] (runtime loop)", lambda: grouped_matvec(codes_kn, scales_gn, x, zeros, acc, out_kn),
-             codes_kn.nbytes + scales_gn.nbytes, out_kn.copy())]
-    print(f"K={k} N={n} group={group}")
+             codes_kn.nbytes + scales_gn.nbytes, out_kn.copy()),
+            ("int4 [K/2, N] x qd8 codes (runtime)", qd8_int4, int4.nibbles.nbytes + scales_gn.nbytes, out_q4.copy())]
+    print(f"K={k} N={n} group={group}; load average {os.getloadavg()[0]:.1f}")
     for name, fn, nbytes, result in rows:
         diff = f", max |diff| {np.abs(result - reference).max():.2e}"
-        print(f"{name:30s} {median_us(fn, 30, warmup=1):9.1f} µs, {nbytes / 1e6:.2f} MB of weights{diff}")
+        print(f"{name:36s} {median_us(fn, 30, warmup=1):9.1f} µs, {nbytes / 1e6:.2f} MB of weights{diff}")
 
 
 if __name__ == "__main__":

@@ -54,23 +54,44 @@ def snap_to_grid(a: np.ndarray, inv: np.float32, scale: np.float32, lo: np.float
 
 
 @jit
+def _qdint8_params(row: np.ndarray) -> tuple[np.float32, np.float32]:
+    """XNNPACK's qdint8 parameters of one row (backends/xnnpack/runtime/grids.py): the inverse scale (the row
+    range widened to 0, over 255 steps) and the nudged zero point, as float32."""
+    low, high = ZERO, ZERO
+    for j in range(row.shape[0]):
+        low = min(low, row[j])
+        high = max(high, row[j])
+    span = high - low
+    inv = F(255) / span if span > ZERO else ONE
+    low, high = low * inv, high * inv
+    zero = (F(-128) - low) if (F(-128) + low) + (F(127) + high) > ZERO else (F(127) - high)
+    return inv, np.rint(min(max(zero, F(-128)), F(127)))
+
+
+@jit
 def snap_rows_qdint8(rows: np.ndarray) -> None:
     """Each row of rows (R, D) rounded in place onto its own int8 grid, XNNPACK's qdint8 parameters as
     backends/xnnpack/runtime/grids.py computes them (row range widened to 0, 255 steps, nudged zero point):
     the same float32 operations in the same order, so the same bits."""
     for r in range(rows.shape[0]):
-        low, high = ZERO, ZERO
-        for j in range(rows.shape[1]):
-            low = min(low, rows[r, j])
-            high = max(high, rows[r, j])
-        span = high - low
-        inv = F(255) / span if span > ZERO else ONE
-        low, high = low * inv, high * inv
-        zero = (F(-128) - low) if (F(-128) + low) + (F(127) + high) > ZERO else (F(127) - high)
-        zero = np.rint(min(max(zero, F(-128)), F(127)))
+        inv, zero = _qdint8_params(rows[r])
         for j in range(rows.shape[1]):
             q = min(max(np.rint(rows[r, j] * inv) + zero, F(-128)), F(127))
             rows[r, j] = (q - zero) / inv
+
+
+@jit
+def snap_row_qdint8_codes(row: np.ndarray, codes: np.ndarray, params: np.ndarray) -> None:
+    """snap_rows_qdint8 of one row (D,) that also keeps what XNNPACK's x86 qd8 products read, the codes made
+    unsigned (qdu8): q + 128 in codes (D,) int32, the zero point + 128 in params[0], and the scale 1/inv (float32
+    division) in params[1]."""
+    inv, zero = _qdint8_params(row)
+    for j in range(row.shape[0]):
+        q = min(max(np.rint(row[j] * inv) + zero, F(-128)), F(127))
+        codes[j] = np.int32(q) + 128
+        row[j] = (q - zero) / inv
+    params[0] = zero + F(128)
+    params[1] = ONE / inv
 
 
 @jit_sums
@@ -227,3 +248,50 @@ def grouped_matvec(codes: np.ndarray, scales: np.ndarray, x: np.ndarray, bias: n
                 acc[i] += F(codes[k, i]) * xk
         for i in range(n):
             out[i] += acc[i] * scales[g, i]
+
+
+@jit_fma
+def qd8_qb4w_matvec(nibbles: np.ndarray, scales: np.ndarray, ksum: np.ndarray, codes: np.ndarray,
+                    params: np.ndarray, bias: np.ndarray, acc: np.ndarray, part: np.ndarray,
+                    out: np.ndarray) -> None:
+    """One qdint8 row times int4 weights, as XNNPACK's x86 qd8-f32-qb4w microkernels compute it.
+
+    nibbles (K/2, N) uint8: input 2p in the low nibble, 2p + 1 in the high one, each weight + 8; scales (B, N)
+    float32 per block of K / B inputs, a multiple of 16; ksum (N,) float32, the packed −Σ scale·Σ weight
+    (etbuild.backends.xnnpack.runtime.qd8); codes (K,) int32 and params (zero point, scale) from
+    snap_row_qdint8_codes: unsigned, u = q + 128 and the zero point + 128, as the AVX512-VNNI kernels take them;
+    acc (N,) int32 and part (N,) int16 scratch; bias, out (N,) float32.
+    out = (ksum·zero + Σ_b float(Σ_k u_k·w_k)·scale_b)·input scale + bias, each block's sum exact in
+    integers and added with one fused multiply-add; the input scale and the bias after, unfused. The inner loops
+    run along N on the unsigned nibbles in 16-bit integers (16 inputs at a time: Σ ≤ 16·255·15 < 2^16, summed
+    in int16 modulo 2^16 and read back unsigned), so they vectorize 32 wide; the weights' 8 is subtracted once
+    per block (8·Σ u)."""
+    half, n = nibbles.shape
+    per = half // scales.shape[0]
+    low, four = np.int16(15), np.int16(4)
+    for i in range(n):
+        out[i] = ksum[i] * params[0]
+    for b in range(scales.shape[0]):
+        for i in range(n):
+            acc[i] = 0
+        total = 0
+        for p0 in range(b * per, (b + 1) * per, 8):
+            for i in range(n):
+                part[i] = 0
+            for p in range(p0, p0 + 8):
+                total += codes[2 * p] + codes[2 * p + 1]
+                a0, a1 = np.int16(codes[2 * p]), np.int16(codes[2 * p + 1])
+                row = nibbles[p]
+                for i in range(n):
+                    v = np.int16(row[i])
+                    part[i] += np.int16(a0 * (v & low) + a1 * (v >> four))
+            for i in range(n):
+                acc[i] += np.int32(part[i]) & 0xFFFF
+        offset = np.int32(8 * total)
+        for i in range(n):
+            out[i] += F(acc[i] - offset) * scales[b, i]
+    # a multiply, then an add, never fused (a jitted helper would inherit this function's contract flag)
+    for i in range(n):
+        out[i] *= params[1]
+    for i in range(n):
+        out[i] += bias[i]

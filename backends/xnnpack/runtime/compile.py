@@ -12,8 +12,9 @@ import math
 from dataclasses import dataclass, field
 
 from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
 from etbuild.backends.xnnpack.format.nodes import CLAMPED
-from etbuild.backends.xnnpack.runtime.grids import Snap
+from etbuild.backends.xnnpack.runtime.grids import RowCodes, Snap
 from etbuild.backends.xnnpack.runtime.ops import BUILDERS, Context, Op
 from etbuild.backends.xnnpack.runtime.values import Value
 from etbuild.errors import InvalidProgram
@@ -38,11 +39,11 @@ class Compiled:
 
 def compile_graph(graph: g.XNNGraph, values: dict[int, Value]) -> Compiled:
     """Build every node's Op, check the graph's order and externals, and find the views."""
-    ops, snaps = [], []
-    for k, xnode in enumerate(graph.xnodes):
-        op, snap = _build(xnode, k, values)
-        ops.append(op)
-        snaps.append(snap)
+    built = [_build(xnode, k, values) for k, xnode in enumerate(graph.xnodes)]
+    ops = [op for op, _ in built]
+    codes = _row_codes(ops, values)
+    snaps = [[_snap(op, values[o], values, lo, hi, codes.get(o)) for o in op.outputs] for op, (lo, hi) in built]
+    _hand_codes(ops, snaps, codes)
     _check_order(ops, values)
     inputs, outputs, positions = _externals(graph, values)
     compiled = Compiled(values, ops, snaps, inputs, outputs, positions)
@@ -50,7 +51,7 @@ def compile_graph(graph: g.XNNGraph, values: dict[int, Value]) -> Compiled:
     return compiled
 
 
-def _build(xnode: g.XNode, k: int, values: dict[int, Value]) -> tuple[Op, list[Snap | None]]:
+def _build(xnode: g.XNode, k: int, values: dict[int, Value]) -> tuple[Op, tuple[float, float]]:
     body = xnode.node
     member = type(body).__name__ if body is not None else "none"
     where = f"node {k} ({member})"
@@ -64,7 +65,7 @@ def _build(xnode: g.XNode, k: int, values: dict[int, Value]) -> tuple[Op, list[S
     if (lo, hi) != (-math.inf, math.inf) and all(values[o].grid.snapper() is None for o in op.outputs) \
             and op.fuse_clamp(lo, hi):
         lo, hi = -math.inf, math.inf  # the op clamps its output itself
-    return op, [_snap(op, values[o], values, lo, hi) for o in op.outputs]
+    return op, (lo, hi)
 
 
 def _bounds(xnode: g.XNode, member: str, where: str) -> tuple[float, float]:
@@ -77,13 +78,34 @@ def _bounds(xnode: g.XNode, member: str, where: str) -> tuple[float, float]:
     return mm.output_min, mm.output_max
 
 
-def _snap(op: Op, out: Value, values: dict[int, Value], lo: float, hi: float) -> Snap | None:
+def _snap(op: Op, out: Value, values: dict[int, Value], lo: float, hi: float,
+          codes: RowCodes | None = None) -> Snap | None:
     unclamped = lo == -math.inf and hi == math.inf
     if op.same_grid and unclamped and all(values[i].grid == out.grid for i in op.inputs):
         return None
     if out.working.kind != "f":
         return None
-    return out.grid.snapper(lo, hi)
+    return out.grid.snapper(lo, hi, codes)
+
+
+def _row_codes(ops: list[Op], values: dict[int, Value]) -> dict[int, RowCodes]:
+    """A RowCodes for each computed qdint8 value (rows of one dim) that an op can read as codes, all its
+    readers agreeing on the row length."""
+    lengths: dict[int, set[int]] = {}
+    for op in ops:
+        v = values.get(op.codes_input) if op.codes_input is not None else None
+        if v is not None and v.grid.datatype == DT.QDINT8 and v.grid.row_dims == 1 and not v.is_input:
+            lengths.setdefault(v.id, set()).add(op.codes_length)
+    return {vid: RowCodes.of_length(k.pop()) for vid, k in lengths.items() if len(k) == 1}
+
+
+def _hand_codes(ops: list[Op], snaps: list[list[Snap | None]], codes: dict[int, RowCodes]) -> None:
+    """Each codes reader gets its input's RowCodes when a node's rounding of that value fills them (a value
+    that is a view of another, not rounded itself, keeps no codes)."""
+    rounded = {o for op, s in zip(ops, snaps) for o, snap in zip(op.outputs, s) if snap is not None}
+    for op in ops:
+        if op.codes_input in codes and op.codes_input in rounded:
+            op.take_codes(codes[op.codes_input])
 
 
 def _check_order(ops: list[Op], values: dict[int, Value]) -> None:

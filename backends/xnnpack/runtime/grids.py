@@ -41,6 +41,20 @@ QUANT_RANGES = {DT.QINT8: (-128, 127), DT.QUINT8: (0, 255), DT.QDINT8: (-128, 12
 
 
 @dataclass(frozen=True)
+class RowCodes:
+    """What rounding one row of K numbers onto a qdint8 grid keeps for XNNPACK's integer products that read it
+    (backends/xnnpack/runtime/qd8.py), unsigned as its x86 kernels take them: the codes + 128 as int32 (K,), and
+    float32 (zero point + 128, scale)."""
+
+    codes: np.ndarray
+    params: np.ndarray
+
+    @classmethod
+    def of_length(cls, k: int) -> RowCodes:
+        return cls(np.zeros(k, np.int32), np.array([0, 1], np.float32))
+
+
+@dataclass(frozen=True)
 class Grid:
     """How one value's numbers are rounded: a datatype and, per tensor, a scale and zero point."""
 
@@ -53,10 +67,11 @@ class Grid:
     def quantized(self) -> bool:
         return self.datatype in QUANT_RANGES
 
-    def snapper(self, lo: float = -math.inf, hi: float = math.inf) -> Snap | None:
-        """An in-place function rounding a float32 array onto this grid within [lo, hi]; None if identity."""
+    def snapper(self, lo: float = -math.inf, hi: float = math.inf, codes: RowCodes | None = None) -> Snap | None:
+        """An in-place function rounding a float32 array onto this grid within [lo, hi]; None if identity.
+        A qdint8 grid given `codes` also keeps a single row's codes there (see RowCodes)."""
         if self.datatype == DT.QDINT8:
-            return dynamic_snapper(self.row_dims)
+            return dynamic_snapper(self.row_dims, codes)
         if self.quantized:
             return _quantized_snapper(self, lo, hi)
         clamp = _clamp(lo, hi)
@@ -131,12 +146,13 @@ def _to_bf16(a: np.ndarray) -> None:
     bits &= np.uint32(0xFFFF0000)
 
 
-def dynamic_snapper(row_dims: int) -> Snap:
+def dynamic_snapper(row_dims: int, codes: RowCodes | None = None) -> Snap:
     """Per-row dynamic int8 quantization (qdint8): each row (the last row_dims dims) on its own grid.
 
     Scale and zero point are XNNPACK's: the row range widened to include 0, spread over 255
     steps, the zero point nudged to the integer that maps the range best. One compiled loop per
-    call for contiguous float32 arrays where numba is installed (kernels/native.py), the same bits.
+    call for contiguous float32 arrays where numba is installed (kernels/native.py), the same bits;
+    a single row as long as `codes` also leaves its codes, zero point and scale there.
     """
     fused = native.loops()
 
@@ -145,7 +161,10 @@ def dynamic_snapper(row_dims: int) -> Snap:
             return
         rows = a.reshape(-1, math.prod(a.shape[a.ndim - min(row_dims, a.ndim):]))
         if fused is not None and a.flags.c_contiguous and a.dtype == np.float32:
-            fused.snap_rows_qdint8(rows)
+            if codes is not None and rows.shape == (1, codes.codes.shape[0]):
+                fused.snap_row_qdint8_codes(rows[0], codes.codes, codes.params)
+            else:
+                fused.snap_rows_qdint8(rows)
             return
         scale, zero = row_params(rows)
         np.multiply(rows, scale, out=rows)

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.runtime.grids import RowCodes
 from etbuild.backends.xnnpack.runtime.values import Value
 from etbuild.errors import InternalError, InvalidProgram
 from etbuild.runtime.steps import Step
@@ -32,12 +33,16 @@ class Op:
     input and output share a grid); `view` says its output may share the input's storage;
     `special` says ordinary inputs can give IEEE special results (x/0, log 0, exp overflow),
     which XNNPACK returns silently: the delegate then runs with numpy's warnings off.
+    `codes_input` names an input (value id) whose qdint8 codes the op can read for a single row of
+    `codes_length` numbers; the compiled graph then hands it the value's RowCodes (`take_codes`).
     """
 
     name = ""
     same_grid = False
     view = False
     special = False
+    codes_input: int | None = None
+    codes_length = 0
 
     def __init__(self, inputs: Sequence[int], outputs: Sequence[int]) -> None:
         self.inputs = tuple(inputs)
@@ -50,6 +55,9 @@ class Op:
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
         """The step computing outs from ins (contiguous arrays of the inferred shapes)."""
         raise NotImplementedError
+
+    def take_codes(self, codes: RowCodes) -> None:
+        """Read `codes_input` as the codes the value's rounding leaves in `codes` (one row)."""
 
     def fuse_clamp(self, lo: float, hi: float) -> bool:
         """Take over the node's fused output clamp [lo, hi] (its output is plain float32): True when the op's

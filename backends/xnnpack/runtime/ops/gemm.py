@@ -7,8 +7,9 @@ or per block), is packed once as a contiguous [K, N] matrix so each call is one 
 the input rows into the output rows plus the bias. A filter or bias computed at run time
 (ExecuTorch lowers `mm` of two activations this way) is read live. A one-row call (a decode step)
 through an int8 or int4 filter with numba's loops (etbuild.kernels.native) reads the integer codes
-instead: a quarter of the float32 matrix's bytes (benchmarks/matvec_forms.py: 512 × 8192, 375–760 µs
-against BLAS's 741–870 µs).
+instead: from a qdint8 input through an int4 filter, XNNPACK's own integer product on the input's
+codes and the weights packed two to a byte, with its bits (qd8.py; 512 × 1536 in 36 µs, BLAS on the
+float32 matrix 136–182, benchmarks/matvec_forms.py); otherwise the float input times the int8 codes.
 """
 
 from __future__ import annotations
@@ -19,8 +20,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
 from etbuild.backends.xnnpack.format.nodes import RESHAPE_2D, TRANSPOSE_WEIGHTS
+from etbuild.backends.xnnpack.runtime import qd8
+from etbuild.backends.xnnpack.runtime.grids import RowCodes
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, broadcast, builds, fail, flat2d
+from etbuild.backends.xnnpack.runtime.values import FOUR_BIT
 from etbuild.kernels import native
 from etbuild.kernels.numerics.ufuncs import matmul_add
 from etbuild.runtime.steps import Step
@@ -45,6 +50,10 @@ class FullyConnected(Op):
         self.packed = None if packed is None else np.ascontiguousarray(packed, dtype=np.float32)
         self.bias = None if b is None or b.constant is None else np.ascontiguousarray(b.constant, dtype=np.float32)
         self.rows = w.rows if not self.transposed else None
+        self.int4 = qd8.int4_filter(self.rows) if self.rows is not None and w.datatype in FOUR_BIT else None
+        self.codes: RowCodes | None = None
+        if self.int4 is not None and x.grid.datatype == DT.QDINT8:
+            self.codes_input, self.codes_length = x.id, self.k
         runtime = [v.id for v in (w, b) if v is not None and v.constant is None]
         super().__init__([x.id, *runtime], [ctx.value(node.output_id, "output").id])
         self.live_filter, self.live_bias = w.constant is None, b is not None and b.constant is None
@@ -69,14 +78,22 @@ class FullyConnected(Op):
         return matmul_add(np.dot if o.flags.c_contiguous else np.matmul, x, w, bias, o,
                           constant_bias=not self.live_bias)
 
+    def take_codes(self, codes: RowCodes) -> None:
+        self.codes = codes
+
     def _one_row(self, x: np.ndarray, o: np.ndarray) -> Step | None:
-        """The integer-codes product for one input row, when the filter has codes and numba's loops are on."""
+        """The integer-codes product for one input row, when the filter has codes and numba's loops are on:
+        XNNPACK's qd8 × int4 product when the input's rounding keeps its codes (qd8.py), else float × codes."""
         fused = native.loops() if self.rows is not None and not self.live_bias else None
         if fused is None or x.shape[0] != 1 or not (x.flags.c_contiguous and o.flags.c_contiguous):
             return None
         if x.dtype != np.float32 or np.may_share_memory(x, o):  # the loop writes out before it has read x
             return None
         bias = self.bias if self.bias is not None else np.zeros(self.n, np.float32)
+        if self.codes is not None and self.int4 is not None:
+            w, c = self.int4, self.codes
+            return functools.partial(fused.qd8_qb4w_matvec, w.nibbles, w.scales, w.ksum, c.codes, c.params, bias,
+                                     np.empty(self.n, np.int32), np.empty(self.n, np.int16), o[0])
         acc = np.empty(self.n, np.float32)
         return functools.partial(fused.grouped_matvec, self.rows.codes, self.rows.scales, x[0], bias, acc, o[0])
 

@@ -1,0 +1,158 @@
+"""XNNPACK's qd8 × int4 one-row product (backends/xnnpack/runtime/qd8.py, kernels/native_loops.qd8_qb4w_matvec):
+the loop against a numpy reference, the runtime's one-row path against its float path, and its bits against
+ExecuTorch's runtime on an 8da4w program lowered by ExecuTorch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.runtime import qd8
+from etbuild.backends.xnnpack.runtime.ops.gemm import FullyConnected
+from etbuild.backends.xnnpack.runtime.values import QuantizedRows
+from etbuild.kernels import native
+from tests.backends.xnnpack.graphs import DT, GraphBuilder
+from tests.conftest import HAS_EXECUTORCH
+
+F = np.float32
+LOOPS = native.loops()
+needs_loops = pytest.mark.skipif(LOOPS is None, reason="numba is not installed")
+IN, OUT = g.FLAG_EXTERNAL_INPUT, g.FLAG_EXTERNAL_OUTPUT
+
+
+def _product(weights: np.ndarray, scales: np.ndarray, codes: np.ndarray, zero: float, scale: float,
+             bias: np.ndarray) -> np.ndarray:
+    """The loop's output for codes (K,) unsigned and weights (K, N): its buffers set up and one call."""
+    f = qd8.int4_filter(QuantizedRows(weights.astype(np.int8), scales))
+    assert f is not None
+    n = weights.shape[1]
+    out = np.full(n, np.nan, F)
+    LOOPS.qd8_qb4w_matvec(f.nibbles, f.scales, f.ksum, codes.astype(np.int32), np.array([zero, scale], F),
+                          bias, np.empty(n, np.int32), np.empty(n, np.int16), out)
+    return out
+
+
+@needs_loops
+@pytest.mark.parametrize(("k", "n", "group"), [(64, 37, 32), (96, 5, 96), (48, 3, 48), (128, 33, 16), (16, 1, 16)])
+def test_the_loop_matches_the_block_sums_in_float64(k: int, n: int, group: int) -> None:
+    """Odd N, one block or many, of 16 inputs (one int16 chunk) or more: the product is
+    input scale · Σ_b scale_b · Σ_k (u_k − zero)·w_k + bias within float32 rounding."""
+    rng = np.random.default_rng(k * n)
+    weights = rng.integers(-8, 8, (k, n))
+    scales = (rng.random((k // group, n)) * 0.02 + 1e-3).astype(F)
+    codes, zero = rng.integers(0, 256, k), float(rng.integers(0, 256))
+    bias = rng.standard_normal(n).astype(F)
+    out = _product(weights, scales, codes, zero, 0.03, bias)
+    blocks = ((codes - zero)[:, None] * weights).reshape(k // group, group, n).sum(axis=1)
+    expected = 0.03 * (blocks * scales.astype(np.float64)).sum(axis=0) + bias
+    np.testing.assert_allclose(out, expected, rtol=2e-5, atol=2e-5 * np.abs(expected).max())
+
+
+@needs_loops
+@pytest.mark.parametrize("extreme", ["largest", "smallest", "mixed"])
+def test_the_integer_sums_are_exact_at_the_extremes(extreme: str) -> None:
+    """Codes 255 and weights 7 or −8 everywhere: the 16-bit partial sums (16 · 255 · 15) wrap and come back
+    exact. With unit scales, no zero point and no bias the output is the integer sum itself."""
+    k, n = 64, 40
+    rng = np.random.default_rng(1)
+    weights = {"largest": np.full((k, n), 7), "smallest": np.full((k, n), -8),
+               "mixed": rng.choice([-8, 7], (k, n))}[extreme]
+    codes = np.full(k, 255) if extreme != "mixed" else rng.choice([0, 255], k)
+    out = _product(weights, np.ones((2, n), F), codes, 0.0, 1.0, np.zeros(n, F))
+    np.testing.assert_array_equal(out, (codes[:, None] * weights).sum(axis=0).astype(F))
+
+
+@needs_loops
+def test_the_codes_rounding_gives_the_rows_bits_and_its_codes() -> None:
+    """snap_row_qdint8_codes rounds a row as snap_rows_qdint8 does and keeps codes + 128, zero point + 128 and
+    the scale such that row = (code − zero)·scale within a rounding; a row of zeros has scale 1."""
+    rng = np.random.default_rng(2)
+    for row in (rng.standard_normal(50).astype(F) * 3, np.abs(rng.standard_normal(7)).astype(F), np.zeros(4, F)):
+        plain, kept = row.reshape(1, -1).copy(), row.copy()
+        codes, params = np.empty(len(row), np.int32), np.empty(2, F)
+        LOOPS.snap_rows_qdint8(plain)
+        LOOPS.snap_row_qdint8_codes(kept, codes, params)
+        np.testing.assert_array_equal(kept, plain[0])
+        assert codes.min() >= 0 and codes.max() <= 255
+        np.testing.assert_allclose((codes - params[0]) * params[1], kept, rtol=1e-6, atol=1e-7)
+    assert params[1] == 1
+
+
+def test_packed_ksum_sums_sixteen_inputs_at_a_time() -> None:
+    """−Σ scale·Σ code accumulated in float32 chunk by chunk (the packing's order), equal to the exact sum within
+    rounding; a block that is not a multiple of 16 inputs has no int4 form."""
+    rng = np.random.default_rng(3)
+    codes, scales = rng.integers(-8, 8, (96, 7)), (rng.random((3, 7)) + 0.5).astype(F)
+    ksum = qd8.packed_ksum(codes, scales)
+    expected = np.zeros(7, F)
+    for start in range(0, 96, 16):
+        expected = expected - codes[start:start + 16].sum(axis=0).astype(F) * scales[start // 32]
+    np.testing.assert_array_equal(ksum, expected)
+    np.testing.assert_allclose(ksum, -(codes.reshape(3, 32, 7).sum(axis=1) * scales).sum(axis=0), rtol=1e-6)
+    assert qd8.int4_filter(QuantizedRows(codes[:88].astype(np.int8), scales[:4])) is None  # blocks of 22
+
+
+def _dynamic_int4_graph(rng: np.random.Generator, rows: int, n: int, k: int) -> tuple[GraphBuilder, np.ndarray]:
+    """Convert fp32 → qdint8, then FullyConnected through a qbint4 filter (blocks of 32) with a bias."""
+    codes = rng.integers(-8, 8, size=(n, k))
+    packed = ((codes[:, 0::2] + 8) | ((codes[:, 1::2] + 8) << 4)).astype(np.uint8)
+    bf16 = ((rng.random((n, k // 32)).astype(F) * 0.05 + 0.01).view(np.uint32) >> 16).astype(np.uint16)
+    gb = GraphBuilder()
+    x = gb.tensor((rows, k), flags=IN)
+    q = gb.tensor((rows, k), DT.QDINT8, quant=g.PerTokenDynamicQuant(1))
+    w = gb.tensor((n, k), DT.QBINT4, data=packed,
+                  quant=g.PerChannelGroupQuant([], 0, 32, gb.constant(bf16), n * k // 32))
+    bias = gb.tensor((n,), data=rng.standard_normal(n).astype(F))
+    out = gb.tensor((rows, n), flags=OUT)
+    gb.node("Convert", input_id=x, output_id=q)
+    gb.node("FullyConnected", input1_id=q, filter_id=w, bias_id=bias, output_id=out)
+    return gb, rng.standard_normal((3, k)).astype(F)
+
+
+@needs_loops
+def test_one_row_reads_the_codes_and_agrees_with_the_float_product() -> None:
+    """A decode step's FullyConnected from a qdint8 Convert reads the Convert's codes (XNNPACK's integer product);
+    three rows take the float path. Each row gives the same numbers either way within float32 rounding, and the
+    one-row binding reads new inputs call after call."""
+    n, k = 45, 96
+    one, data = _dynamic_int4_graph(np.random.default_rng(6), 1, n, k)
+    three, _ = _dynamic_int4_graph(np.random.default_rng(6), 3, n, k)
+    handle, batch = one.handle(), np.empty((3, n), F)
+    (fc,) = [op for op in handle.graph.ops if isinstance(op, FullyConnected)]
+    assert fc.codes is not None
+    three.handle().execute([data.copy(), batch])
+    for r in range(3):
+        y = np.empty((1, n), F)
+        handle.execute([data[r : r + 1].copy(), y])
+        np.testing.assert_allclose(y[0], batch[r], rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.interop
+@pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")
+def test_an_8da4w_program_gives_executorchs_bits(tmp_path) -> None:
+    """Two 8da4w linears (export_llm's quantization: torchao, groups of 32) lowered by ExecuTorch's XNNPACK
+    partitioner: one row at a time our runtime's outputs equal ExecuTorch's runtime's bit for bit."""
+    torch = pytest.importorskip("torch")
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.runtime import Runtime
+    from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
+    from torchao.quantization.granularity import PerGroup
+
+    from etbuild.runtime import Program
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(128, 96), torch.nn.Linear(96, 40)).eval()
+    quantize_(model, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(32)))
+    exported = torch.export.export(model, (torch.randn(1, 128),))
+    path = tmp_path / "8da4w.pte"
+    path.write_bytes(to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch().buffer)
+    theirs = Runtime.get().load_program(str(path)).load_method("forward")
+    ours = Program.load(path).load_method("forward")
+    rng = np.random.default_rng(7)
+    for scale in (0.1, 1.0, 30.0):
+        for _ in range(4):
+            x = (rng.standard_normal((1, 128)) * scale).astype(F)
+            expected = theirs.execute([torch.from_numpy(x)])[0].numpy()
+            np.testing.assert_array_equal(np.asarray(ours(x)[0]), expected)
