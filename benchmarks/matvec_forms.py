@@ -50,6 +50,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     q = rng.integers(-8, 8, (n, k)).astype(np.int8)
     scales = (rng.random((n, k // group)) * 0.02 + 1e-3).astype(np.float32)
+    scales = (scales.view(np.uint32) >> 16 << 16).view(np.float32)  # bf16 numbers, as XNNPACK's block scales
     w = (q.reshape(n, -1, group) * scales[..., None]).reshape(n, k).astype(np.float32)
     x = rng.standard_normal(k).astype(np.float32)
     w_kn, out = np.ascontiguousarray(w.T), np.empty(n, np.float32)
@@ -72,10 +73,10 @@ def main() -> None:
     int4 = int4_filter(QuantizedRows(codes_kn, scales_gn))
     codes, params, out_q4 = np.empty(k, np.int32), np.empty(2, np.float32), np.empty(n, np.float32)
     snap_row_qdint8_codes(x.copy(), codes, params)
-    int_acc, part = np.empty(n, np.int32), np.empty(n, np.int16)
+    scratch = np.empty(n, np.int32), np.empty(n, np.int16), np.empty(n, np.uint32)
 
     def qd8_int4() -> None:
-        qd8_qb4w_matvec(int4.nibbles, int4.scales, int4.ksum, codes, params, zeros, int_acc, part, out_q4)
+        qd8_qb4w_matvec(int4.nibbles, int4.scales, int4.ksum, codes, params, zeros, *scratch, out_q4)
 
     qd8_int4()
     matvec(x, packed, scales, group, out)
@@ -85,7 +86,7 @@ def main() -> None:
              out.copy()),
             ("int8 codes [K, N] (runtime loop)", lambda: grouped_matvec(codes_kn, scales_gn, x, zeros, acc, out_kn),
              codes_kn.nbytes + scales_gn.nbytes, out_kn.copy()),
-            ("int4 [K/2, N] x qd8 codes (runtime)", qd8_int4, int4.nibbles.nbytes + scales_gn.nbytes, out_q4.copy())]
+            ("int4 [K/2, N] x qd8 codes (runtime)", qd8_int4, int4.nibbles.nbytes + int4.scales.nbytes, out_q4.copy())]
     print(f"K={k} N={n} group={group}; load average {os.getloadavg()[0]:.1f}")
     for name, fn, nbytes, result in rows:
         diff = f", max |diff| {np.abs(result - reference).max():.2e}"

@@ -73,8 +73,8 @@ def warm() -> None:
     fused.grouped_matvec(np.ones((2, 2), np.int8), row.reshape(1, 2), row, row, row.copy(), row.copy())
     codes, params = np.zeros(2, np.int32), np.ones(2, np.float32)
     fused.snap_row_qdint8_codes(row.copy(), codes, params)
-    fused.qd8_qb4w_matvec(np.zeros((1, 2), np.uint8), row.reshape(1, 2), row, codes, params, row,
-                          np.zeros(2, np.int32), np.zeros(2, np.int16), row.copy())
+    fused.qd8_qb4w_matvec(np.zeros((1, 2), np.uint8), np.zeros((1, 2), np.uint16), row, codes, params, row,
+                          np.zeros(2, np.int32), np.zeros(2, np.int16), np.zeros(2, np.uint32), row.copy())
     warm_convolution(fused)
 
 

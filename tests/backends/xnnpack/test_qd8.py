@@ -21,6 +21,11 @@ needs_loops = pytest.mark.skipif(LOOPS is None, reason="numba is not installed")
 IN, OUT = g.FLAG_EXTERNAL_INPUT, g.FLAG_EXTERNAL_OUTPUT
 
 
+def _bf16(x: np.ndarray) -> np.ndarray:
+    """float32 numbers cut to bf16 ones (XNNPACK's block scales)."""
+    return (x.view(np.uint32) >> 16 << 16).view(F)
+
+
 def _product(weights: np.ndarray, scales: np.ndarray, codes: np.ndarray, zero: float, scale: float,
              bias: np.ndarray) -> np.ndarray:
     """The loop's output for codes (K,) unsigned and weights (K, N): its buffers set up and one call."""
@@ -29,7 +34,7 @@ def _product(weights: np.ndarray, scales: np.ndarray, codes: np.ndarray, zero: f
     n = weights.shape[1]
     out = np.full(n, np.nan, F)
     LOOPS.qd8_qb4w_matvec(f.nibbles, f.scales, f.ksum, codes.astype(np.int32), np.array([zero, scale], F),
-                          bias, np.empty(n, np.int32), np.empty(n, np.int16), out)
+                          bias, np.empty(n, np.int32), np.empty(n, np.int16), np.empty(n, np.uint32), out)
     return out
 
 
@@ -40,7 +45,7 @@ def test_the_loop_matches_the_block_sums_in_float64(k: int, n: int, group: int) 
     input scale · Σ_b scale_b · Σ_k (u_k − zero)·w_k + bias within float32 rounding."""
     rng = np.random.default_rng(k * n)
     weights = rng.integers(-8, 8, (k, n))
-    scales = (rng.random((k // group, n)) * 0.02 + 1e-3).astype(F)
+    scales = _bf16((rng.random((k // group, n)) * 0.02 + 1e-3).astype(F))
     codes, zero = rng.integers(0, 256, k), float(rng.integers(0, 256))
     bias = rng.standard_normal(n).astype(F)
     out = _product(weights, scales, codes, zero, 0.03, bias)
@@ -83,7 +88,7 @@ def test_packed_ksum_sums_sixteen_inputs_at_a_time() -> None:
     """−Σ scale·Σ code accumulated in float32 chunk by chunk (the packing's order), equal to the exact sum within
     rounding; a block that is not a multiple of 16 inputs has no int4 form."""
     rng = np.random.default_rng(3)
-    codes, scales = rng.integers(-8, 8, (96, 7)), (rng.random((3, 7)) + 0.5).astype(F)
+    codes, scales = rng.integers(-8, 8, (96, 7)), _bf16((rng.random((3, 7)) + 0.5).astype(F))
     ksum = qd8.packed_ksum(codes, scales)
     expected = np.zeros(7, F)
     for start in range(0, 96, 16):
@@ -91,6 +96,7 @@ def test_packed_ksum_sums_sixteen_inputs_at_a_time() -> None:
     np.testing.assert_array_equal(ksum, expected)
     np.testing.assert_allclose(ksum, -(codes.reshape(3, 32, 7).sum(axis=1) * scales).sum(axis=0), rtol=1e-6)
     assert qd8.int4_filter(QuantizedRows(codes[:88].astype(np.int8), scales[:4])) is None  # blocks of 22
+    assert qd8.int4_filter(QuantizedRows(codes.astype(np.int8), scales + F(1e-3))) is None  # not bf16
 
 
 def _dynamic_int4_graph(rng: np.random.Generator, rows: int, n: int, k: int) -> tuple[GraphBuilder, np.ndarray]:

@@ -7,7 +7,7 @@ or per block), is packed once as a contiguous [K, N] matrix so each call is one 
 the input rows into the output rows plus the bias. A filter or bias computed at run time
 (ExecuTorch lowers `mm` of two activations this way) is read live. A one-row call (a decode step)
 through an int8 or int4 filter with numba's loops (etbuild.kernels.native) reads the integer codes
-instead: from a qdint8 input through an int4 filter, XNNPACK's own integer product on the input's
+instead: from a qdint8 input through an int4 block filter (qbint4), XNNPACK's own integer product on the input's
 codes and the weights packed two to a byte, with its bits (qd8.py; 512 × 1536 in 36 µs, BLAS on the
 float32 matrix 136–182, benchmarks/matvec_forms.py); otherwise the float input times the int8 codes.
 """
@@ -25,7 +25,6 @@ from etbuild.backends.xnnpack.format.nodes import RESHAPE_2D, TRANSPOSE_WEIGHTS
 from etbuild.backends.xnnpack.runtime import qd8
 from etbuild.backends.xnnpack.runtime.grids import RowCodes
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, broadcast, builds, fail, flat2d
-from etbuild.backends.xnnpack.runtime.values import FOUR_BIT
 from etbuild.kernels import native
 from etbuild.kernels.numerics.ufuncs import matmul_add
 from etbuild.runtime.steps import Step
@@ -50,7 +49,7 @@ class FullyConnected(Op):
         self.packed = None if packed is None else np.ascontiguousarray(packed, dtype=np.float32)
         self.bias = None if b is None or b.constant is None else np.ascontiguousarray(b.constant, dtype=np.float32)
         self.rows = w.rows if not self.transposed else None
-        self.int4 = qd8.int4_filter(self.rows) if self.rows is not None and w.datatype in FOUR_BIT else None
+        self.int4 = qd8.int4_filter(self.rows) if self.rows is not None and w.datatype == DT.QBINT4 else None
         self.codes: RowCodes | None = None
         if self.int4 is not None and x.grid.datatype == DT.QDINT8:
             self.codes_input, self.codes_length = x.id, self.k
@@ -92,8 +91,9 @@ class FullyConnected(Op):
         bias = self.bias if self.bias is not None else np.zeros(self.n, np.float32)
         if self.codes is not None and self.int4 is not None:
             w, c = self.int4, self.codes
+            scratch = np.empty(self.n, np.int32), np.empty(self.n, np.int16), np.empty(self.n, np.uint32)
             return functools.partial(fused.qd8_qb4w_matvec, w.nibbles, w.scales, w.ksum, c.codes, c.params, bias,
-                                     np.empty(self.n, np.int32), np.empty(self.n, np.int16), o[0])
+                                     *scratch, o[0])
         acc = np.empty(self.n, np.float32)
         return functools.partial(fused.grouped_matvec, self.rows.codes, self.rows.scales, x[0], bias, acc, o[0])
 
