@@ -71,6 +71,7 @@ def warm() -> None:
     fused.snap_rows_qdint8(out.reshape(2, 2))
     fused.layer_norm(x.reshape(2, 2), row, row, np.float32(1e-5), out.reshape(2, 2), row.copy(), row.copy())
     fused.grouped_matvec(np.ones((2, 2), np.int8), row.reshape(1, 2), row, row, row.copy(), row.copy())
+    fused.fma_matvec(np.ones((2, 2), np.float32), row, row, row.copy())
     codes, params = np.zeros(2, np.int32), np.ones(2, np.float32)
     fused.snap_row_qdint8_codes(row.copy(), codes, params)
     fused.qd8_qb4w_matvec(np.zeros((1, 2), np.uint8), np.zeros((1, 2), np.uint16), row, codes, params, row,

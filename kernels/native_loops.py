@@ -308,3 +308,16 @@ def _nibble_sums(nibbles: np.ndarray, codes: np.ndarray, first: int, last: int, 
         for i in range(n):
             acc[i] += np.int32(part[i]) & 0xFFFF
     return total
+
+
+@jit_fma
+def fma_matvec(w: np.ndarray, x: np.ndarray, bias: np.ndarray, out: np.ndarray) -> None:
+    """out = bias + Σ_k x[k]·w[k] with one fused multiply-add per k, k ascending: XNNPACK's f32 FullyConnected
+    of one row (its gemm microkernels broadcast each input along the outputs), so the same bits. w (K, N)
+    float32; x (K,); bias, out (N,)."""
+    for i in range(out.shape[0]):
+        out[i] = bias[i]
+    for k in range(w.shape[0]):
+        xk = x[k]
+        for i in range(out.shape[0]):
+            out[i] += xk * w[k, i]

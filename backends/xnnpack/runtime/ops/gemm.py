@@ -29,6 +29,8 @@ from etbuild.kernels import native
 from etbuild.kernels.numerics.ufuncs import matmul_add
 from etbuild.runtime.steps import Step
 
+FEW_OUTPUTS = 64  # float filters up to this many outputs take the FMA loop for one row (a norm's mean as a product)
+
 
 @builds("FullyConnected")
 class FullyConnected(Op):
@@ -81,14 +83,18 @@ class FullyConnected(Op):
         self.codes = codes
 
     def _one_row(self, x: np.ndarray, o: np.ndarray) -> Step | None:
-        """The integer-codes product for one input row, when the filter has codes and numba's loops are on:
-        XNNPACK's qd8 × int4 product when the input's rounding keeps its codes (qd8.py), else float × codes."""
-        fused = native.loops() if self.rows is not None and not self.live_bias else None
+        """A compiled loop for one input row when numba's loops are on: XNNPACK's qd8 × int4 product when the
+        input's rounding keeps its codes (qd8.py), else float × int8 codes; through a float filter with at most
+        FEW_OUTPUTS outputs, XNNPACK's sequence of FMAs (its bits; BLAS sums in another order)."""
+        few = self.rows is None and self.packed is not None and self.n <= FEW_OUTPUTS
+        fused = native.loops() if (self.rows is not None or few) and not self.live_bias else None
         if fused is None or x.shape[0] != 1 or not (x.flags.c_contiguous and o.flags.c_contiguous):
             return None
         if x.dtype != np.float32 or np.may_share_memory(x, o):  # the loop writes out before it has read x
             return None
         bias = self.bias if self.bias is not None else np.zeros(self.n, np.float32)
+        if few:
+            return functools.partial(fused.fma_matvec, self.packed, x[0], bias, o[0])
         if self.codes is not None and self.int4 is not None:
             w, c = self.int4, self.codes
             scratch = np.empty(self.n, np.int32), np.empty(self.n, np.int16), np.empty(self.n, np.uint32)

@@ -1,6 +1,7 @@
-"""XNNPACK's qd8 × int4 one-row product (backends/xnnpack/runtime/qd8.py, kernels/native_loops.qd8_qb4w_matvec):
-the loop against a numpy reference, the runtime's one-row path against its float path, and its bits against
-ExecuTorch's runtime on an 8da4w program lowered by ExecuTorch."""
+"""The XNNPACK runtime's one-row FullyConnected loops (a decode step; ops/gemm.py): XNNPACK's qd8 × int4 product
+(qd8.py, kernels/native_loops.qd8_qb4w_matvec) against a numpy reference and the runtime's float path, the
+float FMA loop of few outputs (native_loops.fma_matvec), and the bits of both against ExecuTorch's runtime on
+programs lowered by ExecuTorch."""
 
 from __future__ import annotations
 
@@ -99,6 +100,21 @@ def test_packed_ksum_sums_sixteen_inputs_at_a_time() -> None:
     assert qd8.int4_filter(QuantizedRows(codes.astype(np.int8), scales + F(1e-3))) is None  # not bf16
 
 
+@needs_loops
+def test_the_fma_loop_is_a_sequence_of_fused_multiply_adds_from_the_bias() -> None:
+    """out = bias, then out += x[k]·w[k] for k ascending, each rounded once (emulated: the float64 product of two
+    float32 numbers is exact, and its sum with a float32 rounds to float32 as an FMA does but in rare ties)."""
+    rng = np.random.default_rng(8)
+    k, n = 200, 3
+    w, x, bias = (rng.standard_normal(s).astype(F) for s in ((k, n), k, n))
+    out = np.empty(n, F)
+    LOOPS.fma_matvec(w, x, bias, out)
+    expected = bias.copy()
+    for j in range(k):
+        expected = (expected.astype(np.float64) + np.float64(x[j]) * w[j].astype(np.float64)).astype(F)
+    np.testing.assert_array_equal(out, expected)
+
+
 def _dynamic_int4_graph(rng: np.random.Generator, rows: int, n: int, k: int) -> tuple[GraphBuilder, np.ndarray]:
     """Convert fp32 → qdint8, then FullyConnected through a qbint4 filter (blocks of 32) with a bias."""
     codes = rng.integers(-8, 8, size=(n, k))
@@ -134,28 +150,48 @@ def test_one_row_reads_the_codes_and_agrees_with_the_float_product() -> None:
         np.testing.assert_allclose(y[0], batch[r], rtol=1e-5, atol=1e-5)
 
 
+def _lowered(model, example, path):  # noqa: ANN001, ANN202
+    """model exported and lowered by ExecuTorch's XNNPACK partitioner into path; ExecuTorch's and our method."""
+    import torch
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+    from executorch.runtime import Runtime
+
+    from etbuild.runtime import Program
+
+    exported = torch.export.export(model, (example,))
+    path.write_bytes(to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch().buffer)
+    return Runtime.get().load_program(str(path)).load_method("forward"), Program.load(path).load_method("forward")
+
+
+@pytest.mark.interop
+@pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")
+def test_a_float_linear_of_few_outputs_gives_executorchs_bits(tmp_path) -> None:
+    """512 → 1 (a norm's mean as a product) and 512 → 37 in float32: one row at a time our runtime's outputs
+    equal ExecuTorch's runtime's bit for bit (BLAS's order gives them rarely)."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(1)
+    rng = np.random.default_rng(9)
+    for n in (1, 37):
+        theirs, ours = _lowered(torch.nn.Linear(512, n).eval(), torch.randn(1, 512), tmp_path / f"f32_{n}.pte")
+        for _ in range(8):
+            x = rng.standard_normal((1, 512)).astype(F)
+            np.testing.assert_array_equal(np.asarray(ours(x)[0]), theirs.execute([torch.from_numpy(x)])[0].numpy())
+
+
 @pytest.mark.interop
 @pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")
 def test_an_8da4w_program_gives_executorchs_bits(tmp_path) -> None:
     """Two 8da4w linears (export_llm's quantization: torchao, groups of 32) lowered by ExecuTorch's XNNPACK
     partitioner: one row at a time our runtime's outputs equal ExecuTorch's runtime's bit for bit."""
     torch = pytest.importorskip("torch")
-    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-    from executorch.exir import to_edge_transform_and_lower
-    from executorch.runtime import Runtime
     from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
     from torchao.quantization.granularity import PerGroup
-
-    from etbuild.runtime import Program
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(128, 96), torch.nn.Linear(96, 40)).eval()
     quantize_(model, Int8DynamicActivationIntxWeightConfig(weight_dtype=torch.int4, weight_granularity=PerGroup(32)))
-    exported = torch.export.export(model, (torch.randn(1, 128),))
-    path = tmp_path / "8da4w.pte"
-    path.write_bytes(to_edge_transform_and_lower(exported, partitioner=[XnnpackPartitioner()]).to_executorch().buffer)
-    theirs = Runtime.get().load_program(str(path)).load_method("forward")
-    ours = Program.load(path).load_method("forward")
+    theirs, ours = _lowered(model, torch.randn(1, 128), tmp_path / "8da4w.pte")
     rng = np.random.default_rng(7)
     for scale in (0.1, 1.0, 30.0):
         for _ in range(4):
