@@ -227,6 +227,15 @@ def _with_snaps(step: Step, snaps: list[tuple[Callable[[np.ndarray], None], np.n
         return step
     if len(snaps) == 1:
         snap, out = snaps[0]
+        bind = getattr(snap, "bind", None)  # a rounding that can fix its array ahead (grids.dynamic_snapper)
+        bound = bind(out) if bind is not None else None
+        if bound is not None:
+
+            def step_and_bound() -> None:
+                step()
+                bound()
+
+            return step_and_bound
 
         def step_and_snap() -> None:
             step()

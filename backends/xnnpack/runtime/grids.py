@@ -12,9 +12,11 @@ scale; here the same products are summed in float32). int32 values are held as i
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
@@ -152,7 +154,9 @@ def dynamic_snapper(row_dims: int, codes: RowCodes | None = None) -> Snap:
     Scale and zero point are XNNPACK's: the row range widened to include 0, spread over 255
     steps, the zero point nudged to the integer that maps the range best. One compiled loop per
     call for contiguous float32 arrays where numba is installed (kernels/native.py), the same bits;
-    a single row as long as `codes` also leaves its codes, zero point and scale there.
+    a single row as long as `codes` also leaves its codes, zero point and scale there. With `codes` the
+    function also has `bind(array)`: that rounding of that very array with its arguments fixed (a decode
+    step's Convert then costs one compiled call), or None when the array is not such a row.
     """
     fused = native.loops()
 
@@ -174,7 +178,21 @@ def dynamic_snapper(row_dims: int, codes: RowCodes | None = None) -> Snap:
         rows -= zero
         rows /= scale
 
+    if codes is not None:
+        snap.bind = functools.partial(_bound_row, fused, codes)  # type: ignore[attr-defined]
     return snap
+
+
+def _bound_row(fused: ModuleType | None, codes: RowCodes, a: np.ndarray) -> Callable[[], None] | None:
+    """The codes-keeping rounding of `a`, one contiguous float32 row of the codes' length, as a bound call."""
+    k = codes.codes.shape[0]
+    if fused is None or a.size != k or not a.size or a.shape[-1] != k:
+        return None
+    if not (a.flags.c_contiguous and a.dtype == np.float32):
+        return None
+    return functools.partial(fused.snap_row_qdint8_codes, a.reshape(-1), codes.codes, codes.params)
+
+
 
 
 def row_params(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
