@@ -8,8 +8,9 @@ the input rows into the output rows plus the bias. A filter or bias computed at 
 (ExecuTorch lowers `mm` of two activations this way) is read live. A one-row call (a decode step)
 through an int8 or int4 filter with numba's loops (etbuild.kernels.native) reads the integer codes
 instead: from a qdint8 input through an int4 block filter (qbint4), XNNPACK's own integer product on the input's
-codes and the weights packed two to a byte, with its bits (qd8.py; 512 × 1536 in 36 µs, BLAS on the
-float32 matrix 136–182, benchmarks/matvec_forms.py); otherwise the float input times the int8 codes.
+codes and the weights packed two to a byte, with its bits (qd8.py; 512 × 1536 in 38 µs, BLAS on the
+float32 matrix 112, benchmarks/matvec_forms.py at load 3); otherwise the float input times the int8 codes.
+Through a float filter of few outputs (a norm's mean as a product) it is XNNPACK's sequence of FMAs.
 """
 
 from __future__ import annotations
