@@ -54,6 +54,22 @@ def _dynamic_program(module: torch.nn.Module) -> bytes:
     return compile_exported({"forward": _export(module, (torch.randn(1, 2, 8),), ({1: n},))}, backends=XNNPACK).pte
 
 
+def _assert_runs_like_eager(module: torch.nn.Module, pte: bytes, inputs_of, sizes: tuple[int, ...],
+                            rtol: float, atol: float) -> None:
+    """The program's forward at each token count n (inputs `inputs_of(n)`) equals eager torch's, in our
+    runtime and (when installed) ExecuTorch's."""
+    method = Program(pte).load_method("forward")
+    for n in sizes:
+        inputs = inputs_of(n)
+        with torch.no_grad():
+            expected = module(*inputs).numpy()
+        np.testing.assert_allclose(method(*[t.numpy() for t in inputs])[0], expected, rtol=rtol, atol=atol)
+        if HAS_EXECUTORCH:
+            from tests.backends.xnnpack.oracle import run_executorch
+
+            np.testing.assert_allclose(run_executorch(pte, list(inputs))[0], expected, rtol=rtol, atol=atol)
+
+
 def test_the_input_is_planned_at_the_dims_max_not_the_example_size():
     pte = _dynamic_program(NormLinear())
     (plan,) = [p for p in read_program(pte)[0].execution_plan if p.name == "forward"]
@@ -64,17 +80,8 @@ def test_the_input_is_planned_at_the_dims_max_not_the_example_size():
 def test_it_runs_at_any_size_up_to_the_bound_in_both_runtimes():
     torch.manual_seed(0)
     module = NormLinear()
-    pte = _dynamic_program(module)
-    method = Program(pte).load_method("forward")
-    for n in (1, 7, MAX):
-        x = torch.randn(1, n, 8)
-        with torch.no_grad():
-            expected = module(x).numpy()
-        np.testing.assert_allclose(method(x.numpy())[0], expected, rtol=1e-4, atol=1e-5)
-        if HAS_EXECUTORCH:
-            from tests.backends.xnnpack.oracle import run_executorch
-
-            np.testing.assert_allclose(run_executorch(pte, [x])[0], expected, rtol=1e-4, atol=1e-5)
+    _assert_runs_like_eager(module, _dynamic_program(module), lambda n: (torch.randn(1, n, 8),), (1, 7, MAX),
+                            rtol=1e-4, atol=1e-5)
 
 
 def test_the_norm_and_linear_are_delegated_with_the_dynamic_size():
@@ -115,18 +122,32 @@ def _rotary_program() -> tuple[bytes, dict]:
 def test_rotate_half_slices_and_concatenation_take_a_dynamic_size_off_their_axis():
     pte, report = _rotary_program()
     assert report["outside"] == [] and report["delegates"] == 1, report
-    method = Program(pte).load_method("forward")
-    for n in (1, 5, MAX, 2):
-        inputs = _rotary_inputs(n)
-        with torch.no_grad():
-            expected = RotaryHalf()(*inputs).numpy()
-        actual = method(*[t.numpy() for t in inputs])[0]
-        assert actual.shape == (1, 4, n, 8)
-        np.testing.assert_allclose(actual, expected, rtol=1e-6, atol=1e-6)
-        if HAS_EXECUTORCH:
-            from tests.backends.xnnpack.oracle import run_executorch
+    _assert_runs_like_eager(RotaryHalf(), pte, _rotary_inputs, (1, 5, MAX, 2), rtol=1e-6, atol=1e-6)
 
-            np.testing.assert_allclose(run_executorch(pte, list(inputs))[0], expected, rtol=1e-6, atol=1e-6)
+
+class FusedGateUp(torch.nn.Module):
+    """Phi-3's MLP (one projection split in two along the features, `chunk`) with activations XNNPACK has
+    nodes for (GELU, ReLU, clamp), over tokens `[1, n, 8]`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate_up, self.down = torch.nn.Linear(8, 24), torch.nn.Linear(12, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        gate, up = self.gate_up(x).chunk(2, dim=-1)
+        return self.down(torch.nn.functional.gelu(gate) * torch.relu(up)).clamp(-0.5, 0.5)
+
+
+def test_a_split_off_the_dynamic_dim_and_activations_are_delegated_and_run_at_any_size():
+    torch.manual_seed(0)
+    module = FusedGateUp()
+    exported = _export(module, (torch.randn(1, 3, 8),), ({1: torch.export.Dim("n", min=1, max=MAX)},))
+    compiled = compile_exported({"forward": exported}, backends=XNNPACK)
+    report = compiled.report.to_json()["methods"]["forward"]
+    assert [o["operator"] for o in report["outside"]] == ["aten::sym_size.int"], report  # the linear's view
+    assert report["delegates"] == 1, report
+    _assert_runs_like_eager(module, compiled.pte, lambda n: (torch.randn(1, n, 8),), (1, 6, MAX),
+                            rtol=1e-5, atol=1e-5)
 
 
 class AlongTokens(torch.nn.Module):

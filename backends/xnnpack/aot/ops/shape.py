@@ -161,7 +161,12 @@ def _split_sizes(node: Node) -> list[int]:
     return [min(step, shape[dim] - k) for k in range(0, shape[dim], step)]
 
 
-@rule(aten.split_with_sizes.default, aten.split.Tensor, aten.split_with_sizes_copy.default, aten.split_copy.Tensor)
+def _check_split(node: Node, c: Checker) -> str | None:
+    return dynamic_axis(node, normalize_dim(int(arg(node, 2, "dim", 0)), len(shape_of(node.args[0]))))
+
+
+@rule(aten.split_with_sizes.default, aten.split.Tensor, aten.split_with_sizes_copy.default, aten.split_copy.Tensor,
+      check=_check_split)
 def emit_split(node: Node, e: Emitter) -> None:
     x = node.args[0]
     dim = normalize_dim(int(arg(node, 2, "dim", 0)), len(e.shape(x)))
