@@ -2,11 +2,14 @@
 
     python benchmarks/llm.py [--work DIR] [--json out.json] [--tokens 64] [--prompt 64] [--max-prefill 128]
                              [--attention custom] [--flows etbuild export_llm] [--settings fp32 8da4w]
+                             [--architectures llama qwen2 qwen3]
 
-A Llama-shaped Hugging Face checkpoint (random weights, seeded; ~26 M parameters, so that the
-runner's millisecond clock resolves) is written with `save_pretrained`, beside a byte-level BPE
-tokenizer.json trained on a fixed text. export_llm gets the same weights in Meta's layout
-(params.json + a .pth; q/k rows un-permuted per head, ../shared/LLM.md). Per setting (float32,
+Per architecture (--architectures: Llama 3 with GQA and an untied head, Qwen2 with q/k/v biases and tied
+embeddings, Qwen3 with q/k norms and tied embeddings), a Hugging Face checkpoint (random weights, seeded;
+~20 M parameters, so that the runner's millisecond clock resolves) is written with `save_pretrained`,
+beside a byte-level BPE tokenizer.json trained on a fixed text. export_llm gets the same weights in Meta's
+names with its model class for the family (`llama3_2`, `qwen2_5_0_5b`, `qwen3_0_6b`): params.json + a .pth;
+Llama's q/k rows un-permuted per head (../shared/LLM.md), the Qwens' kept (`use_hf_rope`). Per setting (float32,
 8da4w group 32 + 4-bit embeddings), both flows build with XNNPACK from clean directories (wall time
 of the whole build, including etbuild's verify), then each `.pte` runs in ExecuTorch's
 `TextLLMRunner` in a fresh process with one thread: a fixed prompt of --prompt tokens, --tokens new
@@ -38,52 +41,82 @@ from etbuild.llm.checkpoint import make_model  # noqa: E402
 from etbuild.llm.runner import decoder  # noqa: E402
 from tests.llm_support import hf_greedy, train_tokenizer, write_llm_recipe  # noqa: E402
 
-CONFIG: dict[str, Any] = {
-    "architecture": "LlamaForCausalLM", "hidden_size": 512, "intermediate_size": 1408, "num_hidden_layers": 8,
-    "num_attention_heads": 8, "num_key_value_heads": 2, "max_position_embeddings": 256, "rms_norm_eps": 1e-5,
-    "rope_theta": 10000.0, "bos_token_id": 1, "eos_token_id": 2, "tie_word_embeddings": False,
+COMMON: dict[str, Any] = {
+    "hidden_size": 512, "intermediate_size": 1408, "num_hidden_layers": 8, "num_attention_heads": 8,
+    "num_key_value_heads": 2, "max_position_embeddings": 256, "rms_norm_eps": 1e-5, "rope_theta": 10000.0,
+    "bos_token_id": 1, "eos_token_id": 2,
 }
+ARCHITECTURES: dict[str, dict[str, Any]] = {
+    # Llama 3: grouped-query attention, an untied output head; Meta's interleaved rotary layout
+    "llama": {"config": {"architecture": "LlamaForCausalLM", "tie_word_embeddings": False},
+              "model_class": "llama3_2", "params": {}},
+    # Qwen2 (Qwen2.5): q/k/v biases, tied embeddings; export_llm keeps Hugging Face's rotary layout
+    "qwen2": {"config": {"architecture": "Qwen2ForCausalLM", "tie_word_embeddings": True},
+              "model_class": "qwen2_5_0_5b", "params": {"attention_qkv_bias": True, "use_hf_rope": True}},
+    # Qwen3: RMSNorm of each head's q and k before the rotary embedding, tied embeddings
+    "qwen3": {"config": {"architecture": "Qwen3ForCausalLM", "tie_word_embeddings": True, "head_dim": 64,
+                         "attention_bias": False},
+              "model_class": "qwen3_0_6b",
+              "params": {"use_hf_rope": True, "use_qk_norm": True, "qk_norm_before_rope": True, "head_dim": 64}},
+}
+"""Each architecture's Hugging Face config (beside COMMON), export_llm's model class and its params.json extras."""
 CONTEXT = 256
 QUANTIZE = {"scheme": "int8-dynamic-int4-weight", "group_size": 32, "embeddings": "int4"}
 SETTINGS = {"fp32": {}, "8da4w": {"quantize": QUANTIZE}}
 
 
-def checkpoint(folder: Path) -> dict[str, Any]:
+def checkpoint(folder: Path, architecture: str) -> dict[str, Any]:
     """The HF folder (config, safetensors, tokenizer.json) and the Meta checkpoint beside it; the config."""
     if (folder / "config.json").is_file():
         return json.loads((folder / "config.json").read_text())
     vocab = train_tokenizer(folder, vocab=4096)
-    config = {**CONFIG, "vocab_size": vocab}
+    arch = ARCHITECTURES[architecture]
+    config = {**COMMON, **arch["config"], "vocab_size": vocab}
     model = make_model(config, seed=0)
+    if architecture != "llama":  # biases and norm scales away from their 0 / 1 init, so a wrong mapping shows
+        generator = torch.Generator().manual_seed(1)
+        with torch.no_grad():
+            for name, tensor in model.named_parameters():
+                if name.endswith(".bias") or "norm" in name:
+                    tensor.add_(0.1 * torch.randn(tensor.shape, generator=generator))
     model.save_pretrained(folder)
-    torch.save(meta_state(model.state_dict(), config), folder / "meta.pth")
-    (folder / "params.json").write_text(json.dumps(meta_params(config)))
+    torch.save(meta_state(model.state_dict(), config, hf_rope=arch["params"].get("use_hf_rope", False)),
+               folder / "meta.pth")
+    (folder / "params.json").write_text(json.dumps({**meta_params(config), **arch["params"]}))
     return json.loads((folder / "config.json").read_text())
 
 
 def _unpermute(w: torch.Tensor, heads: int) -> torch.Tensor:
-    rows, cols = w.shape
-    return w.view(heads, 2, rows // heads // 2, cols).transpose(1, 2).reshape(rows, cols)
+    rows = w.shape[0]
+    return w.view(heads, 2, rows // heads // 2, *w.shape[1:]).transpose(1, 2).reshape(w.shape)
 
 
-def meta_state(hf: dict[str, torch.Tensor], config: dict[str, Any]) -> dict[str, torch.Tensor]:
-    """HF Llama weights in Meta's names and rotary layout."""
+def meta_state(hf: dict[str, torch.Tensor], config: dict[str, Any], hf_rope: bool) -> dict[str, torch.Tensor]:
+    """HF decoder weights in Meta's names (export_llm's checkpoint); q/k rows in Meta's rotary layout unless
+    export_llm keeps Hugging Face's (`use_hf_rope`). A tied output head is written out, as export_llm's
+    converters do."""
     out = {"tok_embeddings.weight": hf["model.embed_tokens.weight"], "norm.weight": hf["model.norm.weight"],
-           "output.weight": hf["lm_head.weight"]}
+           "output.weight": hf.get("lm_head.weight", hf["model.embed_tokens.weight"])}
     heads, kv_heads = config["num_attention_heads"], config["num_key_value_heads"]
+    rotary = (lambda w, n: w) if hf_rope else _unpermute
+    names = {"q_proj": ("wq", heads), "k_proj": ("wk", kv_heads), "v_proj": ("wv", None), "o_proj": ("wo", None)}
     for i in range(config["num_hidden_layers"]):
         p = f"model.layers.{i}."
+        for hf_name, (meta, n) in names.items():
+            for kind in ("weight", "bias"):
+                key = f"{p}self_attn.{hf_name}.{kind}"
+                if key in hf:
+                    out[f"layers.{i}.attention.{meta}.{kind}"] = rotary(hf[key], n) if n else hf[key]
         out |= {
-            f"layers.{i}.attention.wq.weight": _unpermute(hf[p + "self_attn.q_proj.weight"], heads),
-            f"layers.{i}.attention.wk.weight": _unpermute(hf[p + "self_attn.k_proj.weight"], kv_heads),
-            f"layers.{i}.attention.wv.weight": hf[p + "self_attn.v_proj.weight"],
-            f"layers.{i}.attention.wo.weight": hf[p + "self_attn.o_proj.weight"],
             f"layers.{i}.feed_forward.w1.weight": hf[p + "mlp.gate_proj.weight"],
             f"layers.{i}.feed_forward.w2.weight": hf[p + "mlp.down_proj.weight"],
             f"layers.{i}.feed_forward.w3.weight": hf[p + "mlp.up_proj.weight"],
             f"layers.{i}.attention_norm.weight": hf[p + "input_layernorm.weight"],
             f"layers.{i}.ffn_norm.weight": hf[p + "post_attention_layernorm.weight"],
         }
+        for qk in "qk":
+            if f"{p}self_attn.{qk}_norm.weight" in hf:
+                out[f"layers.{i}.attention.{qk}_norm_fn.weight"] = hf[f"{p}self_attn.{qk}_norm.weight"]
     return {k: v.contiguous().clone() for k, v in out.items()}
 
 
@@ -112,10 +145,11 @@ def build_ours(work: Path, folder: Path, setting: str, max_prefill: int = 128,
     return work / "build" / name / f"{name}.pte", seconds
 
 
-def build_export_llm(work: Path, folder: Path, setting: str) -> tuple[Path, float]:
+def build_export_llm(work: Path, folder: Path, setting: str, model_class: str) -> tuple[Path, float]:
     out = work / f"export_llm-{setting}"
+    shutil.rmtree(out, ignore_errors=True)  # a clean build
     out.mkdir(parents=True, exist_ok=True)
-    args = ["base.model_class=llama3_2", f"base.checkpoint={folder / 'meta.pth'}",
+    args = [f"base.model_class={model_class}", f"base.checkpoint={folder / 'meta.pth'}",
             f"base.params={folder / 'params.json'}", "model.use_kv_cache=True", "model.use_sdpa_with_kv_cache=True",
             "model.enable_dynamic_shape=True", "model.dtype_override=fp32", "backend.xnnpack.enabled=True",
             f"export.max_seq_length={CONTEXT}", f"export.max_context_length={CONTEXT}",
@@ -204,13 +238,23 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     parser.add_argument("--tokens", type=int, default=64)
     parser.add_argument("--prompt", type=int, default=64)
+    parser.add_argument("--architectures", nargs="+", choices=list(ARCHITECTURES), default=list(ARCHITECTURES))
     parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
     parser.add_argument("--flows", nargs="+", choices=["etbuild", "export_llm"], default=["etbuild", "export_llm"])
     parser.add_argument("--max-prefill", type=int, default=128, help="ours: longest chunk one call takes")
     parser.add_argument("--attention", choices=["portable", "custom"], default="custom", help="ours: llm.attention")
     args = parser.parse_args()
-    folder = args.work / "checkpoint"
-    config = checkpoint(folder)
+    rows: list[dict[str, Any]] = []
+    for architecture in args.architectures:
+        rows += measure(args, architecture)
+        if args.json:
+            args.json.write_text(json.dumps(rows, indent=2))
+
+
+def measure(args: argparse.Namespace, architecture: str) -> list[dict[str, Any]]:
+    """Both flows' rows for one architecture, one per setting and flow, each printed as it is measured."""
+    folder = args.work / f"checkpoint-{architecture}"
+    config = checkpoint(folder, architecture)
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
@@ -226,13 +270,15 @@ def main() -> None:
     rows = []
     for setting in args.settings:
         for flow in args.flows:
+            work = args.work / architecture / flow
             if flow == "etbuild":
-                pte, seconds = build_ours(args.work / flow, folder, setting, args.max_prefill, args.attention)
+                pte, seconds = build_ours(work, folder, setting, args.max_prefill, args.attention)
             else:
-                pte, seconds = build_export_llm(args.work / flow, folder, setting)
-            logits, greedy = forward_checks(pte, sequence, 8, 32, args.work)
+                pte, seconds = build_export_llm(work, folder, setting, ARCHITECTURES[architecture]["model_class"])
+            logits, greedy = forward_checks(pte, sequence, 8, 32, work)
             speed = runner_speed(pte, folder / "tokenizer.json", prompt_text, args.tokens)
             rows.append({
+                "architecture": architecture, "parameters": sum(t.numel() for t in hf.parameters()),
                 "setting": setting, "flow": flow, "build_s": round(seconds, 1), "pte_bytes": pte.stat().st_size,
                 "greedy_match": sum(a == b for a, b in zip(greedy, expected)),
                 "agreement": round(float(np.mean(logits.argmax(-1) == reference.argmax(-1))), 4),
@@ -241,8 +287,7 @@ def main() -> None:
                 "load_average": Path("/proc/loadavg").read_text().split()[:3],
             })
             print(json.dumps(rows[-1]), flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+    return rows
 
 
 if __name__ == "__main__":

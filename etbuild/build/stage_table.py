@@ -6,8 +6,9 @@ and the recipe sections it reads. A new stage is one entry there and one name in
 A section name `section.field` keys on that one field.
 
 A recipe with a `quantize:` section has a quantize stage between export and lower, keyed on
-that section (with the calibration file's bytes), `model`, and the `verify.samples` and
-`verify.seed` its per-layer report is measured on: changing the calibration data re-runs
+that section (with the calibration file's bytes), `model`, `backends` (`observer: auto` judges
+candidate calibrations by their lowered programs), and the `verify.samples` and `verify.seed` its
+per-layer report is measured on: changing the calibration data re-runs
 quantize and what follows, never export. Lower then reads `quantized/<method>.pt2` instead of
 `export/<method>.pt2`. A recipe without one has no quantize stage.
 
@@ -175,7 +176,7 @@ def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) ->
     calls = [
         call("export", (recipe, a.exports), (), exports, ("model",)),
         call("quantize", (recipe, a.exports, a.quantized, a.layers), exports,
-             [*a.quantized.values(), a.layers], ("model", "quantize", "verify.samples", "verify.seed")),
+             [*a.quantized.values(), a.layers], ("model", "quantize", "backends", "verify.samples", "verify.seed")),
         call("lower", (methods, a.lowered, a.debug_map, a.dump_dir, dump_after, recipe.backends),
              tuple(methods.values()), [a.lowered, a.debug_map, a.etrecord, *a.partition(recipe)], ("backends",), dumps),
         call("plan", (a.lowered, recipe.memory, a.root), [a.lowered], a.memory, ("memory",)),

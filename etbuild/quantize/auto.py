@@ -10,17 +10,22 @@ samples, `auto` chose min/max on 3 of the tier's 18 CNNs where the histogram was
 better on held-out inputs; on the verify samples alone it missed 3 by 0.2–1.1 dB).
 Every `auto` of the recipe (its observer and the overrides') takes the same candidate. A method
 without static activations needs no choice.
+
+Given a judge (etbuild.quantize.program_judge: the candidate lowered into a program and run in our
+runtime), `auto` keeps the candidate whose *program* is closest to float instead: converted models
+level to 0.01 dB can give programs a decibel apart, by how one scale's rounding falls.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
 from torch.fx import GraphModule
 
 from etbuild.quantize import flow
-from etbuild.quantize.fallback.graph import outputs, snr_db_of
+from etbuild.quantize.fallback.graph import Outputs, outputs, snr_db_of
 from etbuild.quantize.metrics import db
 from etbuild.quantize.schemes import AUTO_CANDIDATES, MINMAX, STATIC
 
@@ -35,8 +40,10 @@ class Chosen:
     record: dict[str, Any] | None
 
 
-def quantize(ep: Any, plan: flow.Plan, calibration: Any, verify: Any, reference: GraphModule) -> Chosen:
-    """The converted model of `ep` under `plan`, with each `auto` observer resolved by measurement."""
+def quantize(ep: Any, plan: flow.Plan, calibration: Any, verify: Any, reference: GraphModule,
+             judge: Callable[[GraphModule], Outputs] | None = None) -> Chosen:
+    """The converted model of `ep` under `plan`, with each `auto` observer resolved by measurement:
+    of the converted model's outputs on `verify`, or of `judge(model)`'s (its program's) when given."""
     schemes = plan.schemes
     if not schemes.uses_auto:
         return Chosen(plan, flow.quantize(ep, plan, calibration), None)
@@ -46,15 +53,22 @@ def quantize(ep: Any, plan: flow.Plan, calibration: Any, verify: Any, reference:
     expected = outputs(reference, verify)
     best: tuple[float, str, flow.Plan, GraphModule] | None = None
     measured: dict[str, float | None] = {}
+    programs: dict[str, float | None] = {}
     for observer in AUTO_CANDIDATES:
         candidate = replace(plan, schemes=schemes.resolving_auto(observer))
         model = flow.quantize(ep, candidate, calibration)
         snr = snr_db_of(expected, outputs(model, verify))
         measured[observer] = db(snr)
+        if judge is not None:
+            snr = snr_db_of(expected, judge(model))
+            programs[observer] = db(snr)
         if best is None or snr > best[0]:
             best = (snr, observer, candidate, model)
     assert best is not None
-    return Chosen(best[2], best[3], {"chosen": best[1], "snr_db": measured})
+    record: dict[str, Any] = {"chosen": best[1], "snr_db": measured}
+    if judge is not None:
+        record |= {"judged_by": "program", "program_snr_db": programs}
+    return Chosen(best[2], best[3], record)
 
 
 def _static(plan: flow.Plan) -> bool:

@@ -9,7 +9,9 @@ standard pt2e q/dq form, see `etbuild.quantize.quantizer`), and `quantized/layer
 the layers kept float, and what the accuracy search chose).
 
 Per method: capture, annotate with etbuild's Quantizer, calibrate, convert (torchao's pt2e),
-rewrite int4 linear weights and embedding tables, measure against the float graph on the
+rewrite int4 linear weights and embedding tables (with `observer: auto`, the calibration whose
+program, lowered with the recipe's backends and run in our runtime, is closest to float on the
+verify samples: `etbuild.quantize.program_judge`), measure against the float graph on the
 verify samples, and, when the gate fails with `accuracy.fallback: auto`, search observers per
 layer and then higher precision for the layers with the most accuracy per byte until it holds
 (`etbuild.quantize.fallback`). A gate that still fails is a VerificationError naming
@@ -34,6 +36,7 @@ from etbuild.quantize.calibration import calibration_inputs
 from etbuild.quantize.checks import worst_layer
 from etbuild.quantize.metrics import db, gate_holds, gate_value
 from etbuild.quantize.modules import MODULE_STACK, SchemeMap, graph_modules, unmatched_glob
+from etbuild.quantize.program_judge import ProgramJudge
 from etbuild.recipe import QuantizeConfig, Recipe
 
 METHOD_MODULE = "etbuild.stages.export.MethodModule"
@@ -71,7 +74,8 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
                              sample_inputs(recipe, recipe.verify.samples, recipe.verify.seed, method))
     gate = cfg.accuracy
     reference = flow.float_reference(ep)
-    chosen = auto.quantize(ep, plan, inputs.calibration, inputs.evaluation, reference)
+    chosen = auto.quantize(ep, plan, inputs.calibration, inputs.evaluation, reference,
+                           _judge(recipe, method, ep, inputs.evaluation))
     plan, model, kept, search = chosen.plan, chosen.model, (), None
     comparison = compare(reference, model, inputs.evaluation)
     value = _gate_value(gate, comparison)
@@ -91,6 +95,15 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
     flow.restore_state(model, ep)
     exported = flow.reexport(model, example_inputs(recipe, method), dynamic_shapes(recipe, method))
     return MethodResult(exported, record)
+
+
+def _judge(recipe: Recipe, method: str, ep: ExportedProgram, samples: Any) -> ProgramJudge | None:
+    """What `observer: auto` measures candidates by: their programs, lowered with the recipe's backends
+    (None, their converted models, for a method with state, which running the samples would change)."""
+    if flow.mutated_buffers(ep):
+        return None
+    return ProgramJudge(method, example_inputs(recipe, method), dynamic_shapes(recipe, method), recipe.backends,
+                        samples)
 
 
 def _config(recipe: Recipe) -> QuantizeConfig:

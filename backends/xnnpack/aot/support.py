@@ -57,10 +57,14 @@ DYNAMIC = frozenset({
     *BINARY, *UNARY, *VIEWS, *FC_TARGETS, *CHOSEN, *DYNAMIC_QUANTIZE, *DYNAMIC_DEQUANTIZE,
     aten.permute.default, aten.permute_copy.default, aten.clone.default, aten.alias.default,
     aten.alias_copy.default, aten.contiguous.default, aten.pow.Tensor_Scalar, aten.mean.dim, aten.sum.dim_IntList,
-    aten.bmm.default, aten._softmax.default,
+    aten.bmm.default, aten._softmax.default, aten.relu.default, aten.hardtanh.default, aten.clamp.default,
+    aten.gelu.default, aten.leaky_relu.default, aten.elu.default,
+    aten.slice.Tensor, aten.slice_copy.Tensor, aten.cat.default, aten.split.Tensor, aten.split_copy.Tensor,
+    aten.split_with_sizes.default, aten.split_with_sizes_copy.default,
 })
 """Calls taken with a symbolic (dynamic) size: XNNPACK's reshape propagates it through their nodes,
-and the values and StaticReshapes they make keep it (a DynamicSize, written 0 in a reshape)."""
+and the values, StaticReshapes and StaticSlices they make keep it (a DynamicSize, written 0 in a
+reshape or a slice's sizes). Slices, splits and concatenations take it only off their axis (their checks)."""
 
 
 def excluded(node: Node, globs: tuple[str, ...]) -> str | None:

@@ -39,6 +39,21 @@ NAMES = {v: k.lower() for k, v in vars(DT).items() if not k.startswith("_")}
 
 
 @dataclass(frozen=True)
+class IntegerCodes:
+    """A quantized constant as XNNPACK's integer kernels read it: its stored integers (a view of the
+    blob), their zero point, and the scale of each index along `axis` (float32; one scale: axis None)."""
+
+    ints: np.ndarray
+    zero_point: int
+    scales: np.ndarray
+    axis: int | None
+
+    def relative(self) -> np.ndarray:
+        """The integers minus the zero point, as float64 (exact)."""
+        return self.ints.astype(np.float64) - self.zero_point
+
+
+@dataclass(frozen=True)
 class QuantizedRows:
     """A [out, in] weight as integers: codes transposed to (in, out) int8, scales (blocks, out) float32,
     the in channels in blocks of in / blocks (one block: per channel)."""
@@ -57,6 +72,7 @@ class Value:
     grid: Grid
     constant: np.ndarray | None = None  # working form: float32 real numbers, or int32
     rows: QuantizedRows | None = None  # a 2-D weight quantized along dim 0, as integers
+    codes: IntegerCodes | None = None  # an int8 / int32 constant's integers and scales (see IntegerCodes)
     external_id: int | None = None
     flags: int = 0
 
@@ -248,6 +264,7 @@ def _per_tensor(value: Value, q: g.PerTensorQuant, constants: ConstantSource, id
         raw = np.frombuffer(constants.bytes(idx, _nbytes(value), where), dtype=value.storage)
         deq = (raw.astype(np.float32) - np.float32(q.zero_point)) * np.float32(q.scale)
         value.constant = deq.reshape(value.dims)
+        value.codes = IntegerCodes(raw.reshape(value.dims), int(q.zero_point), np.array([q.scale], np.float32), None)
 
 
 def _scales(q: g.PerChannelQuant | g.PerChannelGroupQuant, constants: ConstantSource, count: int,
@@ -275,6 +292,7 @@ def _per_channel(value: Value, q: g.PerChannelQuant, constants: ConstantSource, 
     shape = [1] * len(value.dims)
     shape[q.channel_dim] = -1
     value.constant = ints.astype(np.float32) * scales.reshape(shape)
+    value.codes = IntegerCodes(ints, 0, scales, q.channel_dim)
     if len(value.dims) == 2 and q.channel_dim == 0 and ints.dtype == np.int8:
         value.rows = QuantizedRows(np.ascontiguousarray(ints.T), scales.reshape(1, -1))
 

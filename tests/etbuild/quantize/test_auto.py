@@ -1,5 +1,6 @@
 """`quantize.calibration.observer: auto`: the stage calibrates with each candidate observer and
-keeps the converted model closest to float on the verify samples, and says so in layers.json."""
+keeps the one whose program (lowered and run in our runtime) is closest to float on the verify
+samples, and says so in layers.json."""
 
 from __future__ import annotations
 
@@ -9,10 +10,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from etbuild.pipeline import compile_exported
 from etbuild.quantize import auto, flow
 from etbuild.quantize.modules import SchemeMap
+from etbuild.quantize.program_judge import ProgramJudge
 from etbuild.quantize.schemes import AUTO_CANDIDATES
-from etbuild.recipe import ModuleOverride, load_recipe
+from etbuild.recipe import BackendConfig, ModuleOverride, load_recipe
+from etbuild.runtime import Program
 from etbuild.stages.export import run_export
 from etbuild.stages.quantize import run_quantize
 
@@ -43,11 +47,58 @@ def _input_scale(gm: torch.fx.GraphModule) -> float:
     return float(next(n for n in gm.graph.nodes if n.target is QD.quantize_per_tensor.default).args[1])
 
 
-def test_auto_keeps_the_candidate_with_the_best_snr_and_reports_both(tmp_path: Path) -> None:
+def test_auto_keeps_the_candidate_whose_program_is_best_and_reports_both(tmp_path: Path) -> None:
     record, _ = _quantize(tmp_path, "  scheme: int8-static\n  calibration: {observer: auto}\n")
     chosen = record["observer"]
-    assert set(chosen["snr_db"]) == set(AUTO_CANDIDATES)
-    assert chosen["snr_db"][chosen["chosen"]] == max(chosen["snr_db"].values())
+    assert set(chosen["snr_db"]) == set(chosen["program_snr_db"]) == set(AUTO_CANDIDATES)
+    assert chosen["judged_by"] == "program"
+    assert chosen["program_snr_db"][chosen["chosen"]] == max(chosen["program_snr_db"].values())
+
+
+def _linear_ep() -> tuple[torch.export.ExportedProgram, list[tuple[torch.Tensor]]]:
+    """Six int8 layers: deep enough that some of XNNPACK's integer requantizations round apart."""
+    torch.manual_seed(0)
+    layers = [m for i in range(6) for m in (torch.nn.Linear(64 if i else 16, 64), torch.nn.ReLU())]
+    model = torch.nn.Sequential(*layers, torch.nn.Linear(64, 8)).eval()
+    samples = [(torch.randn(16, 16),) for _ in range(4)]
+    return torch.export.export(model, samples[0]), samples
+
+
+def test_the_judge_runs_the_candidates_program_not_its_converted_model() -> None:
+    """The judge's outputs are those of the `.pte` the converted model lowers to with the recipe's
+    backends, in our runtime: equal to compiling that model by hand, and not the converted model's own
+    (XNNPACK requantizes in integers: the program rounds apart)."""
+    ep, samples = _linear_ep()
+    model = flow.quantize(ep, flow.Plan(SchemeMap("int8-static", observer="minmax")), samples)
+    backends = (BackendConfig("xnnpack"),)
+    judged = ProgramJudge("forward", samples[0], None, backends, samples)(model)
+    exported = {"forward": flow.reexport(model, samples[0], None)}
+    program = Program.from_bytes(compile_exported(exported, backends=backends).pte)
+    method = program.load_method("forward")
+    for sample, outs in zip(samples, judged):
+        np.testing.assert_array_equal(outs[0].numpy(), method(sample[0].numpy())[0])
+    converted = [model(*s) for s in samples]
+    assert any(not torch.equal(c, j[0]) for c, j in zip(converted, judged))
+
+
+def test_auto_chooses_by_the_judge_when_it_disagrees_with_the_converted_models() -> None:
+    """A judge whose outputs favour histogram's candidate makes it the choice, whichever converted
+    model is closer to float; the record keeps both measurements."""
+    ep, samples = _linear_ep()
+    reference = flow.float_reference(ep)
+    expected = [[reference(*s)] for s in samples]
+    favoured = {"histogram": 0.01, "minmax": 1.0}
+    calls = iter(AUTO_CANDIDATES)
+
+    def judge(model: torch.fx.GraphModule) -> list[list[torch.Tensor]]:
+        noise = favoured[next(calls)]
+        return [[e[0] + noise] for e in expected]
+
+    plan = flow.Plan(SchemeMap("int8-static", observer="auto"))
+    chosen = auto.quantize(ep, plan, samples, samples, reference, judge)
+    assert chosen.record["chosen"] == "histogram" and chosen.record["judged_by"] == "program"
+    assert chosen.record["program_snr_db"]["histogram"] > chosen.record["program_snr_db"]["minmax"]
+    assert set(chosen.record["snr_db"]) == set(AUTO_CANDIDATES)
 
 
 def test_the_candidate_that_clips_a_calibration_outlier_wins(tmp_path: Path, monkeypatch) -> None:

@@ -16,6 +16,7 @@ import torch
 from torch.fx import Node
 
 from etbuild.backends.xnnpack.aot import layout as lay
+from etbuild.backends.xnnpack.aot.builder import is_dynamic
 from etbuild.backends.xnnpack.aot.emitter import Emitter
 from etbuild.backends.xnnpack.aot.ops.base import Checker, arg, aten, normalize_dim, rule, shape_of
 from etbuild.backends.xnnpack.aot.quant import VIEWS, per_tensor, result_quant, static
@@ -100,13 +101,34 @@ def _slice(e: Emitter, x: Node, dim: int, start: int, length: int) -> lay.Held:
     offsets = [0] * len(dims)
     offsets[at], dims[at] = start, length
     out = e.b.tensor(dims)
-    e.node(g.StaticSlice(len(dims), offsets, dims, vid, out, 0), out)
+    e.node(g.StaticSlice(len(dims), offsets, _slice_sizes(dims), vid, out, 0), out)
     return lay.Held(out, held.perm, tuple(dims))
+
+
+def _slice_sizes(dims: Sequence[int]) -> list[int]:
+    """A StaticSlice's sizes: 0 for a dynamic (unsliced, offset 0) dim, which XNNPACK's reshape reads as
+    the input's whole size at run time (its end offset + size <= 0 counts from the input's end)."""
+    return [0 if is_dynamic(d) else int(d) for d in dims]
+
+
+def dynamic_axis(node: Node, dim: int) -> str | None:
+    """Why a slice or concatenation along torch dim `dim` is not taken: its size there is symbolic
+    (XNNPACK's static nodes take a dynamic size only on the other dims); None otherwise."""
+    for value in [node, *node.all_input_nodes]:
+        val = value.meta.get("val")
+        if isinstance(val, torch.Tensor) and val.dim() > dim and not isinstance(val.shape[dim], int):
+            return f"its dim {dim} ({val.shape[dim]}) is dynamic (XNNPACK slices and concatenates static sizes)"
+    return None
 
 
 def _check_slice(node: Node, c: Checker) -> str | None:
     step = arg(node, 4, "step", 1)
-    return None if step == 1 else f"step {step}"
+    if step != 1:
+        return f"step {step}"
+    bounds = [arg(node, 2, "start"), arg(node, 3, "end")]
+    if any(b is not None and not isinstance(b, int) for b in bounds):
+        return "a start or end computed at run time"
+    return dynamic_axis(node, normalize_dim(int(arg(node, 1, "dim", 0)), len(shape_of(node.args[0]))))
 
 
 @rule(aten.slice.Tensor, aten.slice_copy.Tensor, check=_check_slice)
@@ -139,7 +161,12 @@ def _split_sizes(node: Node) -> list[int]:
     return [min(step, shape[dim] - k) for k in range(0, shape[dim], step)]
 
 
-@rule(aten.split_with_sizes.default, aten.split.Tensor, aten.split_with_sizes_copy.default, aten.split_copy.Tensor)
+def _check_split(node: Node, c: Checker) -> str | None:
+    return dynamic_axis(node, normalize_dim(int(arg(node, 2, "dim", 0)), len(shape_of(node.args[0]))))
+
+
+@rule(aten.split_with_sizes.default, aten.split.Tensor, aten.split_with_sizes_copy.default, aten.split_copy.Tensor,
+      check=_check_split)
 def emit_split(node: Node, e: Emitter) -> None:
     x = node.args[0]
     dim = normalize_dim(int(arg(node, 2, "dim", 0)), len(e.shape(x)))
@@ -156,7 +183,9 @@ def emit_split(node: Node, e: Emitter) -> None:
 
 
 def _check_cat(node: Node, c: Checker) -> str | None:
-    return None if len(node.args[0]) >= 1 else "no inputs"
+    if len(node.args[0]) < 1:
+        return "no inputs"
+    return dynamic_axis(node, normalize_dim(int(arg(node, 1, "dim", 0)), len(shape_of(node))))
 
 
 @rule(aten.cat.default, check=_check_cat)

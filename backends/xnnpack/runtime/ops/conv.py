@@ -9,7 +9,8 @@
 - ConvTranspose2d (filter [G·Cout_g, KH, KW, Cin_g]): each input pixel times the filter
   (one matmul into [N·H·W, KH·KW·Cout] columns), scattered into the output by one strided
   add per tap, then cropped by the padding.
-Filters and biases must be constants (as XNNPACK requires); quantized ones arrive dequantized.
+Filters and biases must be constants (as XNNPACK requires); quantized ones arrive dequantized, and
+between int8 grids Conv2d and DepthwiseConv2d run the same kernels on integer codes (ops/requant.py).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
 from etbuild.backends.xnnpack.runtime.grids import Grid
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, builds, fail, flat2d, reshaped, scratch
+from etbuild.backends.xnnpack.runtime.ops.requant import Requantization, integer_form
 from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer
 from etbuild.backends.xnnpack.runtime.values import Value
 from etbuild.kernels import native
@@ -56,8 +58,17 @@ def _constants(
     return w.constant, None if b is None else np.ascontiguousarray(b.constant, dtype=np.float32)
 
 
+def _integer(node: g.Convolution, ctx: Context, cout: int) -> tuple[np.ndarray, Requantization] | None:
+    """The filter's integer codes and the requantization when the node runs between int8 grids (see requant)."""
+    return integer_form(ctx.value(node.input1_id), ctx.value(node.filter_id, "filter"),
+                        ctx.optional(node.bias_id, "bias"), ctx.value(node.output_id, "output"), cout)
+
+
 class _Conv(Op):
-    """Common parts: input/output ids, window, channel counts."""
+    """Common parts: input/output ids, window, channel counts; `requant` set when the node computes
+    in integers as XNNPACK does (int8 grids: etbuild.backends.xnnpack.runtime.ops.requant)."""
+
+    requant: Requantization | None = None
 
     def __init__(self, node: g.Convolution, ctx: Context, cin: int, cout: int) -> None:
         self.name = type(node).__name__
@@ -87,6 +98,9 @@ class Conv2d(_Conv):
         groups, gin, gout = node.groups, node.group_input_channels, node.group_output_channels
         super().__init__(node, ctx, groups * gin, groups * gout)
         w, self.bias = _constants(node, ctx, (groups * gout, node.kernel_height, node.kernel_width, gin), self.cout)
+        integer = _integer(node, ctx, self.cout)
+        if integer is not None:
+            (w, self.requant), self.bias = integer, None
         k = node.kernel_height * node.kernel_width * gin
         # [G, KH·KW·Cin_g, Cout_g]: the im2col rows of one group times this give its outputs
         self.packed = np.ascontiguousarray(w.reshape(groups, gout, k).transpose(0, 2, 1), dtype=np.float32)
@@ -99,6 +113,9 @@ class Conv2d(_Conv):
         return True
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
+        if self.requant is not None:
+            codes = scratch(ins[0].shape)
+            return self.requant.around(self._bind(codes, outs[0])[0], ins[0], codes, outs[0])
         step, clamped = self._bind(ins[0], outs[0])
         clamp = None if clamped else Grid(DT.FP32).snapper(*self.clamp)
         if clamp is None:
@@ -258,6 +275,9 @@ class DepthwiseConv2d(_Conv):
         self.mult = gout // gin
         super().__init__(node, ctx, node.groups, node.groups * self.mult)
         w, self.bias = _constants(node, ctx, (1, node.kernel_height, node.kernel_width, self.cout), self.cout)
+        integer = _integer(node, ctx, self.cout)
+        if integer is not None:
+            (w, self.requant), self.bias = integer, None
         self.weights = np.ascontiguousarray(w.reshape(node.kernel_height, node.kernel_width, self.cout),
                                             dtype=np.float32)
 
@@ -284,7 +304,12 @@ class DepthwiseConv2d(_Conv):
         return True
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        x, o = ins[0], outs[0]
+        if self.requant is not None:
+            codes = scratch(ins[0].shape)
+            return self.requant.around(self._bind(codes, outs[0]), ins[0], codes, outs[0])
+        return self._bind(ins[0], outs[0])
+
+    def _bind(self, x: np.ndarray, o: np.ndarray) -> Step:
         loops = native.loops()
         if loops is not None and all(a.dtype == np.float32 and a.flags.c_contiguous for a in (x, o)):
             return self.fused(x, o, loops)

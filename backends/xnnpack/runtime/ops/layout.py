@@ -103,13 +103,15 @@ class StaticSlice(_Move):
             raise ctx.fail(f"offsets {list(self.offsets)} and sizes {list(self.sizes)} for {node.num_dims} dims")
 
     def _bounds(self, x: Shape) -> list[tuple[int, int]]:
+        """[start, stop) per dim for input shape x, as XNNPACK's reshape computes them: the end is offset
+        + size, one <= 0 (offset and size 0) counts from the input's end, so the whole dim, whatever its
+        size at run time; then the offset and the size are clamped to the input."""
         self._rank(x, len(self.offsets))
         bounds = []
-        for dim, start, size in zip(x, self.offsets, self.sizes):
-            stop = start + (size or dim - start)
-            if not 0 <= start <= stop <= dim:
-                raise fail(self, f"offsets {list(self.offsets)}, sizes {list(self.sizes)} exceed {list(x)}")
-            bounds.append((start, stop))
+        for dim, offset, size in zip(x, self.offsets, self.sizes):
+            start = min(offset, dim)
+            length = dim if offset + size == 0 else size
+            bounds.append((start, start + min(length, dim - start)))
         return bounds
 
     def infer(self, shapes: Sequence[Shape]) -> list[Shape]:

@@ -15,7 +15,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
 from etbuild.backends.xnnpack.format.nodes import KEEP_DIMS
+from etbuild.backends.xnnpack.runtime.grids import Grid
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, builds, fail, reshaped, scratch
 from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer, taps
 from etbuild.runtime.steps import Step
@@ -90,12 +92,20 @@ class Pooling(Op):
 
 @builds("GlobalAvgPooling2d")
 class GlobalAvgPooling2d(Op):
+    """The mean over H and W. Between int8 grids it is computed as XNNPACK does, in integers: the
+    exact sum of the input's steps, times in_scale / (out_scale · H·W) in float32, rounded half to
+    even. Summing the float values instead would move exact ties (equal scales, H·W a power of
+    two: a sum ending in .5 steps) off their tie, and round them the other way."""
+
     name = "GlobalAvgPooling2d"
 
     def __init__(self, node: g.UnaryNode, ctx: Context) -> None:
         ctx.check_flags(node.flags, KEEP_DIMS)
         self.keep = bool(node.flags & KEEP_DIMS)
-        super().__init__([ctx.value(node.input_id).id], [ctx.value(node.output_id, "output").id])
+        x, out = ctx.value(node.input_id), ctx.value(node.output_id, "output")
+        int8 = {x.grid.datatype, out.grid.datatype} <= {DT.QINT8, DT.QUINT8}
+        self.grids = (x.grid, out.grid) if int8 else None
+        super().__init__([x.id], [out.id])
 
     def infer(self, shapes: Sequence[Shape]) -> list[Shape]:
         n, _, _, c = _nhwc(self, shapes[0])
@@ -105,6 +115,8 @@ class GlobalAvgPooling2d(Op):
         n, h, w, c = ins[0].shape
         x = reshaped(ins[0], (n, h * w, c))
         o = reshaped(outs[0], (n, c))
+        if self.grids is not None and h * w:
+            return _integer_mean(x, o, *self.grids)
         scale = np.float32(1.0 / (h * w)) if h * w else np.float32(np.nan)
 
         def gap() -> None:
@@ -113,6 +125,24 @@ class GlobalAvgPooling2d(Op):
 
         return gap
 
+
+def _integer_mean(x: np.ndarray, o: np.ndarray, grid_in: Grid, grid_out: Grid) -> Step:
+    """o = the int8 mean over axis 1 of x, both held as multiples of their grid's scale."""
+    inv_in = np.float32(1.0 / grid_in.scale)
+    factor = np.float32(np.float32(grid_in.scale) / (np.float32(grid_out.scale) * np.float32(x.shape[1])))
+    out_scale = np.float32(grid_out.scale)
+    steps = np.empty(x.shape, np.float32)
+    total = np.empty(o.shape, np.float64)
+
+    def mean() -> None:
+        np.multiply(x, inv_in, out=steps)
+        np.rint(steps, out=steps)
+        np.add.reduce(steps, axis=1, dtype=np.float64, out=total)  # exact: integers below 2^53
+        np.multiply(total.astype(np.float32), factor, out=o)
+        np.rint(o, out=o)
+        np.multiply(o, out_scale, out=o)
+
+    return mean
 
 
 @builds("ArgMaxPooling2d")
