@@ -79,7 +79,7 @@ class CustomRunner(torch.nn.Module):
         eager, config._attn_implementation = config._attn_implementation, ATTENTION
         try:
             out = self.model(input_ids=tokens, position_ids=positions, past_key_values=cache, use_cache=True,
-                             cache_start=start)
+                             cache_start=start, logits_to_keep=1)  # the head on the last position only
         finally:
             config._attn_implementation = eager  # `language_model()` generates as transformers does
         return out.logits[:, -1, :]
