@@ -58,10 +58,11 @@ def _constants(
     return w.constant, None if b is None else np.ascontiguousarray(b.constant, dtype=np.float32)
 
 
-def _integer(node: g.Convolution, ctx: Context, cout: int) -> tuple[np.ndarray, Requantization] | None:
-    """The filter's integer codes and the requantization when the node runs between int8 grids (see requant)."""
+def _integer(node: g.Convolution, ctx: Context, cout: int, axis: int) -> tuple[np.ndarray, Requantization] | None:
+    """The filter's integer codes and the requantization when the node runs between int8 grids (see requant);
+    `axis`: the filter's output-channel dim."""
     return integer_form(ctx.value(node.input1_id), ctx.value(node.filter_id, "filter"),
-                        ctx.optional(node.bias_id, "bias"), ctx.value(node.output_id, "output"), cout)
+                        ctx.optional(node.bias_id, "bias"), ctx.value(node.output_id, "output"), cout, axis)
 
 
 class _Conv(Op):
@@ -98,7 +99,7 @@ class Conv2d(_Conv):
         groups, gin, gout = node.groups, node.group_input_channels, node.group_output_channels
         super().__init__(node, ctx, groups * gin, groups * gout)
         w, self.bias = _constants(node, ctx, (groups * gout, node.kernel_height, node.kernel_width, gin), self.cout)
-        integer = _integer(node, ctx, self.cout)
+        integer = _integer(node, ctx, self.cout, 0)
         if integer is not None:
             (w, self.requant), self.bias = integer, None
         k = node.kernel_height * node.kernel_width * gin
@@ -275,7 +276,7 @@ class DepthwiseConv2d(_Conv):
         self.mult = gout // gin
         super().__init__(node, ctx, node.groups, node.groups * self.mult)
         w, self.bias = _constants(node, ctx, (1, node.kernel_height, node.kernel_width, self.cout), self.cout)
-        integer = _integer(node, ctx, self.cout)
+        integer = _integer(node, ctx, self.cout, 3)
         if integer is not None:
             (w, self.requant), self.bias = integer, None
         self.weights = np.ascontiguousarray(w.reshape(node.kernel_height, node.kernel_width, self.cout),

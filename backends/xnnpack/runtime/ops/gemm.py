@@ -25,7 +25,8 @@ from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
 from etbuild.backends.xnnpack.format.nodes import RESHAPE_2D, TRANSPOSE_WEIGHTS
 from etbuild.backends.xnnpack.runtime import qd8
 from etbuild.backends.xnnpack.runtime.grids import RowCodes
-from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, broadcast, builds, fail, flat2d
+from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, broadcast, builds, fail, flat2d, scratch
+from etbuild.backends.xnnpack.runtime.ops.requant import Requantization, integer_form
 from etbuild.kernels import native
 from etbuild.kernels.numerics.ufuncs import matmul_add
 from etbuild.runtime.steps import Step
@@ -52,6 +53,13 @@ class FullyConnected(Op):
         self.packed = None if packed is None else np.ascontiguousarray(packed, dtype=np.float32)
         self.bias = None if b is None or b.constant is None else np.ascontiguousarray(b.constant, dtype=np.float32)
         self.rows = w.rows if not self.transposed else None
+        self.requant: Requantization | None = None
+        integer = integer_form(x, w, b, ctx.value(node.output_id, "output"), self.n, 1 if self.transposed else 0) \
+            if w.constant is not None and (b is None or b.constant is not None) else None
+        if integer is not None:  # int8 in and out: integer sums, XNNPACK's requantization (ops/requant.py)
+            codes, self.requant = integer
+            self.packed = np.ascontiguousarray(codes if self.transposed else codes.T)
+            self.bias, self.rows = None, None
         self.int4 = qd8.int4_filter(self.rows) if self.rows is not None and w.datatype == DT.QBINT4 else None
         self.codes: RowCodes | None = None
         if self.int4 is not None and x.grid.datatype == DT.QDINT8:
@@ -72,6 +80,10 @@ class FullyConnected(Op):
         live = list(ins[1:])
         w = self.packed if not self.live_filter else _filter_view(live.pop(0), self.transposed)
         bias = self.bias if not self.live_bias else live.pop(0)
+        if self.requant is not None:
+            codes = scratch(x.shape)
+            product = matmul_add(np.matmul, codes, w, None, o, constant_bias=True)
+            return self.requant.around(product, x, codes, o)
         one_row = self._one_row(x, o)
         if one_row is not None:
             return one_row

@@ -1,4 +1,4 @@
-"""Int8 convolutions computed as XNNPACK computes them, so that outputs match its runtime bit for bit.
+"""Int8 convolutions and fully connected nodes computed as XNNPACK computes them, bit for bit.
 
 XNNPACK runs a convolution between int8 grids in integers: acc = bias + Σ (x − x_zp) · w, exact in
 int32, then out = round_half_even(float32(acc) · s_c) + out_zp, clamped, with one float32 factor per
@@ -51,11 +51,14 @@ class Requantization:
         return integer_convolution
 
 
-def integer_form(x: Value, w: Value, b: Value | None, out: Value,
-                 cout: int) -> tuple[np.ndarray, Requantization] | None:
-    """The filter's integer codes (float32, the filter's dims) and the requantization, when the
-    convolution runs between int8 grids on int8 weights with an int32 bias (else None: float form)."""
+def integer_form(x: Value, w: Value, b: Value | None, out: Value, cout: int,
+                 axis: int) -> tuple[np.ndarray, Requantization] | None:
+    """The filter's integer codes (float32, the filter's dims) and the requantization, when the node
+    runs between int8 grids on constant int8 weights (per tensor, or per channel along `axis`, the
+    output channels) with an int32 bias (else None: float form)."""
     if x.grid.datatype not in INT8_GRIDS or out.grid.datatype not in INT8_GRIDS or w.codes is None:
+        return None
+    if w.codes.axis not in (None, axis):
         return None
     if w.datatype not in (DT.QINT8, DT.QCINT8) or (b is not None and b.codes is None):
         return None
