@@ -2,10 +2,10 @@
 
 XNNPACK runs a convolution between int8 grids in integers: acc = bias + Σ (x − x_zp) · w, exact in
 int32, then out = round_half_even(float32(acc) · s_c) + out_zp, clamped, with one float32 factor per
-output channel s_c = (x_scale · w_scale_c) / out_scale. Our convolutions compute in float32 on the
-real values; their sums round differently, and an output near a rounding tie then lands one step
-away from XNNPACK's (on a RegNet, from the first convolution on). Here the same kernels (im2col
-matmul, depthwise loops) run on the integer codes held as float32 instead, which is exact while no
+output channel s_c = (x_scale · w_scale_c) / out_scale (a fully connected node alike). Computed in
+float32 on the real values, the sums round differently, and an output near a rounding tie lands
+one step away from XNNPACK's (on a RegNet, from the first convolution on). So the same kernels
+(im2col matmul, depthwise loops, BLAS) run on the integer codes held as float32 instead, which is exact while no
 partial sum exceeds 2^24 in magnitude (an int8 output then saturates anyway unless its factor is
 below 2^-17), and the epilogue applies the bias and XNNPACK's factor.
 """
