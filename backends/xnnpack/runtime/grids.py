@@ -193,8 +193,6 @@ def _bound_row(fused: ModuleType | None, codes: RowCodes, a: np.ndarray) -> Call
     return functools.partial(fused.snap_row_qdint8_codes, a.reshape(-1), codes.codes, codes.params)
 
 
-
-
 def row_params(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(inverse scale, zero point) per row, both float32 column vectors."""
     rmin = np.minimum(rows.min(axis=1, keepdims=True), np.float32(0))

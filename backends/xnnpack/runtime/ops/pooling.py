@@ -10,6 +10,7 @@ and the position of the first maximum inside the window (row-major), as int32.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import numpy as np
@@ -19,6 +20,7 @@ from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
 from etbuild.backends.xnnpack.format.nodes import KEEP_DIMS
 from etbuild.backends.xnnpack.runtime.grids import Grid
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, builds, fail, reshaped, scratch
+from etbuild.backends.xnnpack.runtime.ops.requant import Requantization
 from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer, taps
 from etbuild.runtime.steps import Step
 
@@ -94,8 +96,8 @@ class Pooling(Op):
 class GlobalAvgPooling2d(Op):
     """The mean over H and W. Between int8 grids it is computed as XNNPACK does, in integers: the
     exact sum of the input's steps, times in_scale / (out_scale · H·W) in float32, rounded half to
-    even. Summing the float values instead would move exact ties (equal scales, H·W a power of
-    two: a sum ending in .5 steps) off their tie, and round them the other way."""
+    even (ops/requant.py's epilogue). Summing the float values instead would move exact ties (equal
+    scales, H·W a power of two: a sum ending in .5 steps) off their tie, and round them the other way."""
 
     name = "GlobalAvgPooling2d"
 
@@ -127,22 +129,13 @@ class GlobalAvgPooling2d(Op):
 
 
 def _integer_mean(x: np.ndarray, o: np.ndarray, grid_in: Grid, grid_out: Grid) -> Step:
-    """o = the int8 mean over axis 1 of x, both held as multiples of their grid's scale."""
-    inv_in = np.float32(1.0 / grid_in.scale)
-    factor = np.float32(np.float32(grid_in.scale) / (np.float32(grid_out.scale) * np.float32(x.shape[1])))
-    out_scale = np.float32(grid_out.scale)
-    steps = np.empty(x.shape, np.float32)
-    total = np.empty(o.shape, np.float64)
-
-    def mean() -> None:
-        np.multiply(x, inv_in, out=steps)
-        np.rint(steps, out=steps)
-        np.add.reduce(steps, axis=1, dtype=np.float64, out=total)  # exact: integers below 2^53
-        np.multiply(total.astype(np.float32), factor, out=o)
-        np.rint(o, out=o)
-        np.multiply(o, out_scale, out=o)
-
-    return mean
+    """o = the int8 mean over axis 1 of x, both held as multiples of their grid's scale: the sum of the
+    input's codes (exact in float32 below 2^24: up to 65,793 values of 255) requantized by one factor."""
+    factor = np.float32(grid_in.scale) / (np.float32(grid_out.scale) * np.float32(x.shape[1]))
+    requant = Requantization(np.float32(1.0 / np.float32(grid_in.scale)), None, np.float32(factor),
+                             np.float32(grid_out.scale))
+    codes = scratch(x.shape)
+    return requant.around(functools.partial(np.add.reduce, codes, axis=1, out=o), x, codes, o)
 
 
 @builds("ArgMaxPooling2d")
