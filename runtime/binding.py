@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import InvalidProgram, KernelError
-from etbuild.runtime import aliasing, checks, control_flow, features
+from etbuild.runtime import aliasing, checks, control_flow, features, steady
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.kernel_registry import KernelInfo, canonical_name
 from etbuild.runtime.steps import Step
@@ -164,6 +164,9 @@ class Binder:
             fast = self._fast_step(info, call, pc)
             if fast is not None:
                 return fast
+        rebinding = self._steady_step(info, args, ret, store)
+        if rebinding is not None:
+            return rebinding
         call_fn = self._caller(info.fn, args[:nparams])
         if store is None:
             return call_fn
@@ -180,6 +183,29 @@ class Binder:
             if i in self.rebound or (isinstance(v, fb.Tensor) and not _fixed_tensor(v)):
                 return False
         return True
+
+    def _steady_step(self, info: KernelInfo, args: list[int], ret: int | None, store: Any) -> Step | None:
+        """A step bound again when the call's arguments change (etbuild.runtime.steady), for a call some of whose
+        arguments change at run time and whose result is its out argument itself or a pure view; else None."""
+        if not features.LIVE_VALUES or not steady.applies(info):
+            return None
+        nparams = len(info.params)
+        varying = self._varying(args[:nparams])
+        if not varying or not (info.pure or ret is None or (nparams > 0 and ret == args[nparams - 1])):
+            return None
+        if info.fast is not None and hasattr(info.fn, "__wrapped__"):  # its fast path skips common.quiet
+            self.quiet = True
+        return steady.Rebinding(info, self.values.objects, args[:nparams], info.params, varying, ret, store)
+
+    def _varying(self, arg_idx: list[int]) -> set[int]:
+        """The arguments whose object, or (int lists) whose items, may change at run time."""
+        varying = set()
+        for i in arg_idx:
+            v = self.plan.values[i].val
+            if i in self.rebound or (features.VALUE_LISTS and isinstance(v, fb.IntList)
+                                     and not self.rebound.isdisjoint(list_items(self.plan, i))):
+                varying.add(i)
+        return varying
 
     def _fast_step(self, info: KernelInfo, call: fb.KernelCall, pc: int) -> Step | None:
         """A call of fixed arguments as a view (no step), a bound copy, or its kernel's fast path."""

@@ -64,18 +64,29 @@ def _tensor_setter(t: fb.Tensor, values: Values, i: int, where: str) -> Setter:
         raise features.missing("LIVE_VALUES", f"{where}, an unplanned or dynamic tensor,")
     store = values.setter(i)
     objects = values.objects
+    held: list[np.ndarray] = []  # an unplanned input's own array, refilled while the shape stays
 
     def set_tensor(x: Any) -> None:
         x = _as_array(x, dtype, where)
         _check_shape(x.shape, bound, dynamic, where)
         if not planned:
-            store(np.ascontiguousarray(x))
+            _set_unplanned(x, held, store)
             return
         dest = resize(objects[i], x.shape)
         store(dest)
         np.copyto(dest, x)
 
     return set_tensor
+
+
+def _set_unplanned(x: np.ndarray, held: list[np.ndarray], store: Setter) -> None:
+    """Copy an input without planned memory into an array of the method's own, the same one while its shape
+    stays: steps bound to it stay bound (etbuild.runtime.steady), and the caller's array is never written."""
+    if held and held[0].shape == x.shape:
+        np.copyto(held[0], x)
+        return
+    held[:] = [np.array(x, order="C", copy=True)]
+    store(held[0])
 
 
 def _as_array(x: Any, dtype: np.dtype, where: str) -> np.ndarray:

@@ -84,8 +84,8 @@ RESULT_KINDS = {"np.ndarray": "T", "int": "i", "Scalar": "f", "list[np.ndarray]"
 class KernelInfo:
     """A registered kernel: its canonical name, function, defining module, claimed dtypes,
     argument kinds (one letter per parameter, then the result's after `>`; see ANNOTATION_KINDS)
-    the check of its arguments that the runtime runs at load, and its load-time fast path and view
-    (see `kernel`)."""
+    the check of its arguments that the runtime runs at load, its load-time fast path and view, and whether its
+    result is a pure view (see `kernel`)."""
 
     name: str
     fn: KernelFn
@@ -95,6 +95,7 @@ class KernelInfo:
     check: KernelFn | None = None
     fast: KernelFn | None = None
     view: KernelFn | None = None
+    pure: bool = False
 
     @property
     def params(self) -> str:
@@ -111,6 +112,7 @@ def kernel(
     check: KernelFn | None = None,
     fast: KernelFn | None = None,
     view: KernelFn | None = None,
+    pure: bool = False,
 ) -> Callable[[KernelFn], KernelFn]:
     """Register fn as the kernel for `name`; `dtypes` are the dtypes it claims (of its inputs,
     or of its output for creation ops such as `full` and `arange`).
@@ -119,6 +121,8 @@ def kernel(
     (a padding wider than half the kernel); the runtime calls it once at load when every
     argument is known then (tensors at their planned shapes: a check may rely on a dynamic
     tensor's rank, not its sizes), so a malformed program is refused before it runs.
+    pure: the kernel returns a view of its input determined by its arguments alone (`et_view`): a call with the
+    same arguments as the previous one may keep the previous result (etbuild.runtime.steady).
     """
     if "::" not in name:
         raise ValueError(f"kernel name {name!r} must be 'namespace::op.overload'")
@@ -127,7 +131,7 @@ def kernel(
         if name in _REGISTRY:
             raise ValueError(f"kernel {name} is already registered by {_REGISTRY[name].module}")
         kinds = argument_kinds(name, fn)
-        _REGISTRY[name] = KernelInfo(name, fn, fn.__module__, tuple(dtypes), kinds, check, fast, view)
+        _REGISTRY[name] = KernelInfo(name, fn, fn.__module__, tuple(dtypes), kinds, check, fast, view, pure)
         return fn
 
     return register

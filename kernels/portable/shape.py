@@ -143,7 +143,7 @@ def _select_view(x: np.ndarray, dim: int, index: int, out: np.ndarray) -> np.nda
     axis = wrap_dim(dim, x.ndim)
     if not -x.shape[axis] <= index < x.shape[axis]:
         raise KernelError(f"select: index {index} is out of range for dim {dim} of {list(x.shape)}")
-    return x[_along(axis, index)]
+    return x[(*_along(axis, index), ...)]  # the Ellipsis keeps a 1-d input's result a 0-d view, not a scalar
 
 
 @kernel("aten::select_copy.int_out", dtypes=ALL_DTYPES, view=_select_view)

@@ -3,7 +3,8 @@
 ExecuTorch's flow emits it for a `view` whose input is dynamically shaped: the result is an
 unplanned tensor that aliases its input. Called as (self, size) with the result value after
 them; `size` may hold one -1 (inferred), as `Tensor.view` allows. The numbers must multiply
-to the input's element count, and the returned view replaces the result value each call.
+to the input's element count, and the returned view replaces the result value each call (a call with the
+same input array and sizes as the previous one keeps the previous view: etbuild.runtime.steady).
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from etbuild.errors import KernelError
 from etbuild.runtime.kernel_registry import ALL_DTYPES, kernel
 
 
-@kernel("executorch_prim::et_view.default", dtypes=ALL_DTYPES)
+@kernel("executorch_prim::et_view.default", dtypes=ALL_DTYPES, pure=True)
 def et_view(x: np.ndarray, size: list[int]) -> np.ndarray:
     if sum(s == -1 for s in size) > 1 or any(s < -1 for s in size):
         raise KernelError(f"et_view: size {list(size)} may hold one -1 and no other negative number")

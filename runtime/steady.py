@@ -1,0 +1,96 @@
+"""Steps of calls whose arguments change identity at run time, bound again when they change.
+
+A dynamically shaped program (export_llm's: one `forward` for any token count) gets no load-time fast path: its
+tensors are new views whenever their shapes change, and numbers computed at run time (sizes) feed its calls. In a
+steady state, though (a decode step after a decode step), each call sees the very arrays and the same numbers as at
+its previous call. The step made here remembers them. When a call's varying arguments are those of its previous
+call (arrays by identity, numbers and int lists by value), it runs a step bound to them: the layout copy's view
+copied by one `np.copyto`, the kernel's fast path, or nothing for a view kernel (`et_view`), whose result from the
+previous call still stands. Otherwise it calls the kernel as before (which checks and resizes), stores the result
+and binds again for the next call. The bound step computes exactly what the kernel computes on those arguments
+(the fast paths' own contract), so results do not change, only the cost of the steady call.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from etbuild.runtime import aliasing
+from etbuild.runtime.kernel_registry import KernelInfo
+from etbuild.runtime.steps import Step
+
+TENSOR_KINDS = "Tt"
+LIST_KINDS = "LPNM"
+SCALAR_KINDS = "ijpfgbczy"
+Store = Callable[[Any], None]
+
+
+def applies(info: KernelInfo) -> bool:
+    """Whether a call of this kernel can be bound to its arguments: it returns a tensor, takes no tensor
+    lists, and has something cheaper to bind than itself (a view, a fast path, or a pure view result)."""
+    params, _, result = info.kinds.partition(">")
+    simple = all(k in TENSOR_KINDS + LIST_KINDS + SCALAR_KINDS for k in params)
+    return result == "T" and simple and (info.view is not None or info.fast is not None or info.pure)
+
+
+class Rebinding:
+    """The step of one call (see the module docstring); `binds` counts the times its arguments changed."""
+
+    __slots__ = ("info", "objects", "arg_idx", "store", "tensors", "others", "seen", "seen_others", "bound", "binds")
+
+    def __init__(self, info: KernelInfo, objects: list[Any], arg_idx: Sequence[int], kinds: str, varying: set[int],
+                 ret: int | None, store: Store | None) -> None:
+        """varying: the argument values (or lists holding values) whose object or items may change at run time;
+        the others are the same objects for the method's life. ret: the result value, store: what stores it."""
+        self.info, self.objects, self.arg_idx, self.store = info, objects, list(arg_idx), store
+        self.tensors = sorted({i for i, k in zip(arg_idx, kinds) if k in TENSOR_KINDS and i in varying})
+        self.others = sorted({i for i, k in zip(arg_idx, kinds) if k not in TENSOR_KINDS and i in varying})
+        if info.pure and ret is not None:
+            self.tensors.append(ret)  # the result value must still hold the previous call's view
+        self.seen: list[Any] | None = None
+        self.seen_others: list[Any] = []
+        self.bound: Step | None = None
+        self.binds = 0
+
+    def __call__(self) -> None:
+        objects, seen = self.objects, self.seen
+        same = seen is not None and all(map(operator.is_, [objects[i] for i in self.tensors], seen)) and \
+            [objects[i] for i in self.others] == self.seen_others
+        if same and self.bound is not None:
+            self.bound()
+            return
+        if same and self.info.pure:
+            return
+        result = self.info.fn(*[objects[i] for i in self.arg_idx])
+        if self.store is not None:
+            self.store(result)
+        if not same:  # bind again (when nothing is cheaper for these arguments, the kernel runs until they change)
+            self.binds += 1
+            self.bound = _bound(self.info, [objects[i] for i in self.arg_idx])
+            self.seen = [objects[i] for i in self.tensors]
+            self.seen_others = [list(o) if isinstance(o, list) else o for o in (objects[i] for i in self.others)]
+
+
+def _bound(info: KernelInfo, args: list[Any]) -> Step | None:
+    """What a call with exactly these arguments runs instead of the kernel: nothing for a pure view, one copy per
+    out for a layout copy, the kernel's fast path; None when it has none for them. Resizable (bounded) arrays are
+    given as plain views of the same memory: their shapes cannot change while the arguments stay the same."""
+    if info.pure:
+        return None
+    args = [_plain(a) for a in args]
+    views = aliasing.views_of(info, args)
+    if views is not None:
+        return aliasing.copy_step(views, args[-1] if isinstance(args[-1], list) else [args[-1]])
+    try:
+        return info.fast(*args) if info.fast is not None else None
+    except aliasing.BAD_ARGS:
+        return None
+
+
+def _plain(x: Any) -> Any:
+    """A resizable (bounded) array as a plain ndarray view of the same memory; anything else as it is."""
+    return x.view(np.ndarray) if isinstance(x, np.ndarray) and type(x) is not np.ndarray else x

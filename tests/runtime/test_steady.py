@@ -1,0 +1,104 @@
+"""Steps bound again when their arguments change (etbuild.runtime.steady): a dynamically shaped program gives the
+same outputs, bit for bit, as with every call made through its kernel, and matches torch and ExecuTorch's runtime;
+in a steady state the kernels are not called again."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from etbuild.pipeline import compile_module
+from etbuild.runtime import Program
+from etbuild.runtime.binding import Binder
+from etbuild.runtime.steady import Rebinding
+from tests.conftest import requires_executorch
+
+SHAPES = (6, 6, 6, 4, 4, 6, 3)  # token counts per call: steady runs, then changes
+
+
+class Layouts(torch.nn.Module):
+    """A view, slices, a select (of a 1-d input too), a squeeze and elementwise calls of a dynamic tensor."""
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        y = (x * 2).view(1, x.shape[1], 4, 4)
+        z = y[:, 1:, 2].squeeze(0)
+        m = (z * z).mean(-1, keepdim=True)
+        return torch.sigmoid(z + m) * 2 - 1 + pos[0]
+
+
+def _inputs(n: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(1, n, 16, generator=g), torch.randn(1, generator=g)
+
+
+def _outputs(data: bytes, steady: bool, monkeypatch: pytest.MonkeyPatch) -> list[np.ndarray]:
+    with monkeypatch.context() as m:
+        if not steady:
+            m.setattr(Binder, "_steady_step", lambda *_: None)
+        method = Program.from_bytes(data).load_method()
+    assert any(isinstance(s, Rebinding) for s in method.steps) == steady
+    return [method(*[t.numpy() for t in _inputs(n, k)])[0] for k, n in enumerate(SHAPES)]
+
+
+def _dynamic() -> dict[int, torch.export.Dim]:
+    return {1: torch.export.Dim("n", min=3, max=32)}
+
+
+def test_our_dynamic_program_is_bit_identical_and_matches_torch(monkeypatch):
+    model = Layouts().eval()
+    data = compile_module(model, _inputs(6, 0), dynamic_shapes=(_dynamic(), None)).pte
+    got = _outputs(data, True, monkeypatch)
+    plain = _outputs(data, False, monkeypatch)
+    for k, (a, b) in enumerate(zip(got, plain)):
+        assert a.shape == b.shape and a.tobytes() == b.tobytes()
+        with torch.no_grad():
+            np.testing.assert_allclose(a, model(*_inputs(SHAPES[k], k)).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_a_steady_call_runs_no_kernel_and_a_new_shape_binds_again(monkeypatch):
+    data = compile_module(Layouts().eval(), _inputs(6, 0), dynamic_shapes=(_dynamic(), None)).pte
+    method = Program.from_bytes(data).load_method()
+    rebinding = [s for s in method.steps if isinstance(s, Rebinding)]
+    for _ in range(2):
+        method(*[t.numpy() for t in _inputs(6, 0)])
+    bound = [s for s in rebinding if s.bound is not None]
+    assert len(bound) >= 6  # the view, slice, select and squeeze copies, the mean and elementwise calls
+    settled = [s.binds for s in rebinding]
+    calls = []
+    for s in bound:
+        counted = dataclasses.replace(s.info, fn=lambda *a, _f=s.info.fn: calls.append(1) or _f(*a))
+        monkeypatch.setattr(s, "info", counted)
+    for _ in range(3):
+        method(*[t.numpy() for t in _inputs(6, 1)])
+    assert [s.binds for s in rebinding] == settled and not calls  # same shapes: only the bound steps ran
+    method(*[t.numpy() for t in _inputs(4, 2)])
+    assert all(s.binds == b + 1 for s, b in zip(rebinding, settled))  # new shapes: each bound again, once
+
+
+@requires_executorch
+def test_executorch_program_with_et_view_matches_executorch_runtime(tmp_path: Path, monkeypatch):
+    """ExecuTorch's own lowering: et_view (a pure view), unplanned inputs, a select of the 1-d input."""
+    from executorch.exir import ExecutorchBackendConfig, to_edge
+    from executorch.exir.passes import MemoryPlanningPass
+
+    from etbuild.verify.oracle import executorch_methods
+
+    exported = torch.export.export(Layouts().eval(), _inputs(6, 0), dynamic_shapes=(_dynamic(), None))
+    config = ExecutorchBackendConfig(memory_planning_pass=MemoryPlanningPass(alloc_graph_input=False))
+    pte = tmp_path / "layouts.pte"
+    pte.write_bytes(to_edge(exported).to_executorch(config).buffer)
+    method = Program.load(pte).load_method()
+    names = {s.info.name for s in method.steps if isinstance(s, Rebinding)}
+    assert {"executorch_prim::et_view.default", "aten::select_copy.int_out"} <= names
+    theirs = executorch_methods(pte, "forward")[0]
+    got = _outputs(pte.read_bytes(), True, monkeypatch)
+    for k, n in enumerate(SHAPES):
+        x, pos = (t.numpy() for t in _inputs(n, k))
+        kept = x.copy()
+        np.testing.assert_allclose(got[k], theirs(x, pos)[0], rtol=1e-6, atol=1e-6)
+        method(x, pos)
+        assert np.array_equal(x, kept)  # an unplanned input is copied in, the caller's array left alone
