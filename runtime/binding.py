@@ -15,6 +15,7 @@ becomes a view of its input where the plan allows, or else one bound copy (see a
 from __future__ import annotations
 
 import functools
+import operator
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -282,8 +283,15 @@ def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str) -> Step:
         fixed = tuple(objs[i] for i in args)  # a tuple: the handle may skip re-checking the same arrays
         return functools.partial(handle.execute, fixed)
 
+    last: list[tuple[Any, ...]] = [()]
+
     def execute() -> None:
-        results = handle.execute([objs[i] for i in args])
+        # The same tuple while the arrays stay the same objects: the handle may skip re-checking them.
+        current = [objs[i] for i in args]
+        frozen = last[0]
+        if len(frozen) != len(current) or not all(map(operator.is_, current, frozen)):
+            frozen = last[0] = tuple(current)
+        results = handle.execute(frozen)
         for k, store in stores:
             store(results[k])
 

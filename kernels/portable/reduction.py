@@ -7,6 +7,7 @@ bool sums and products accumulate in int64 unless a `dtype` code says otherwise.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -92,7 +93,29 @@ def prod_out(x: np.ndarray, dtype: int | None, out: np.ndarray) -> np.ndarray:
     return _reduce(np.prod, x, None, False, _acc_dtype(x, dtype), out)
 
 
-@kernel("aten::mean.out", dtypes=FLOAT_DTYPES)
+def _mean_fast(x: np.ndarray, dim: list[int] | None, keepdim: bool, dtype: int | None,
+               out: np.ndarray) -> Callable[[], None] | None:
+    """mean_out's one-reduce path (`_sum_into`, then np.mean's division) bound at load, when it is the path
+    mean_out takes for these arrays: a native float dtype, no cast, C-contiguous x and out of the result's shape."""
+    ct = numpy_dtype(dtype) if dtype is not None else x.dtype
+    if ct != x.dtype or ct not in NATIVE or out.dtype != ct or not (x.flags.c_contiguous and out.flags.c_contiguous):
+        return None
+    axes = reduce_axes(dim, x.ndim)
+    count = math.prod(x.shape[a] for a in axes)
+    shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape)) if keepdim else \
+        tuple(n for a, n in enumerate(x.shape) if a not in axes)
+    if not count or out.shape != shape:
+        return None
+    divisor = np.intp(count)
+
+    def mean() -> None:
+        np.add.reduce(x, axis=axes, dtype=ct, keepdims=keepdim, out=out)
+        np.true_divide(out, divisor, out=out, casting="unsafe")
+
+    return mean
+
+
+@kernel("aten::mean.out", dtypes=FLOAT_DTYPES, fast=_mean_fast)
 @quiet
 def mean_out(x: np.ndarray, dim: list[int] | None, keepdim: bool, dtype: int | None, out: np.ndarray) -> np.ndarray:
     ct = numpy_dtype(dtype) if dtype is not None else x.dtype

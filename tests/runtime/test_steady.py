@@ -102,3 +102,43 @@ def test_executorch_program_with_et_view_matches_executorch_runtime(tmp_path: Pa
         np.testing.assert_allclose(got[k], theirs(x, pos)[0], rtol=1e-6, atol=1e-6)
         method(x, pos)
         assert np.array_equal(x, kept)  # an unplanned input is copied in, the caller's array left alone
+
+
+class NormLinear(torch.nn.Module):
+    """RMSNorm and a linear over tokens `[1, n, 8]`, delegated to XNNPACK whole."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 12)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.proj(x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+
+
+def test_a_delegate_with_dynamic_arguments_is_prepared_once_per_shape(monkeypatch):
+    """The delegate's step passes the very tuple of its previous call while the arrays stay the same objects,
+    so the handle neither prepares again nor re-checks them. (A new token count prepares twice: once for the
+    inputs, once more when the outputs it resized come back as new views.)"""
+    from etbuild.backends.xnnpack.runtime.delegate import XnnpackDelegate
+    from etbuild.pipeline import compile_exported
+    from etbuild.recipe import BackendConfig
+
+    model = NormLinear().eval()
+    n = torch.export.Dim("n", min=1, max=16)
+    exported = torch.export.export(model, (torch.randn(1, 2, 8),), dynamic_shapes=({1: n},))
+    data = compile_exported({"forward": exported}, backends=(BackendConfig("xnnpack", {}),)).pte
+    method = Program.from_bytes(data).load_method()
+    assert method.delegates
+    prepared: list[int] = []
+    prepare = XnnpackDelegate._prepare
+    monkeypatch.setattr(XnnpackDelegate, "_prepare", lambda self, args: prepared.append(1) or prepare(self, args))
+    (handle,) = method.delegates.values()
+    counts, passed = [], []
+    for count in (3, 3, 3, 3, 5, 5, 5):
+        x = torch.randn(1, count, 8)
+        with torch.no_grad():
+            np.testing.assert_allclose(method(x.numpy())[0], model(x).numpy(), rtol=1e-5, atol=1e-5)
+        counts.append(len(prepared))
+        passed.append(handle._frozen)
+    assert counts == [1, 2, 2, 2, 3, 4, 4]
+    assert passed[2] is not None and passed[3] is passed[2] and passed[6] is passed[5]
