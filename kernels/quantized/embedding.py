@@ -27,14 +27,22 @@ def _rows(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
     return weight[indices]
 
 
+def _unpack_table(bits: int) -> np.ndarray:
+    """(256, 8 // bits) int8: the values packed in each byte, ExecuTorch's nibble / crumb order, minus the offset."""
+    byte = np.arange(256, dtype=np.int16)[:, None]
+    if bits == 4:  # element 2j in the high nibble
+        parts = np.concatenate([byte >> 4, byte & 0xF], axis=1)
+    else:  # 2 bits: element 4j in the low bits
+        parts = np.concatenate([(byte >> (2 * k)) & 0x3 for k in range(8 // bits)], axis=1)
+    return (parts - (1 << (bits - 1))).astype(np.int8)
+
+
+UNPACKED = {bits: _unpack_table(bits) for bits in (2, 4)}
+
+
 def _unpack(packed: np.ndarray, bits: int) -> np.ndarray:
-    """Packed uint8 rows → int8 values, ExecuTorch's nibble / crumb order."""
-    per_byte = 8 // bits
-    high_first = [packed >> 4, packed & 0xF]  # 4 bits: element 2j in the high nibble
-    low_first = [(packed >> (2 * k)) & 0x3 for k in range(per_byte)]  # 2 bits: element 4j in the low bits
-    parts = high_first if bits == 4 else low_first
-    values = np.stack(parts, axis=-1).reshape(*packed.shape[:-1], packed.shape[-1] * per_byte)
-    return values.astype(np.int8) - np.int8(1 << (bits - 1))
+    """Packed uint8 rows → int8 values, one table lookup per byte."""
+    return UNPACKED[bits][packed].reshape(*packed.shape[:-1], packed.shape[-1] * (8 // bits))
 
 
 def _dequantized(
@@ -50,7 +58,7 @@ def _dequantized(
     shifted = grouped.astype(scales.dtype)
     if zero_points is not None:
         shifted = shifted - zero_points.reshape(scale.shape).astype(scales.dtype)
-    return (shifted * scale).reshape(values.shape).astype(dtype)
+    return (shifted * scale).reshape(values.shape).astype(dtype, copy=False)
 
 
 def _lookup(
