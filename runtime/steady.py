@@ -13,7 +13,6 @@ and binds again for the next call. The bound step computes exactly what the kern
 
 from __future__ import annotations
 
-import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -40,39 +39,57 @@ def applies(info: KernelInfo) -> bool:
 class Rebinding:
     """The step of one call (see the module docstring); `binds` counts the times its arguments changed."""
 
-    __slots__ = ("info", "objects", "arg_idx", "store", "tensors", "others", "seen", "seen_others", "bound", "binds")
+    __slots__ = ("info", "objects", "arg_idx", "store", "tensors", "key", "seen", "held", "bound", "binds")
 
     def __init__(self, info: KernelInfo, objects: list[Any], arg_idx: Sequence[int], kinds: str, varying: set[int],
                  ret: int | None, store: Store | None) -> None:
         """varying: the argument values (or lists holding values) whose object or items may change at run time;
         the others are the same objects for the method's life. ret: the result value, store: what stores it."""
         self.info, self.objects, self.arg_idx, self.store = info, objects, list(arg_idx), store
-        self.tensors = sorted({i for i, k in zip(arg_idx, kinds) if k in TENSOR_KINDS and i in varying})
-        self.others = sorted({i for i, k in zip(arg_idx, kinds) if k not in TENSOR_KINDS and i in varying})
+        tensors = sorted({i for i, k in zip(arg_idx, kinds) if k in TENSOR_KINDS and i in varying})
+        others = sorted({i for i, k in zip(arg_idx, kinds) if k not in TENSOR_KINDS and i in varying})
         if info.pure and ret is not None:
-            self.tensors.append(ret)  # the result value must still hold the previous call's view
-        self.seen: list[Any] | None = None
-        self.seen_others: list[Any] = []
+            tensors.append(ret)  # the result value must still hold the previous call's view
+        self.tensors = tensors
+        self.key = _key(objects, tensors, others)
+        self.seen: Any = None  # the key of the arguments bound to, lists copied
+        self.held: list[Any] = []  # the arrays it holds: alive, so that no new array can take an id in `seen`
         self.bound: Step | None = None
         self.binds = 0
 
     def __call__(self) -> None:
-        objects, seen = self.objects, self.seen
-        same = seen is not None and all(map(operator.is_, [objects[i] for i in self.tensors], seen)) and \
-            [objects[i] for i in self.others] == self.seen_others
+        same = self.key() == self.seen
         if same and self.bound is not None:
             self.bound()
             return
         if same and self.info.pure:
             return
+        objects = self.objects
         result = self.info.fn(*[objects[i] for i in self.arg_idx])
         if self.store is not None:
             self.store(result)
         if not same:  # bind again (when nothing is cheaper for these arguments, the kernel runs until they change)
             self.binds += 1
             self.bound = _bound(self.info, [objects[i] for i in self.arg_idx])
-            self.seen = [objects[i] for i in self.tensors]
-            self.seen_others = [list(o) if isinstance(o, list) else o for o in (objects[i] for i in self.others)]
+            self.held = [objects[i] for i in self.tensors]
+            key = self.key()
+            self.seen = tuple(list(k) if isinstance(k, list) else k for k in key) if isinstance(key, tuple) else key
+
+
+def _key(objects: list[Any], tensors: list[int], others: list[int]) -> Callable[[], Any]:
+    """What identifies a call's varying arguments now: the ids of its arrays (by identity: an array's shape and
+    memory are fixed for its life) and the values of its numbers and int lists."""
+    if len(tensors) == 1 and not others:
+        (t,) = tensors
+        return lambda: id(objects[t])
+    if len(tensors) == 2 and not others:
+        t, u = tensors
+        return lambda: (id(objects[t]), id(objects[u]))
+
+    def key() -> tuple[Any, ...]:
+        return (*[id(objects[i]) for i in tensors], *[objects[i] for i in others])
+
+    return key
 
 
 def _bound(info: KernelInfo, args: list[Any]) -> Step | None:
