@@ -6,7 +6,8 @@ inside an XNNPACK delegate every node event ExecuTorch's runtime writes names th
 calls it lowers, as `--from` does.
 
 Each recipe builds in its own temporary tree (slow: `-m slow`), except `mlp`, `stateful` and
-`cond`. Skipped without the executorch oracle. ExecuTorch 1.5.1's Inspector reads only a method named `forward`.
+`cond`. Skipped without the executorch oracle. ExecuTorch 1.5.1's Inspector reads only a method named
+`forward`: a program of other methods is read through its per-method ETRecords (`etrecord.<method>.bin`).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import numpy as np
 import pytest
 
 from etbuild.build.driver import build
+from etbuild.build.layout import Artifacts
+from etbuild.build.stage_table import stage_calls
 from etbuild.devtools.etdump_profile import etrecord_modules, etrecord_node_modules
 from etbuild.devtools.etrecord_format import ROOT
 from etbuild.recipe import discover_recipes, load_recipe
@@ -101,13 +104,35 @@ def test_write_backs_and_both_cond_branches_name_the_call_they_serve(tmp_path: P
     assert all(ours[k] == [ROOT] for k in branches)
 
 
-def _events(pte: Path, inputs: list[Any], out: Path) -> dict[int, tuple[set[str], list[str]]]:
-    """Instruction → (innermost module paths, operator types) of the Inspector's OPERATOR_CALL events for one call."""
+@pytest.mark.parametrize("name", ["two-method", pytest.param("lm", marks=pytest.mark.slow)])
+def test_each_method_has_an_etrecord_the_inspector_reads(name: str, tmp_path: Path) -> None:
+    """A program of methods other than `forward`: given an ETDump of one method and that method's
+    `etrecord.<method>.bin` (a lower stage output), ExecuTorch's Inspector names every executed
+    instruction with the modules `--from` names from `etrecord.bin`."""
+    recipe = load_recipe(RECIPE_DIR / f"{name}.yaml")
+    root = tmp_path / "build"
+    assert build([RECIPE_DIR / f"{name}.yaml"], root, stream=io.StringIO()).exit_code == 0
+    pte, outputs = root / name / f"{name}.pte", stage_calls(recipe, Artifacts.of(recipe, root))["lower"].outputs
+    for method in (m.name for m in recipe.model.methods):
+        etrecord = root / name / f"etrecord.{method}.bin"
+        assert etrecord in outputs and etrecord.exists()
+        events = _events(pte, generated_inputs(Program.load(pte).load_method(method)), tmp_path / f"{method}.etdump",
+                         method, etrecord)
+        ours = etrecord_modules(root / name / "etrecord.bin", Program.load(pte).plan(method)) or {}
+        assert events and all(paths for paths, _ in events.values())
+        assert {k: paths for k, (paths, _) in events.items()} == {
+            k: {"" if p == ROOT else p for p in ours.get(k, [])} for k in events}
+
+
+def _events(pte: Path, inputs: list[Any], out: Path, method: str = "forward",
+            etrecord: Path | None = None) -> dict[int, tuple[set[str], list[str]]]:
+    """Instruction → (innermost module paths, operator types) of the Inspector's instruction events for
+    one call of `method` (with `etrecord`, else the build's `etrecord.bin`)."""
     from executorch.devtools import Inspector
 
     from etbuild.verify.oracle_etdump import executorch_etdump
 
-    dump = executorch_etdump(pte, inputs, out, calls=1)
-    inspector = Inspector(etdump_path=str(dump), etrecord=str(pte.parent / "etrecord.bin"))
+    dump = executorch_etdump(pte, inputs, out, calls=1, method=method)
+    inspector = Inspector(etdump_path=str(dump), etrecord=str(etrecord or pte.parent / "etrecord.bin"))
     return {e._instruction_id: (_innermost(e), list(e.op_types)) for b in inspector.event_blocks
-            if b.name == "Execute" for e in b.events if e.name == "OPERATOR_CALL"}
+            if b.name == "Execute" for e in b.events if e.name in ("OPERATOR_CALL", "DELEGATE_CALL")}

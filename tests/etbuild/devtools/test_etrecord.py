@@ -219,3 +219,17 @@ def test_write_backs_and_nested_cond_branches_inherit_handles() -> None:
     graph = SerializedGraph(b"", b"", b"", b"", {"gt": 1, "cond": 2, "head": 3})
     record = method_record(plan, graph, {1: "gt", 7: "cond", 9: "head"}, [])
     assert record.handles == {0: 1, 3: 2, 6: 2, 10: 2, 12: 3, 13: 3}
+
+
+def test_each_method_gets_an_etrecord_under_the_name_the_inspector_reads(tmp_path: Path) -> None:
+    """`etrecord.<method>.bin` per method (that method alone, named `forward`); none for a program whose only
+    method is `forward`; files of methods the program no longer has are removed."""
+    records = {m: er.MethodRecord((b"{}", b"", b"", b""), {0: k + 1}, {}, {0: 1})
+               for k, m in enumerate(["decode", "encode"])}
+    (tmp_path / "etrecord.old.bin").write_bytes(b"stale")
+    er.write_method_etrecords(tmp_path, records)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["etrecord.decode.bin", "etrecord.encode.bin"]
+    for method, record in records.items():
+        assert er.read_etrecord(er.method_etrecord_path(tmp_path, method)) == {"forward": record}
+    er.write_method_etrecords(tmp_path, {"forward": records["decode"]})
+    assert list(tmp_path.iterdir()) == []
