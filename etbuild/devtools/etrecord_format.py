@@ -10,6 +10,10 @@ call: `{"name": backend id, "delegate_map": {delegate debug id: [handles]}}`) an
 id, delegate debug id) through these maps to graph nodes with that `debug_handle`, and shows
 their `nn_module_stack` and `stack_trace`.
 
+ExecuTorch 1.5.1's Inspector reads the maps of `forward` only, and one graph only, so a program of
+other methods (or of several) also gets one file per method, `etrecord.<method>.bin`, holding
+that method alone under the name `forward`.
+
 Reading checks the zip, the identifier, the sizes of entries before reading them, and the
 maps' shapes; anything else is `InvalidETRecord` naming the file and what is wrong.
 """
@@ -38,8 +42,6 @@ MAX_ENTRIES = 4096
 FILE_NAME = "etrecord.bin"
 ROOT = "<root>"  # the module path of the model itself
 EPOCH = (1980, 1, 1, 0, 0, 0)
-
-
 INSPECTOR_METHOD = "forward"  # the one method ExecuTorch 1.5.1's Inspector maps events through
 
 
