@@ -23,6 +23,7 @@ import pytest
 from etbuild.build.driver import build
 from etbuild.build.layout import Artifacts
 from etbuild.build.stage_table import stage_calls
+from etbuild.devtools import etrecord_format as er
 from etbuild.devtools.etdump_profile import etrecord_modules, etrecord_node_modules
 from etbuild.devtools.etrecord_format import ROOT
 from etbuild.recipe import discover_recipes, load_recipe
@@ -84,7 +85,10 @@ def test_write_backs_and_both_cond_branches_name_the_call_they_serve(tmp_path: P
     sources = json.loads((root / "stateful" / "lowered.debug.json").read_text())["methods"]["forward"]
     copies = {k: ins.instr_args.args[1] for k, ins in enumerate(plan.chains[0].instructions)
               if instrument.label(plan, ins) == "aten::copy_"}
-    assert len(copies) == 2
+    graph = json.loads(er.read_etrecord(root / "stateful" / "etrecord.bin")["forward"].graph[0])
+    mutations = {spec["buffer_mutation"]["arg"]["name"] for spec in graph["graph_module"]["signature"]["output_specs"]
+                 if "buffer_mutation" in spec}
+    assert len(copies) == 2 and {sources[str(v)]["node"] for v in copies.values()} == mutations
     for k, value in copies.items():
         source = sources[str(value)]
         assert events[k] == ({"" if source["module"] == ROOT else source["module"]},
