@@ -33,7 +33,7 @@ from etbuild.tools import instrument
 
 Key = tuple[int, int]  # (instruction, delegate node or -1 for the instruction itself)
 INSTRUCTION = -1
-_NODE = re.compile(r"node \d+ \((\w+)\)$")
+_NODE = re.compile(r"node \d+ \((\w+)\)(?: \+ node \d+ \((\w+)\))?$")  # a node, or two bound as one step
 
 
 @dataclass(frozen=True)
@@ -192,7 +192,8 @@ def _node_wrapper(rec: Recorder, names: dict[Key, tuple[str, str]], handle: Any,
         step_names = handle.step_names
         name = step_names[j] if j < len(step_names) else f"step {j}"
         m = _NODE.match(name)
-        names[(k, j)] = (name, f"{backend}:{m.group(1) if m else name.split(' ', 1)[0]}")
+        kind = "+".join(filter(None, m.groups())) if m else name.split(" ", 1)[0]
+        names[(k, j)] = (name, f"{backend}:{kind}")
         return rec.wrap((k, j), step)
 
     return wrap
