@@ -86,13 +86,24 @@ def test_softmax_alone_matches_torch(native_loops: str, monkeypatch: pytest.Monk
         x = -x  # the next call reads the new numbers through the same binding
 
 
-def test_exp_is_within_two_ulp() -> None:
+def test_exp_is_within_one_ulp() -> None:
     loops = native.loops()
     if loops is None:
         pytest.skip("numba is not installed")
-    t = np.concatenate([np.linspace(-87.3, 0, 200_001), -np.geomspace(1e-12, 80, 1001), [0.0]]).astype(np.float32)
-    out = np.empty((1, t.size), np.float32)
-    loops.softmax_rows(t[None], np.float32(1), np.float32(0), out)  # unnormalized: the row sums to ≥ 1
-    exact = np.exp(t.astype(np.float64)) / np.exp(t.astype(np.float64)).sum()
-    ulp = np.spacing(exact.astype(np.float32)).astype(np.float64)
-    assert np.max(np.abs(out[0] - exact) / ulp) <= 4  # exp within 2 ulp, the reciprocal and product within 1 each
+    import numba
+
+    @numba.njit
+    def exps(t: np.ndarray, out: np.ndarray) -> None:
+        for j in range(t.shape[0]):
+            out[j] = loops._exp_le0(t[j])
+
+    t = np.concatenate([np.linspace(-87.33, 0, 200_001), -np.geomspace(1e-30, 87.3, 1001), [0.0]]).astype(np.float32)
+    out = np.empty_like(t)
+    exps(t, out)
+    exact = np.exp(t.astype(np.float64))
+    assert np.max(np.abs(out - exact) / np.spacing(exact.astype(np.float32))) < 1
+    below = np.array([-87.34, -100.0, -np.inf], np.float32)
+    exps(below, out[:3])
+    assert not out[:3].any()
+    exps(np.array([np.nan], np.float32), out[:1])
+    assert np.isnan(out[0])
