@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from etbuild.devtools.etrecord_format import etrecord_path
+from etbuild.devtools.etrecord_format import etrecord_path, inspector_methods, method_etrecord_path
 from etbuild.lowering.partition_report import PARTITION_FILES
 from etbuild.recipe import Recipe
 
@@ -61,6 +61,11 @@ class Artifacts:
     def etrecord(self) -> Path:
         """The ETRecord for ExecuTorch's Inspector (etbuild.devtools.etrecord), written by lower."""
         return etrecord_path(self.root)
+
+    @property
+    def method_etrecords(self) -> list[Path]:
+        """One ETRecord per method, for ExecuTorch's Inspector, unless the only method is `forward`."""
+        return [method_etrecord_path(self.root, m) for m in inspector_methods(self.methods)]
 
     @property
     def dump_dir(self) -> Path:

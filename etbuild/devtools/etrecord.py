@@ -9,7 +9,11 @@ embedding fused into `embedding_byte`) are not in that graph, so their instructi
 handle. Given
 the lowered program, `records` maps each instruction to the handles of what it computes: a
 kernel call to the node whose value it writes (from the debug map), a delegate call to the
-nodes of its partition. ExecuTorch's emitter makes the same maps for its programs. Inside a
+nodes of its partition. ExecuTorch's emitter makes the same maps for its programs. Two kinds of
+kernel call no graph call makes get the handle of the call they serve: the `aten::copy_` that
+writes a mutated buffer back, the node whose value it copies (the one the buffer mutation
+records); an instruction inside a `torch.cond` branch, the cond call (the Inspector walks only
+the top graph, not the branch subgraphs, so it could not name a branch's own nodes). Inside a
 delegate, the delegate map maps each id the backend's runtimes profile a node by (its
 preprocess's `Processed.debug_map`: for XNNPACK `node 3 (Conv2d)` in our runtime and
 `Convolution (NHWC, F32) IGEMM #1` in ExecuTorch's, etbuild.backends.xnnpack.aot.debug) to the
@@ -66,11 +70,14 @@ def method_record(plan: fb.ExecutionPlan, graph: SerializedGraph, debug: Mapping
     handles: dict[int, Handles] = {}
     mapped: dict[int, dict[str, Any]] = {}
     outs: dict[int, int] = {}
-    for k, ins in enumerate(plan.chains[0].instructions if plan.chains else []):
+    instructions = plan.chains[0].instructions if plan.chains else []
+    named = {v: graph.handles[n] for v, n in debug.items() if n in graph.handles}  # value -> its call's handle
+    inherited = {**_branch_handles(instructions, named), **_write_back_handles(plan, named)}
+    for k, ins in enumerate(instructions):
         call = ins.instr_args
         if isinstance(call, fb.KernelCall) and call.args:
-            found = sorted({graph.handles[debug[v]] for v in _results(plan, call.args[-1])
-                            if debug.get(v) in graph.handles})
+            found = sorted({named[v] for v in _results(plan, call.args[-1]) if v in named})
+            found = found or ([inherited[k]] if k in inherited else [])
             if found:
                 handles[k], outs[k] = found[0] if len(found) == 1 else found, 1
         elif isinstance(call, fb.DelegateCall) and call.delegate_index < len(delegates):
@@ -97,3 +104,31 @@ def _results(plan: fb.ExecutionPlan, value: int) -> list[int]:
     """The values a kernel call writes: its result, or a list result's items."""
     v = plan.values[value].val if 0 <= value < len(plan.values) else None
     return list(v.items) if isinstance(v, fb.TensorList) else [value]
+
+
+def _write_back_handles(plan: fb.ExecutionPlan, named: Mapping[int, int]) -> dict[int, int]:
+    """Each `aten::copy_` that writes a mutated buffer back (`copy_(buffer, value)`, which no graph call
+    makes) → the handle of the call whose value it copies: the node the buffer mutation records."""
+    out = {}
+    for k, ins in enumerate(plan.chains[0].instructions if plan.chains else []):
+        call = ins.instr_args
+        if (isinstance(call, fb.KernelCall) and len(call.args) > 1 and 0 <= call.op_index < len(plan.operators)
+                and plan.operators[call.op_index].name == "aten::copy_" and call.args[1] in named):
+            out[k] = named[call.args[1]]
+    return out
+
+
+def _branch_handles(instructions: Sequence[fb.Instruction], named: Mapping[int, int]) -> dict[int, int]:
+    """Each instruction inside a `torch.cond` branch → the handle of the cond call (the call whose values the
+    branch's moves write; the Inspector walks no branch subgraph). A branch is the span a forward
+    JumpFalse skips (the true branch, then the jump over the false one); an inner cond's span, whose
+    moves write values of no call of the graph, keeps the outer cond's handle."""
+    spans = [(j, a.destination_instruction) for j, ins in enumerate(instructions)
+             if isinstance(a := ins.instr_args, fb.JumpFalseCall) and j + 1 < a.destination_instruction]
+    out: dict[int, int] = {}
+    for start, end in sorted(spans, key=lambda s: s[0] - s[1]):  # the widest first: inner spans override
+        found = [named[i.instr_args.move_to] for i in instructions[start + 1:end]
+                 if isinstance(i.instr_args, fb.MoveCall) and i.instr_args.move_to in named]
+        if found:
+            out.update(dict.fromkeys(range(start + 1, min(end, len(instructions))), found[0]))
+    return out

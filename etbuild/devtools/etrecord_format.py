@@ -10,6 +10,10 @@ call: `{"name": backend id, "delegate_map": {delegate debug id: [handles]}}`) an
 id, delegate debug id) through these maps to graph nodes with that `debug_handle`, and shows
 their `nn_module_stack` and `stack_trace`.
 
+ExecuTorch 1.5.1's Inspector reads the maps of `forward` only, and one graph only, so a program of
+other methods (or of several) also gets one file per method, `etrecord.<method>.bin`, holding
+that method alone under the name `forward`.
+
 Reading checks the zip, the identifier, the sizes of entries before reading them, and the
 maps' shapes; anything else is `InvalidETRecord` naming the file and what is wrong.
 """
@@ -19,7 +23,7 @@ from __future__ import annotations
 import io
 import json
 import zipfile
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,11 +42,24 @@ MAX_ENTRIES = 4096
 FILE_NAME = "etrecord.bin"
 ROOT = "<root>"  # the module path of the model itself
 EPOCH = (1980, 1, 1, 0, 0, 0)
+INSPECTOR_METHOD = "forward"  # the one method ExecuTorch 1.5.1's Inspector maps events through
 
 
 def etrecord_path(build_dir: Path) -> Path:
     """`build/<recipe>/etrecord.bin`, the ETRecord of the program built there."""
     return build_dir / FILE_NAME
+
+
+def method_etrecord_path(build_dir: Path, method: str) -> Path:
+    """`build/<recipe>/etrecord.<method>.bin`: one method's ETRecord for ExecuTorch's Inspector."""
+    return build_dir / f"etrecord.{method}.bin"
+
+
+def inspector_methods(methods: Iterable[str]) -> list[str]:
+    """The methods that get an ETRecord of their own: every one, unless the program's only method is
+    `forward` (its `etrecord.bin` is then what the Inspector reads)."""
+    names = sorted(methods)
+    return [] if names == [INSPECTOR_METHOD] else names
 
 Handles = int | list[int]
 
@@ -78,6 +95,17 @@ def to_zip(methods: Mapping[str, MethodRecord]) -> bytes:
 def write_etrecord(path: Path, methods: Mapping[str, MethodRecord]) -> None:
     """Write the ETRecord atomically (nothing half-written is left on failure)."""
     write_bytes(path, to_zip(methods))
+
+
+def write_method_etrecords(build_dir: Path, methods: Mapping[str, MethodRecord]) -> None:
+    """Per `inspector_methods`, `etrecord.<method>.bin` holding that method alone under the name
+    `forward` (graph and maps), which ExecuTorch's Inspector needs to read it; files of methods the
+    program no longer has are removed."""
+    wanted = {method_etrecord_path(build_dir, m): m for m in inspector_methods(methods)}
+    for stale in set(build_dir.glob("etrecord.*.bin")) - set(wanted):
+        stale.unlink()
+    for path, method in wanted.items():
+        write_etrecord(path, {INSPECTOR_METHOD: methods[method]})
 
 
 def read_etrecord(path: Path) -> dict[str, MethodRecord]:

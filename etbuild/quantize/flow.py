@@ -2,7 +2,8 @@
 convert → weight rewrites → re-export.
 
 `Plan` says what to quantize; `quantize(ep, plan, samples)` gives the converted GraphModule
-(fake-quantized: it computes what the program will), and `reexport` turns it back into an
+(fake-quantized: it computes what the program will; with `plan.bias_correction`, its int8-static
+layers' biases corrected on the same samples, the record in `corrections(model)`), and `reexport` turns it back into an
 ExportedProgram for the lower stage. `float_reference(ep)` is the same capture with the
 conv/BatchNorm folding prepare applies and nothing quantized: the float graph the report
 compares with, node for node.
@@ -19,7 +20,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.fx import GraphModule, Node
 
-from etbuild.quantize import weights
+from etbuild.quantize import bias_correction, weights
 from etbuild.quantize.ao import convert_pt2e, prepare_pt2e
 from etbuild.quantize.modules import SchemeMap
 from etbuild.quantize.quantizer import Choices, EtbuildQuantizer
@@ -38,6 +39,7 @@ class Plan:
     group_size: int = 32
     embeddings: str | None = None
     choices: Choices = field(default_factory=Choices)
+    bias_correction: bool = False
 
     @property
     def keep_float(self) -> frozenset[str]:
@@ -61,12 +63,17 @@ def float_reference(ep: ExportedProgram) -> GraphModule:
     return prepare_pt2e(captured(ep), EtbuildQuantizer(SchemeMap(FLOAT), per_channel=True))
 
 
-def prepared(ep: ExportedProgram, plan: Plan, samples: Sequence[tuple[Any, ...]]) -> GraphModule:
-    """The annotated, observed graph after running `samples` through it."""
+def prepared(ep: ExportedProgram, plan: Plan, samples: Sequence[tuple[Any, ...]],
+             float_means: bias_correction.ChannelMeans | None = None) -> GraphModule:
+    """The annotated, observed graph after running `samples` through it (adding the float outputs
+    of the layers bias correction reads to `float_means`, when given)."""
     model = prepare_pt2e(captured(ep), plan.quantizer())
     with torch.no_grad():
         for sample in samples:
-            model(*sample)
+            if float_means is None:
+                model(*sample)
+            else:
+                bias_correction.MeanRecorder(model, float_means).run(*sample)
     return model
 
 
@@ -83,9 +90,24 @@ def converted(observed: GraphModule, plan: Plan) -> GraphModule:
     return model
 
 
+CORRECTIONS = "etbuild_bias_corrections"
+"""The key of a converted model's `meta` holding its bias corrections' records."""
+
+
 def quantize(ep: ExportedProgram, plan: Plan, samples: Sequence[tuple[Any, ...]]) -> GraphModule:
-    """The converted graph of `ep` under `plan`, calibrated on `samples`."""
-    return converted(prepared(ep, plan, samples), plan)
+    """The converted graph of `ep` under `plan`, calibrated (and, with `plan.bias_correction`,
+    its biases corrected) on `samples`."""
+    if not plan.bias_correction:
+        return converted(prepared(ep, plan, samples), plan)
+    float_means = bias_correction.ChannelMeans.empty()
+    model = converted(prepared(ep, plan, samples, float_means), plan)
+    model.meta[CORRECTIONS] = bias_correction.correct(model, float_means, samples)
+    return model
+
+
+def corrections(model: GraphModule) -> list[dict[str, Any]] | None:
+    """The bias corrections `quantize` made to `model` (None: it was not asked to make any)."""
+    return model.meta.get(CORRECTIONS)
 
 
 def restore_state(model: GraphModule, ep: ExportedProgram) -> None:

@@ -204,7 +204,8 @@ def _quantize(quantize: dict[str, Any]) -> QuantizeConfig:
         per_channel=quantize["per_channel"],
         group_size=quantize["group_size"],
         embeddings=quantize["embeddings"],
-        calibration=CalibrationConfig(data, calibration["samples"], calibration["seed"], calibration["observer"]),
+        calibration=CalibrationConfig(data, calibration["samples"], calibration["seed"], calibration["observer"],
+                                      calibration["bias_correction"]),
         modules=tuple(ModuleOverride(**item) for item in quantize["modules"]),
         accuracy=None if accuracy is None else AccuracyConfig(**accuracy),
     )

@@ -138,12 +138,14 @@ class ModelConfig:
 class CalibrationConfig:
     """Calibration inputs for int8-static: the arrays of `data` (an .npz, absolute once loaded),
     or, when `data` is None, `samples` inputs drawn from the recipe's inputs with `seed`; and the
-    `observer` that turns what they produce into activation ranges."""
+    `observer` that turns what they produce into activation ranges; `bias_correction` recentres each
+    int8-static layer's mean output per channel on the float model's (`etbuild.quantize.bias_correction`)."""
 
     data: Path | None = default("quantize", "calibration", "data")
     samples: int = default("quantize", "calibration", "samples")
     seed: int = default("quantize", "calibration", "seed")
     observer: str = default("quantize", "calibration", "observer")
+    bias_correction: bool = default("quantize", "calibration", "bias_correction")
 
 
 @dataclass(frozen=True)

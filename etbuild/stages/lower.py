@@ -13,7 +13,8 @@ in `.pte`: it is an intermediate, which no runtime can run before plan and emit 
 Beside it, `lowered.debug.json`: which graph node each value holds (etbuild.lowering.debug_map),
 read by verify to localise a failure; it is not part of the program. And `etrecord.bin`, the
 ETRecord that ExecuTorch's Inspector joins with an ETDump of the `.pte` (instruction ids do
-not change after lowering).
+not change after lowering), and, unless the only method is `forward`, `etrecord.<method>.bin`
+per method (the one method the Inspector reads).
 
 `LOWERING` lists the steps top to bottom. A new step is one entry there plus its module;
 `etbuild build --dump-after STEP` writes the form after a step to `build/<recipe>/dump/`.
@@ -30,7 +31,7 @@ import torch
 from torch.export import ExportedProgram
 
 from etbuild.devtools.etrecord import EtrecordCapture
-from etbuild.devtools.etrecord_format import etrecord_path, write_etrecord
+from etbuild.devtools.etrecord_format import etrecord_path, write_etrecord, write_method_etrecords
 from etbuild.fsutil import write_bytes, write_json
 from etbuild.lowering.assertions import drop_assertions
 from etbuild.lowering.batched_linear import fold_batched_linears
@@ -128,7 +129,9 @@ def run_lower(
         write_partition_report(lowered.report, out.parent)
     write_bytes(out, lowered.to_bytes())
     write_json(debug, to_json(lowered.debug))
-    write_etrecord(etrecord_path(out.parent), record.records(lowered))
+    records = record.records(lowered)
+    write_etrecord(etrecord_path(out.parent), records)
+    write_method_etrecords(out.parent, records)
 
 
 def _step_before(name: str) -> str:

@@ -69,7 +69,8 @@ class MethodResult:
 def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: SchemeMap) -> MethodResult:
     """Quantize one method and measure it on the verify samples."""
     cfg = _config(recipe)
-    plan = flow.Plan(schemes, cfg.per_channel, cfg.group_size, cfg.embeddings)
+    plan = flow.Plan(schemes, cfg.per_channel, cfg.group_size, cfg.embeddings,
+                     bias_correction=cfg.calibration.bias_correction)
     inputs = fallback.Inputs(calibration_inputs(recipe, method),
                              sample_inputs(recipe, recipe.verify.samples, recipe.verify.seed, method))
     gate = cfg.accuracy
@@ -89,6 +90,8 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
     record = _record(plan, reference, model, comparison, kept)
     if chosen.record is not None:
         record["observer"] = chosen.record
+    if flow.corrections(model):
+        record["bias_correction"] = flow.corrections(model)
     if search is not None:
         record["search"] = search
     record["gate"] = {"value": _shown(gate, value), "passed": gate is None or gate_holds(gate, value)}
@@ -148,7 +151,7 @@ def _settings(cfg: QuantizeConfig) -> dict[str, Any]:
                           ("fallback", accuracy.fallback)) if v is not None}
     return {"scheme": cfg.scheme, "per_channel": cfg.per_channel, "group_size": cfg.group_size,
             "embeddings": cfg.embeddings, "accuracy": gate,
-            "observer": cfg.calibration.observer,
+            "observer": cfg.calibration.observer, "bias_correction": cfg.calibration.bias_correction,
             "overrides": [{k: v for k, v in (("module", o.module), ("scheme", o.scheme), ("observer", o.observer))
                            if v is not None} for o in cfg.modules]}
 

@@ -187,3 +187,49 @@ def test_from_reads_the_etrecord_without_torch(built: Path, tmp_path: Path) -> N
 ])
 def test_the_innermost_module_of_a_serialized_stack(stack: str, path: str) -> None:
     assert er.innermost_module(stack) == path
+
+
+def test_write_backs_and_nested_cond_branches_inherit_handles() -> None:
+    """Instructions no graph call makes get the handle of the call they serve: a write-back `copy_` the one
+    whose value it copies; every instruction of a cond's branches, an inner cond's too (its values belong
+    to no call of the graph), the outer cond call's."""
+    from etbuild.devtools.etrecord import method_record
+    from etbuild.devtools.etrecord_graph import SerializedGraph
+
+    def kernel(op: int, *args: int) -> fb.Instruction:
+        return fb.Instruction(fb.KernelCall(op, list(args)))
+
+    def jump(cond: int, to: int) -> fb.Instruction:
+        return fb.Instruction(fb.JumpFalseCall(cond, to))
+
+    def move(src: int, dst: int) -> fb.Instruction:
+        return fb.Instruction(fb.MoveCall(src, dst))
+
+    instructions = [
+        kernel(0, 0, 1), jump(1, 10),  # gt -> v1; outer true branch: 2..9
+        jump(2, 6), kernel(1, 0, 3), move(3, 5), jump(20, 8),  # inner cond, true branch
+        kernel(1, 0, 6), move(6, 5),  # inner false branch
+        move(5, 7), jump(20, 12),  # the outer cond's value v7; outer false branch: 10..11
+        kernel(1, 0, 8), move(8, 7),
+        kernel(1, 7, 9), kernel(2, 20, 9, 20, 20),  # head(v7) -> v9; copy_(v20 <- v9)
+    ]
+    operators = [fb.Operator("aten::gt", "Scalar_out"), fb.Operator("aten::relu", "out"),
+                 fb.Operator("aten::copy_", "")]
+    plan = fb.ExecutionPlan("forward", None, [], [], [], [fb.Chain([], [], instructions)], operators, [], [0])
+    graph = SerializedGraph(b"", b"", b"", b"", {"gt": 1, "cond": 2, "head": 3})
+    record = method_record(plan, graph, {1: "gt", 7: "cond", 9: "head"}, [])
+    assert record.handles == {0: 1, 3: 2, 6: 2, 10: 2, 12: 3, 13: 3}
+
+
+def test_each_method_gets_an_etrecord_under_the_name_the_inspector_reads(tmp_path: Path) -> None:
+    """`etrecord.<method>.bin` per method (that method alone, named `forward`); none for a program whose only
+    method is `forward`; files of methods the program no longer has are removed."""
+    records = {m: er.MethodRecord((b"{}", b"", b"", b""), {0: k + 1}, {}, {0: 1})
+               for k, m in enumerate(["decode", "encode"])}
+    (tmp_path / "etrecord.old.bin").write_bytes(b"stale")
+    er.write_method_etrecords(tmp_path, records)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["etrecord.decode.bin", "etrecord.encode.bin"]
+    for method, record in records.items():
+        assert er.read_etrecord(er.method_etrecord_path(tmp_path, method)) == {"forward": record}
+    er.write_method_etrecords(tmp_path, {"forward": records["decode"]})
+    assert list(tmp_path.iterdir()) == []
