@@ -66,6 +66,9 @@ def warm() -> None:
         return
     x, out, row = np.ones(4, np.float32), np.empty(4, np.float32), np.ones(2, np.float32)
     fused.gelu(x, out)
+    fused.bias_gelu_rows(out.reshape(2, 2), row)
+    fused.bias_add_rows(out.reshape(2, 2), row, x.reshape(2, 2))
+    fused.softmax_rows(x.reshape(2, 2), np.float32(1), np.float32(1), out.reshape(2, 2))
     fused.sigmoid(x, out)
     fused.snap_to_grid(out, np.float32(1), np.float32(1), np.float32(-1), np.float32(1))
     fused.snap_rows_qdint8(out.reshape(2, 2))

@@ -25,17 +25,42 @@ jit_fma = numba.njit(cache=True, nogil=True, error_model="numpy", fastmath={"con
 
 
 @jit
+def _gelu1(v: np.float32) -> np.float32:
+    """gelu(v) of one float32: v/2 + v/2·erf(v/√2), erf a rational function of v² (GELU_P, GELU_Q)."""
+    u = min(max(v, LO), HI)
+    z = u * u
+    p = ((((P5 * z + P4) * z + P3) * z + P2) * z + P1) * z + P0
+    q = ((((Q5 * z + Q4) * z + Q3) * z + Q2) * z + Q1) * z + Q0
+    e = min(max(u * p / q, -ONE), ONE)
+    h = HALF * v
+    return h + h * e
+
+
+@jit
 def gelu(x: np.ndarray, out: np.ndarray) -> None:
     """out = gelu(x), both 1-D float32 of one length (out may be x)."""
     for i in range(x.shape[0]):
-        v = x[i]
-        u = min(max(v, LO), HI)
-        z = u * u
-        p = ((((P5 * z + P4) * z + P3) * z + P2) * z + P1) * z + P0
-        q = ((((Q5 * z + Q4) * z + Q3) * z + Q2) * z + Q1) * z + Q0
-        e = min(max(u * p / q, -ONE), ONE)
-        h = HALF * v
-        out[i] = h + h * e
+        out[i] = _gelu1(x[i])
+
+
+@jit
+def bias_gelu_rows(rows: np.ndarray, bias: np.ndarray) -> None:
+    """rows ← gelu(rows + bias) in place, rows (R, N) C-contiguous and bias (N,): numpy's add then the gelu loop,
+    the same bits, in one pass (a FullyConnected's bias and the Gelu node after it)."""
+    for r in range(rows.shape[0]):
+        row = rows[r]
+        for j in range(bias.shape[0]):
+            row[j] = _gelu1(row[j] + bias[j])
+
+
+@jit
+def bias_add_rows(rows: np.ndarray, bias: np.ndarray, other: np.ndarray) -> None:
+    """rows ← (rows + bias) + other in place, rows and other (R, N) C-contiguous, bias (N,): numpy's two adds, the
+    same bits, in one pass (a FullyConnected's bias and the residual Add node after it)."""
+    for r in range(rows.shape[0]):
+        row, add = rows[r], other[r]
+        for j in range(bias.shape[0]):
+            row[j] = (row[j] + bias[j]) + add[j]
 
 
 @jit
@@ -124,6 +149,74 @@ def layer_norm(
             out[r, j] = (x[r, j] - m) * s * weight[j] + bias[j]
 
 
+
+
+# exp(t) = 2^n · p(r), n = round(t·log2 e), r = t − n·ln 2 in two parts (Cody and Waite: n·LN2_HI is exact for
+# |n| < 2^9), p the degree-7 Taylor polynomial (|r| ≤ ln 2 / 2: truncation below 6e-9), 2^n built from its bits.
+LOG2E, LN2_HI, LN2_LO = F(1.4426950408889634), F(0.693145751953125), F(1.4286068203094173e-06)
+EXP_LO = F(-87.33)  # below this exp(t) is under float32's smallest normal: taken as 0
+EXP_C = tuple(F(1 / math.factorial(k)) for k in range(8))
+SHIFT_SUM = F(2.0 ** -40)  # exps under 1.2e-38 flush to 0: with a row sum above this, under 1.4e-26 of it
+
+
+@jit_fma
+def _exp_le0(t: np.float32) -> np.float32:
+    """exp(t) for t ≤ 0 (nan gives nan), within 1 ulp of the exact value (0.93 at most over [EXP_LO, 0]); 0 below
+    EXP_LO."""
+    if t < EXP_LO:
+        return ZERO
+    n = np.floor(t * LOG2E + HALF)
+    r = (t - n * LN2_HI) - n * LN2_LO
+    p = EXP_C[7]
+    p = p * r + EXP_C[6]
+    p = p * r + EXP_C[5]
+    p = p * r + EXP_C[4]
+    p = p * r + EXP_C[3]
+    p = p * r + EXP_C[2]
+    p = p * r + EXP_C[1]
+    p = p * r + EXP_C[0]
+    return p * np.int32((np.int32(n) + 127) << 23).view(np.float32)
+
+
+@jit
+def _scaled_max(row: np.ndarray, scale: np.float32) -> np.float32:
+    """max(row · scale) (a scalar loop: numba does not vectorize it)."""
+    m = F(-np.inf)
+    for j in range(row.shape[0]):
+        m = max(m, row[j] * scale)
+    return m
+
+
+@jit_sums
+def _shifted_exps(row: np.ndarray, scale: np.float32, shift: np.float32, o: np.ndarray) -> np.float32:
+    """o = exp(row · scale − shift); their sum (reassociated, so it vectorizes; `_exp_le0` keeps its own order)."""
+    total = ZERO
+    for j in range(row.shape[0]):
+        e = _exp_le0(row[j] * scale - shift)
+        o[j] = e
+        total += e
+    return total
+
+
+@jit
+def softmax_rows(x: np.ndarray, scale: np.float32, bound: np.float32, out: np.ndarray) -> None:
+    """out[r] = softmax(x[r] · scale) per row of x (R, N) into out (R, N), both C-contiguous and disjoint; t = x · scale
+    rounded as numpy's multiply rounds it (a Multiply node's output, or scale 1).
+
+    Each row is shifted by m = bound · scale, bound the largest of all x when scale ≥ 0 (the smallest when not), so
+    m ≥ every t and no exp overflows; softmax does not depend on the shift. A row whose exps then sum below
+    SHIFT_SUM (its own largest t far below m, where exps could flush to 0) is redone shifted by its own maximum,
+    as is every row when m is not finite (nan or inf somewhere: such a row gives nan, as in torch)."""
+    m = bound * scale
+    exact = not (abs(m) < np.inf)
+    for r in range(x.shape[0]):
+        row, o = x[r], out[r]
+        total = ZERO if exact else _shifted_exps(row, scale, m, o)
+        if not total >= SHIFT_SUM:
+            total = _shifted_exps(row, scale, _scaled_max(row, scale), o)
+        inv = ONE / total
+        for j in range(row.shape[0]):
+            o[j] *= inv
 
 
 @jit

@@ -32,11 +32,10 @@ from etbuild.devtools import etdump_format as ed
 from etbuild.errors import InvalidETDump, InvalidETRecord, printable
 from etbuild.runtime.format import program as fb
 from etbuild.tools import instrument
-from etbuild.tools.profile import INSTRUCTION, Entry, Event, Key, Profile
+from etbuild.tools.profile import INSTRUCTION, Entry, Event, Key, Profile, node_kind
 
 OPERATOR_CALL, DELEGATE_CALL, METHOD_EXECUTE = "OPERATOR_CALL", "DELEGATE_CALL", "Method::execute"
 _KERNEL = re.compile(r"native_call_(.+)$")
-_NODE = re.compile(r"node \d+ \((\w+)\)$")
 _INDEX = re.compile(r" #\d+$")  # XNNPACK's operator names end in their index: `… GEMM #3`
 
 
@@ -197,8 +196,7 @@ def module_summary(paths: list[str], most: int = 3) -> str:
 def node_group(plan: fb.ExecutionPlan, ins: fb.Instruction, name: str) -> str:
     """`XnnpackBackend:XNNConv2d` for our node names, `XnnpackBackend:Convolution (NHWC, F32)` for XNNPACK's own."""
     backend = instrument.label(plan, ins).removeprefix("delegate ")
-    m = _NODE.match(name)
-    return f"{backend}:{m.group(1) if m else _INDEX.sub('', name)}"
+    return f"{backend}:{node_kind(name) or _INDEX.sub('', name)}"
 
 
 def _results(plan: fb.ExecutionPlan, ins: fb.Instruction) -> list[int]:

@@ -33,7 +33,7 @@ from etbuild.tools import instrument
 
 Key = tuple[int, int]  # (instruction, delegate node or -1 for the instruction itself)
 INSTRUCTION = -1
-_NODE = re.compile(r"node \d+ \((\w+)\)$")
+_NODE = re.compile(r"node \d+ \((\w+)\)(?: \+ node \d+ \((\w+)\))?$")  # a node, or two bound as one step
 
 
 @dataclass(frozen=True)
@@ -191,11 +191,17 @@ def _node_wrapper(rec: Recorder, names: dict[Key, tuple[str, str]], handle: Any,
     def wrap(j: int, step: instrument.Step) -> instrument.Step:
         step_names = handle.step_names
         name = step_names[j] if j < len(step_names) else f"step {j}"
-        m = _NODE.match(name)
-        names[(k, j)] = (name, f"{backend}:{m.group(1) if m else name.split(' ', 1)[0]}")
+        names[(k, j)] = (name, f"{backend}:{node_kind(name) or name.split(' ', 1)[0]}")
         return rec.wrap((k, j), step)
 
     return wrap
+
+
+def node_kind(name: str) -> str | None:
+    """`Conv2d` for our step `node 3 (Conv2d)`, `FullyConnected+Gelu` for two nodes bound as one step; None for
+    another name."""
+    m = _NODE.match(name)
+    return "+".join(filter(None, m.groups())) if m else None
 
 
 def _rewrap_on_bind(handle: Any, wrap: Callable[[int, instrument.Step], instrument.Step]) -> None:

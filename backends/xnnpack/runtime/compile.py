@@ -9,13 +9,14 @@ reshape or a copy without rounding is a view of its input).
 from __future__ import annotations
 
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
 from etbuild.backends.xnnpack.format.nodes import CLAMPED
 from etbuild.backends.xnnpack.runtime.grids import RowCodes, Snap
-from etbuild.backends.xnnpack.runtime.ops import BUILDERS, Context, Op
+from etbuild.backends.xnnpack.runtime.ops import BUILDERS, Context, Op, epilogue, softmax
 from etbuild.backends.xnnpack.runtime.values import Value
 from etbuild.errors import InvalidProgram
 
@@ -44,6 +45,7 @@ def compile_graph(graph: g.XNNGraph, values: dict[int, Value]) -> Compiled:
     codes = _row_codes(ops, values)
     snaps = [[_snap(op, values[o], values, lo, hi, codes.get(o)) for o in op.outputs] for op, (lo, hi) in built]
     _hand_codes(ops, snaps, codes)
+    ops, snaps = _fuse_epilogues(ops, snaps, values)
     _check_order(ops, values)
     inputs, outputs, positions = _externals(graph, values)
     compiled = Compiled(values, ops, snaps, inputs, outputs, positions)
@@ -106,6 +108,30 @@ def _hand_codes(ops: list[Op], snaps: list[list[Snap | None]], codes: dict[int, 
     for op in ops:
         if op.codes_input in codes and op.codes_input in rounded:
             op.take_codes(codes[op.codes_input])
+
+
+FUSERS = (epilogue.fuse, softmax.fuse_scale)
+
+
+def _fuse_epilogues(ops: list[Op], snaps: list[list[Snap | None]], values: dict[int, Value]
+                    ) -> tuple[list[Op], list[list[Snap | None]]]:
+    """Each node whose one output only the next node reads, neither output rounded, joined with that node where a
+    fuser has a fused form: a FullyConnected and its Gelu or residual Add (ops/epilogue.py), a Multiply by a scalar
+    and its Softmax (ops/softmax.py)."""
+    readers = Counter(i for op in ops for i in op.inputs)
+    fused_ops: list[Op] = []
+    fused_snaps: list[list[Snap | None]] = []
+    k = 0
+    while k < len(ops):
+        op, joined = ops[k], None
+        if k + 1 < len(ops) and len(op.outputs) == 1 and not any(snaps[k]) and not any(snaps[k + 1]):
+            mid = op.outputs[0]
+            if readers[mid] == 1 and mid in ops[k + 1].inputs and not values[mid].is_output:
+                joined = next((j for j in (f(op, ops[k + 1], values) for f in FUSERS) if j is not None), None)
+        fused_ops.append(joined or op)
+        fused_snaps.append(snaps[k + 1] if joined else snaps[k])
+        k += 2 if joined else 1
+    return fused_ops, fused_snaps
 
 
 def _check_order(ops: list[Op], values: dict[int, Value]) -> None:

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from etbuild.cli import main
+from etbuild.kernels import native
 from etbuild.model import build_model, example_inputs
 from etbuild.pipeline import compile_module
 from etbuild.recipe import load_recipe
@@ -160,3 +161,18 @@ def test_profile_times_the_nodes_inside_an_xnnpack_delegate(tmp_path, capsys):
     assert {e["name"] for e in nodes} >= {"XnnpackBackend:Conv2d"}
     for e in nodes:  # each node nests inside a call of its delegate instruction
         assert any(d["ts"] - 0.01 <= e["ts"] and e["ts"] + e["dur"] <= d["ts"] + d["dur"] + 0.01 for d in delegate)
+
+
+@requires_executorch
+def test_profile_names_nodes_bound_as_one_step(tmp_path, capsys):
+    """A FullyConnected and the Gelu bound with it (ops/epilogue.py) count as one group named after both."""
+    from tests.backends.xnnpack.oracle import lower
+
+    if native.loops() is None:
+        pytest.skip("numba is not installed")
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 8))
+    pte = lower(model, (torch.randn(4, 16),)).save(tmp_path / "xnn.pte")
+    out, _ = _profile_cli(pte, tmp_path, capsys)
+    assert "XnnpackBackend:FullyConnected+Gelu" in out
+    assert "node 0 (FullyConnected) + node 1 (Gelu)" in out

@@ -146,3 +146,13 @@ def reshaped(a: np.ndarray, shape: Sequence[int]) -> np.ndarray:
 def flat2d(a: np.ndarray, cols: int) -> np.ndarray:
     """A (rows, cols) view of a contiguous array."""
     return reshaped(a, (math.prod(a.shape) // cols if cols else 0, cols))
+
+
+def then(first: Step, second: Step) -> Step:
+    """One step running first, then second."""
+
+    def both() -> None:
+        first()
+        second()
+
+    return both

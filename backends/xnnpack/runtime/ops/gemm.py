@@ -92,6 +92,20 @@ class FullyConnected(Op):
         return matmul_add(np.dot if o.flags.c_contiguous else np.matmul, x, w, bias, o,
                           constant_bias=not self.live_bias)
 
+    @property
+    def plain_filter(self) -> bool:
+        """Whether bind computes a float product through the packed constant filter and adds a constant bias (or
+        none): not the integer form, nor a filter or bias read at run time."""
+        return self.requant is None and not self.live_filter and not self.live_bias
+
+    def plain_product(self, ins: Sequence[np.ndarray], out: np.ndarray) -> tuple[Step, np.ndarray | None] | None:
+        """The bias-free product step into out and the constant bias, as bind's float form computes them (the same
+        bits), for an op with a plain filter and more than one input row into a C-contiguous out; else None."""
+        x, o = flat2d(ins[0], self.k), flat2d(out, self.n)
+        if not self.plain_filter or x.shape[0] < 2 or not o.flags.c_contiguous or out.dtype != np.float32:
+            return None
+        return functools.partial(np.dot, x, self.packed, o), self.bias
+
     def take_codes(self, codes: RowCodes) -> None:
         self.codes = codes
 
