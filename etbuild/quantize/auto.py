@@ -11,6 +11,11 @@ better on held-out inputs; on the verify samples alone it missed 3 by 0.2–1.1 
 Every `auto` of the recipe (its observer and the overrides') takes the same candidate. A method
 without static activations needs no choice.
 
+With bias correction on (`quantize.calibration.bias_correction`), each candidate is measured with
+its corrected biases and with the original ones (`minmax uncorrected`), the same calibration both
+ways, and the best of the four is kept: the correction lifts most of the tier's CNNs by 1–5 dB
+but cost mobilevit a decibel (docs/quantization.md).
+
 Given a judge (etbuild.quantize.program_judge: the candidate lowered into a program and run in our
 runtime), `auto` keeps the candidate whose *program* is closest to float instead: converted models
 level to 0.01 dB can give programs a decibel apart, by how one scale's rounding falls.
@@ -28,6 +33,9 @@ from etbuild.quantize import flow
 from etbuild.quantize.fallback.graph import Outputs, outputs, snr_db_of
 from etbuild.quantize.metrics import db
 from etbuild.quantize.schemes import AUTO_CANDIDATES, MINMAX, STATIC
+
+UNCORRECTED = " uncorrected"
+"""The suffix of a candidate measured with its bias corrections undone."""
 
 
 @dataclass(frozen=True)
@@ -51,24 +59,35 @@ def quantize(ep: Any, plan: flow.Plan, calibration: Any, verify: Any, reference:
         resolved = replace(plan, schemes=schemes.resolving_auto(MINMAX))
         return Chosen(resolved, flow.quantize(ep, resolved, calibration), None)
     expected = outputs(reference, verify)
-    best: tuple[float, str, flow.Plan, GraphModule] | None = None
+    best: tuple[float, str, bool, flow.Plan, GraphModule] | None = None
     measured: dict[str, float | None] = {}
     programs: dict[str, float | None] = {}
     for observer in AUTO_CANDIDATES:
         candidate = replace(plan, schemes=schemes.resolving_auto(observer))
         model = flow.quantize(ep, candidate, calibration)
-        snr = snr_db_of(expected, outputs(model, verify))
-        measured[observer] = db(snr)
-        if judge is not None:
-            snr = snr_db_of(expected, judge(model))
-            programs[observer] = db(snr)
-        if best is None or snr > best[0]:
-            best = (snr, observer, candidate, model)
+        corrections = flow.corrections(model)
+        for corrected in (True, False) if corrections is not None and corrections.records else (None,):
+            name = observer if corrected in (True, None) else f"{observer}{UNCORRECTED}"
+            if corrections is not None and corrected is not None:
+                corrections.use(model, corrected)
+            snr = snr_db_of(expected, outputs(model, verify))
+            measured[name] = db(snr)
+            if judge is not None:
+                snr = snr_db_of(expected, judge(model))
+                programs[name] = db(snr)
+            if best is None or snr > best[0]:
+                best = (snr, observer, corrected is not False, candidate, model)
     assert best is not None
-    record: dict[str, Any] = {"chosen": best[1], "snr_db": measured}
+    _, observer, corrected, chosen_plan, model = best
+    corrections = flow.corrections(model)
+    if corrections is not None:
+        corrections.use(model, corrected)
+    record: dict[str, Any] = {"chosen": observer, "snr_db": measured}
+    if corrections is not None and corrections.records:
+        record["bias_corrected"] = corrected
     if judge is not None:
         record |= {"judged_by": "program", "program_snr_db": programs}
-    return Chosen(best[2], best[3], record)
+    return Chosen(chosen_plan, model, record)
 
 
 def _static(plan: flow.Plan) -> bool:

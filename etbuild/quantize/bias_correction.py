@@ -85,16 +85,34 @@ def correctable(node: Node) -> bool:
             and isinstance(bias, Node) and bias.op == "get_attr")
 
 
-def correct(model: GraphModule, float_means: ChannelMeans, samples: Sequence[tuple[Any, ...]]) -> list[dict[str, Any]]:
-    """Correct the biases of `model` (converted, in place) on `samples`; one record per corrected layer."""
+@dataclass
+class Corrections:
+    """What `correct` changed: one record per corrected layer, and each bias before and after, so
+    that a judge can measure the model both ways (`use`)."""
+
+    records: list[dict[str, Any]]
+    before: dict[str, torch.Tensor]
+    after: dict[str, torch.Tensor]
+    applied: bool = True
+
+    def use(self, model: GraphModule, applied: bool) -> None:
+        """Put the corrected (or the original) biases into `model`."""
+        with torch.no_grad():
+            for target, value in (self.after if applied else self.before).items():
+                functools.reduce(getattr, target.split("."), model).copy_(value)
+        self.applied = applied
+
+
+def correct(model: GraphModule, float_means: ChannelMeans, samples: Sequence[tuple[Any, ...]]) -> Corrections:
+    """Correct the biases of `model` (converted, in place) on `samples`."""
+    corrections = Corrections([], {}, {})
     if not samples:
-        return []
+        return corrections
     shared = _shared_biases(model)
     runs = [Interpreter(model) for _ in samples]
     for run, sample in zip(runs, samples):
         run.env = {}
         run.args_iter = iter(model.graph.process_inputs(*sample))
-    records = []
     constant: set[Node] = set()
     with torch.no_grad():
         for node in model.graph.nodes:
@@ -105,14 +123,12 @@ def correct(model: GraphModule, float_means: ChannelMeans, samples: Sequence[tup
             else:
                 values = [run.run_node(node) for run in runs]
             if correctable(node) and node.name in float_means.sums and node.args[2].target not in shared:
-                record = _correct_layer(model, node, values, float_means)
-                if record is not None:
-                    records.append(record)
+                _correct_layer(model, node, values, float_means, corrections)
             for run, value in zip(runs, values):
                 run.env[node] = value
                 for done in run.user_to_last_uses.get(node, ()):
                     del run.env[done]
-    return records
+    return corrections
 
 
 def _shared_biases(model: GraphModule) -> set[str]:
@@ -125,23 +141,26 @@ def _shared_biases(model: GraphModule) -> set[str]:
     return {target for target, count in seen.items() if count > 1}
 
 
-def _correct_layer(model: GraphModule, node: Node, values: list[torch.Tensor],
-                   float_means: ChannelMeans) -> dict[str, Any] | None:
+def _correct_layer(model: GraphModule, node: Node, values: list[torch.Tensor], float_means: ChannelMeans,
+                   corrections: Corrections) -> None:
     """Shift the bias of `node` (and its outputs in `values`) by the float mean minus theirs."""
     axis = CORRECTED_OPS[node.target]
     ours = ChannelMeans.empty()
     for value in values:
         ours.add(node.name, value, axis)
     if ours.counts[node.name] < MIN_VALUES or float_means.counts[node.name] < MIN_VALUES:
-        return None
-    bias = functools.reduce(getattr, node.args[2].target.split("."), model)
+        return
+    target = node.args[2].target
+    bias = functools.reduce(getattr, target.split("."), model)
     shift = (float_means.mean(node.name) - ours.mean(node.name)).to(bias.dtype)
     if shift.shape != bias.shape:
-        return None
+        return
+    corrections.before[target] = bias.detach().clone()
     bias.data += shift
+    corrections.after[target] = bias.detach().clone()
     shape = [1] * values[0].dim()
     shape[axis] = -1
     for value in values:
         value += shift.reshape(shape)
-    return {"node": node.name, "module": module_path(node), "channels": int(shift.numel()),
-            "mean_abs_shift": float(shift.abs().mean()), "max_abs_shift": float(shift.abs().max())}
+    corrections.records.append({"node": node.name, "module": module_path(node), "channels": int(shift.numel()),
+                                "mean_abs_shift": float(shift.abs().mean()), "max_abs_shift": float(shift.abs().max())})

@@ -105,7 +105,7 @@ def quantize(ep: ExportedProgram, plan: Plan, samples: Sequence[tuple[Any, ...]]
     return model
 
 
-def corrections(model: GraphModule) -> list[dict[str, Any]] | None:
+def corrections(model: GraphModule) -> bias_correction.Corrections | None:
     """The bias corrections `quantize` made to `model` (None: it was not asked to make any)."""
     return model.meta.get(CORRECTIONS)
 

@@ -90,8 +90,9 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
     record = _record(plan, reference, model, comparison, kept)
     if chosen.record is not None:
         record["observer"] = chosen.record
-    if flow.corrections(model):
-        record["bias_correction"] = flow.corrections(model)
+    corrections = flow.corrections(model)
+    if corrections is not None and corrections.applied and corrections.records:
+        record["bias_correction"] = corrections.records
     if search is not None:
         record["search"] = search
     record["gate"] = {"value": _shown(gate, value), "passed": gate is None or gate_holds(gate, value)}

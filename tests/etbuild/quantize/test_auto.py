@@ -50,9 +50,12 @@ def _input_scale(gm: torch.fx.GraphModule) -> float:
 def test_auto_keeps_the_candidate_whose_program_is_best_and_reports_both(tmp_path: Path) -> None:
     record, _ = _quantize(tmp_path, "  scheme: int8-static\n  calibration: {observer: auto}\n")
     chosen = record["observer"]
-    assert set(chosen["snr_db"]) == set(chosen["program_snr_db"]) == set(AUTO_CANDIDATES)
+    candidates = {*AUTO_CANDIDATES, *(c + auto.UNCORRECTED for c in AUTO_CANDIDATES)}  # bias correction on and off
+    assert set(chosen["snr_db"]) == set(chosen["program_snr_db"]) == candidates
     assert chosen["judged_by"] == "program"
-    assert chosen["program_snr_db"][chosen["chosen"]] == max(chosen["program_snr_db"].values())
+    name = chosen["chosen"] + ("" if chosen["bias_corrected"] else auto.UNCORRECTED)
+    assert chosen["program_snr_db"][name] == max(chosen["program_snr_db"].values())
+    assert ("bias_correction" in record) == chosen["bias_corrected"]
 
 
 def _linear_ep() -> tuple[torch.export.ExportedProgram, list[tuple[torch.Tensor]]]:

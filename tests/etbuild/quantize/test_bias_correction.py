@@ -82,7 +82,7 @@ def _layer_means(gm: torch.fx.GraphModule, names: set[str], samples: Samples) ->
 
 def test_each_corrected_layer_has_the_float_graphs_channel_means(built: Built) -> None:
     ep, calibration, model = built.ep, built.calibration, built.corrected
-    records = flow.corrections(model)
+    records = flow.corrections(model).records
     corrected = {r["node"] for r in records}
     assert len(corrected) == 5  # four convolutions and the head (16 samples: 16 values a channel)
     assert {r["module"] for r in records} >= {"stem", "dw1", "pw", "dw2", "head"}
@@ -106,7 +106,7 @@ def test_held_out_outputs_come_closer_to_float(built: Built) -> None:
 
 def test_biases_are_the_only_constants_that_change(built: Built) -> None:
     plain, corrected = built.plain, built.corrected
-    biases = {r["node"] for r in flow.corrections(corrected)}
+    biases = {r["node"] for r in flow.corrections(corrected).records}
     bias_targets = {n.args[2].target for n in corrected.graph.nodes if n.name in biases}
     before, after = dict(plain.named_parameters()), dict(corrected.named_parameters())
     before |= dict(plain.named_buffers())
@@ -118,13 +118,13 @@ def test_biases_are_the_only_constants_that_change(built: Built) -> None:
 
 def test_a_channel_with_too_few_values_is_left_alone(built: Built) -> None:
     few = built.calibration[: bias_correction.MIN_VALUES - 1]
-    records = flow.corrections(flow.quantize(built.ep, _plan(True), few))
+    records = flow.corrections(flow.quantize(built.ep, _plan(True), few)).records
     assert "head" not in {r["module"] for r in records}  # one value a sample: 15 < MIN_VALUES
     assert {"stem", "dw1"} <= {r["module"] for r in records}  # 144 positions a sample
 
 
 def test_dynamic_layers_are_not_corrected_and_off_means_none(built: Built) -> None:
-    assert flow.corrections(flow.quantize(built.ep, _plan(True, "int8-dynamic"), built.calibration)) == []
+    assert flow.corrections(flow.quantize(built.ep, _plan(True, "int8-dynamic"), built.calibration)).records == []
     assert flow.corrections(built.plain) is None
 
 
@@ -168,5 +168,17 @@ def test_a_bias_two_calls_share_is_left_alone() -> None:
     torch.manual_seed(0)
     samples = [(torch.rand(1, 4, 8, 8),) for _ in range(4)]
     ep = torch.export.export(Twice().eval(), samples[0])
-    records = flow.corrections(flow.quantize(ep, _plan(True), samples))
+    records = flow.corrections(flow.quantize(ep, _plan(True), samples)).records
     assert [r["module"] for r in records] == ["last"]
+
+
+def test_corrections_undo_and_redo_exactly(built: Built) -> None:
+    corrections = flow.corrections(built.corrected)
+    corrected = {k: v.clone() for k, v in built.corrected.named_parameters()}
+    plain = dict(built.plain.named_parameters())
+    try:
+        corrections.use(built.corrected, False)
+        assert all(torch.equal(v, plain[k]) for k, v in built.corrected.named_parameters())
+    finally:
+        corrections.use(built.corrected, True)
+    assert all(torch.equal(v, corrected[k]) for k, v in built.corrected.named_parameters())
