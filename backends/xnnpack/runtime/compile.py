@@ -1,5 +1,9 @@
 """Compile a decoded delegate graph once: checked values, one Op per node, order, externals, views.
 
+A node that repeats an earlier one (same kind, inputs and parameters, its output on the same grid and not
+external) is not built: its readers read the earlier node's output (export_llm's q, k and v products each
+quantize the same normalised row with a Convert of their own).
+
 The result (`Compiled`) is what a delegate handle binds to arrays: the ops in execution order
 with each output's rounding (grid and fused clamp), the external inputs and outputs by
 argument position, and for every computed value the value whose storage it shares (a
@@ -8,6 +12,7 @@ reshape or a copy without rounding is a view of its input).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from dataclasses import dataclass, field
@@ -40,7 +45,7 @@ class Compiled:
 
 def compile_graph(graph: g.XNNGraph, values: dict[int, Value]) -> Compiled:
     """Build every node's Op, check the graph's order and externals, and find the views."""
-    built = [_build(xnode, k, values) for k, xnode in enumerate(graph.xnodes)]
+    built = [_build(xnode, k, values) for k, xnode in distinct_nodes(graph.xnodes, values)]
     ops = [op for op, _ in built]
     codes = _row_codes(ops, values)
     snaps = [[_snap(op, values[o], values, lo, hi, codes.get(o)) for o in op.outputs] for op, (lo, hi) in built]
@@ -51,6 +56,60 @@ def compile_graph(graph: g.XNNGraph, values: dict[int, Value]) -> Compiled:
     compiled = Compiled(values, ops, snaps, inputs, outputs, positions)
     compiled.root = _roots(compiled)
     return compiled
+
+
+def distinct_nodes(xnodes: list[g.XNode], values: dict[int, Value]) -> list[tuple[int, g.XNode]]:
+    """The nodes (with their index) but those repeating an earlier node, later inputs renamed to the kept outputs.
+
+    Values are written once, so two nodes of one kind reading the same inputs with the same parameters compute
+    the same numbers; a repeat is dropped only when its output and the kept one are computed, not external,
+    and of the same datatype, dims and grid.
+    """
+    writes = Counter(v for x in xnodes if x.node is not None for v in _outputs(x.node))
+    alias: dict[int, int] = {}
+    first: dict[tuple[object, ...], int] = {}
+    kept: list[tuple[int, g.XNode]] = []
+    for k, xnode in enumerate(xnodes):
+        if alias and xnode.node is not None:
+            xnode = dataclasses.replace(xnode, node=_renamed(xnode.node, alias))
+        key = _node_key(xnode, values)
+        if key is not None and writes[xnode.node.output_id] == 1:  # type: ignore[union-attr]
+            out = xnode.node.output_id  # type: ignore[union-attr]
+            earlier = first.setdefault(key, out)
+            if earlier != out:
+                alias[out] = earlier
+                continue
+        kept.append((k, xnode))
+    return kept
+
+
+def _node_key(xnode: g.XNode, values: dict[int, Value]) -> tuple[object, ...] | None:
+    """What makes a node's output what it is: kind, fields but the output id, clamp, output value; None when
+    the node may not be merged (no single output id, or an output that is external, constant or unknown)."""
+    body = xnode.node
+    out = values.get(getattr(body, "output_id", None))  # type: ignore[arg-type]
+    if body is None or out is None or out.external_id is not None or out.constant is not None:
+        return None
+    fields = tuple((f.name, _frozen(getattr(body, f.name))) for f in dataclasses.fields(body) if f.name != "output_id")
+    mm = xnode.output_min_max
+    clamp = None if mm is None else (mm.output_min, mm.output_max)
+    return type(body).__name__, fields, clamp, out.datatype, out.dims, out.grid, out.flags
+
+
+def _outputs(body: g.NodeBody) -> list[int]:
+    return [getattr(body, f.name) for f in dataclasses.fields(body) if f.name.startswith("output")]
+
+
+def _frozen(field_value: object) -> object:
+    return tuple(field_value) if isinstance(field_value, list) else field_value
+
+
+def _renamed(body: g.NodeBody, alias: dict[int, int]) -> g.NodeBody:
+    """The node body with each input id that names a dropped output replaced by the kept one."""
+    changes = {f.name: alias[v] for f in dataclasses.fields(body)
+               if f.name.endswith("_id") and not f.name.startswith("output")
+               and (v := getattr(body, f.name)) in alias}
+    return dataclasses.replace(body, **changes) if changes else body
 
 
 def _build(xnode: g.XNode, k: int, values: dict[int, Value]) -> tuple[Op, tuple[float, float]]:
