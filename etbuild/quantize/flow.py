@@ -96,8 +96,9 @@ CORRECTIONS = "etbuild_bias_corrections"
 
 def quantize(ep: ExportedProgram, plan: Plan, samples: Sequence[tuple[Any, ...]]) -> GraphModule:
     """The converted graph of `ep` under `plan`, calibrated (and, with `plan.bias_correction`,
-    its biases corrected) on `samples`."""
-    if not plan.bias_correction:
+    its biases corrected) on `samples`. A method that writes its state is not corrected: the
+    samples run side by side there, and their writes would interleave."""
+    if not plan.bias_correction or mutated_buffers(ep):
         return converted(prepared(ep, plan, samples), plan)
     float_means = bias_correction.ChannelMeans.empty()
     model = converted(prepared(ep, plan, samples, float_means), plan)

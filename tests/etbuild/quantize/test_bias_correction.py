@@ -182,3 +182,23 @@ def test_corrections_undo_and_redo_exactly(built: Built) -> None:
     finally:
         corrections.use(built.corrected, True)
     assert all(torch.equal(v, corrected[k]) for k, v in built.corrected.named_parameters())
+
+
+class Counting(torch.nn.Module):
+    """A method that writes its state (a call counter) besides an int8 layer."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.register_buffer("calls", torch.zeros(1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls.add_(1)
+        return self.fc(x) + self.calls
+
+
+def test_a_method_that_writes_its_state_is_not_corrected() -> None:
+    torch.manual_seed(0)
+    samples = [(torch.rand(32, 8),) for _ in range(4)]
+    ep = torch.export.export(Counting().eval(), samples[0])
+    assert flow.corrections(flow.quantize(ep, _plan(True), samples)) is None
