@@ -17,6 +17,7 @@ from etbuild.recipe import load_recipe
 from etbuild.stages.export import run_export
 from etbuild.stages.quantize import run_quantize
 from tests.etbuild.quantize.test_auto import MLP
+from tests.etbuild.quantize.test_calibration import RunningTotal
 
 
 class Depthwise(torch.nn.Module):
@@ -184,21 +185,11 @@ def test_corrections_undo_and_redo_exactly(built: Built) -> None:
     assert all(torch.equal(v, corrected[k]) for k, v in built.corrected.named_parameters())
 
 
-class Counting(torch.nn.Module):
-    """A method that writes its state (a call counter) besides an int8 layer."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = torch.nn.Linear(8, 8)
-        self.register_buffer("calls", torch.zeros(1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        self.calls.add_(1)
-        return self.fc(x) + self.calls
-
-
 def test_a_method_that_writes_its_state_is_not_corrected() -> None:
     torch.manual_seed(0)
-    samples = [(torch.rand(32, 8),) for _ in range(4)]
-    ep = torch.export.export(Counting().eval(), samples[0])
+    samples = [(torch.rand(32, 4),) for _ in range(4)]
+    ep = torch.export.export(RunningTotal().eval(), samples[0])
     assert flow.corrections(flow.quantize(ep, _plan(True), samples)) is None
+    assert flow.corrections(flow.quantize(ep, _plan(False), samples)) is None
+    stateless = torch.export.export(RunningTotal().linear.eval(), samples[0])
+    assert flow.corrections(flow.quantize(stateless, _plan(True), samples)).records  # the same layer alone is
