@@ -2,7 +2,7 @@
 
     python benchmarks/llm.py [--work DIR] [--json out.json] [--tokens 64] [--prompt 64] [--max-prefill 128]
                              [--attention custom] [--flows etbuild export_llm] [--settings fp32 8da4w]
-                             [--architectures llama qwen2 qwen3]
+                             [--architectures llama qwen2 qwen3] [--weights rounded gptq]
 
 Per architecture (--architectures: Llama 3 with GQA and an untied head, Qwen2 with q/k/v biases and tied
 embeddings, Qwen3 with q/k norms and tied embeddings), a Hugging Face checkpoint (random weights, seeded;
@@ -15,7 +15,9 @@ of the whole build, including etbuild's verify), then each `.pte` runs in ExecuT
 `TextLLMRunner` in a fresh process with one thread: a fixed prompt of --prompt tokens, --tokens new
 tokens, greedy; the runner's own prefill and decode tokens/s. Greedy ids come from `forward` in
 ExecuTorch's runtime, compared with Hugging Face's generate(do_sample=False); next-token agreement
-with the float HF model over a fixed 128-token sequence (teacher forced) for both programs.
+with the float HF model over a fixed 128-token sequence (teacher forced) for both programs, and the logits' SNR
+(dB) against it; the same two over a held-out sequence (another seed) as `heldout_agreement` / `heldout_snr_db`.
+`--weights` sets ours' `quantize.weights` (unset: the recipe default).
 """
 
 from __future__ import annotations
@@ -128,15 +130,31 @@ def meta_params(config: dict[str, Any]) -> dict[str, Any]:
             "rope_theta": config["rope_theta"], "use_scaled_rope": False}
 
 
+def teacher_forced(hf: Any, sequence: list[int]) -> np.ndarray:
+    """The float HF model's next-token logits after each prefix of `sequence`."""
+    with torch.no_grad():
+        return torch.stack([hf(torch.tensor([sequence[: i + 1]])).logits[0, -1] for i in range(len(sequence))]).numpy()
+
+
+def scores(logits: np.ndarray, reference: np.ndarray, prefix: str = "") -> dict[str, float]:
+    """Next-token agreement with the float model and the logits' SNR (dB) against it."""
+    ref, noise = reference.astype(np.float64), (logits.astype(np.float64) - reference)
+    return {f"{prefix}agreement": round(float(np.mean(logits.argmax(-1) == reference.argmax(-1))), 4),
+            f"{prefix}snr_db": round(float(10 * np.log10(np.sum(ref**2) / np.sum(noise**2))), 2)}
+
+
 def build_ours(work: Path, folder: Path, setting: str, max_prefill: int = 128,
-               attention: str = "portable") -> tuple[Path, float]:
+               attention: str = "portable", weights: str | None = None) -> tuple[Path, float]:
     """A clean etbuild build; `max_prefill` > 1 is a dynamic forward (the prompt in one call)."""
     name = f"ours-{setting}"
     work.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(work / "build" / name, ignore_errors=True)  # a clean build
+    quantize = SETTINGS[setting].get("quantize")
+    if quantize is not None and weights is not None:
+        quantize = {**quantize, "weights": weights}
     recipe = write_llm_recipe(work, name, {"path": str(folder), "max_context": CONTEXT, "max_prefill": max_prefill},
                               llm={"attention": attention}, backends=[{"name": "xnnpack"}],
-                              verify={"agreement": 0.0}, **SETTINGS[setting])
+                              verify={"agreement": 0.0}, **({"quantize": quantize} if quantize else {}))
     start = time.perf_counter()
     result = build([recipe], work / "build", stream=io.StringIO())
     seconds = time.perf_counter() - start
@@ -243,6 +261,7 @@ def main() -> None:
     parser.add_argument("--flows", nargs="+", choices=["etbuild", "export_llm"], default=["etbuild", "export_llm"])
     parser.add_argument("--max-prefill", type=int, default=128, help="ours: longest chunk one call takes")
     parser.add_argument("--attention", choices=["portable", "custom"], default="custom", help="ours: llm.attention")
+    parser.add_argument("--weights", choices=["rounded", "gptq"], help="ours: quantize.weights (default: the recipe's)")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     for architecture in args.architectures:
@@ -261,27 +280,26 @@ def measure(args: argparse.Namespace, architecture: str) -> list[dict[str, Any]]
     text = ("the quick brown fox jumps over the lazy dog " * 40)
     prompt_text = tokenizer.decode(tokenizer.encode(text).ids[: args.prompt])
     hf = decoder(path=str(folder), max_context=CONTEXT, max_prefill=1).decoder.model
-    generator = torch.Generator().manual_seed(0)
-    sequence = torch.randint(3, config["vocab_size"], (128,), generator=generator).tolist()
-    with torch.no_grad():
-        reference = torch.stack([hf(torch.tensor([sequence[: i + 1]])).logits[0, -1]
-                                 for i in range(len(sequence))]).numpy()
+    sequence, heldout = (torch.randint(3, config["vocab_size"], (128,), generator=torch.Generator().manual_seed(seed))
+                         .tolist() for seed in (0, 1))
+    reference, heldout_reference = teacher_forced(hf, sequence), teacher_forced(hf, heldout)
     expected = hf_greedy(hf, sequence[:8], 32)
     rows = []
     for setting in args.settings:
         for flow in args.flows:
             work = args.work / architecture / flow
             if flow == "etbuild":
-                pte, seconds = build_ours(work, folder, setting, args.max_prefill, args.attention)
+                pte, seconds = build_ours(work, folder, setting, args.max_prefill, args.attention, args.weights)
             else:
                 pte, seconds = build_export_llm(work, folder, setting, ARCHITECTURES[architecture]["model_class"])
             logits, greedy = forward_checks(pte, sequence, 8, 32, work)
+            heldout_logits, _ = forward_checks(pte, heldout, 8, 0, work)
             speed = runner_speed(pte, folder / "tokenizer.json", prompt_text, args.tokens)
             rows.append({
                 "architecture": architecture, "parameters": sum(t.numel() for t in hf.parameters()),
                 "setting": setting, "flow": flow, "build_s": round(seconds, 1), "pte_bytes": pte.stat().st_size,
                 "greedy_match": sum(a == b for a, b in zip(greedy, expected)),
-                "agreement": round(float(np.mean(logits.argmax(-1) == reference.argmax(-1))), 4),
+                **scores(logits, reference), **scores(heldout_logits, heldout_reference, "heldout_"),
                 "prefill_tok_s": speed["prefill_token_per_sec"], "decode_tok_s": speed["decode_token_per_sec"],
                 "prompt_tokens": speed["prompt_tokens"], "generated_tokens": speed["generated_tokens"],
                 "load_average": Path("/proc/loadavg").read_text().split()[:3],
