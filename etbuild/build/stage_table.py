@@ -130,9 +130,9 @@ def allowlist_files(recipe: Recipe) -> list[Path]:
 
 
 def calibration_files(recipe: Recipe) -> list[Path]:
-    """The calibration data file of `quantize`, if the recipe names one."""
-    data = recipe.quantize.calibration.data if recipe.quantize else None
-    return [data] if data else []
+    """The calibration data file and text of `quantize`, if the recipe names them."""
+    cfg = recipe.quantize.calibration if recipe.quantize else None
+    return [path for path in (cfg.data, cfg.text) if path] if cfg else []
 
 
 SECTION_FILES: dict[str, Callable[[Recipe], list[Path]]] = {

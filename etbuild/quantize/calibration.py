@@ -1,5 +1,5 @@
 """The inputs a method is calibrated on: the arrays of `quantize.calibration.data`, or samples
-drawn from the recipe's inputs.
+drawn from the recipe's inputs (a language model's: token sequences, `etbuild.llm.calibration`).
 
 The `.npz` holds one array per input, named `in0`, `in1`, … (`<method>.in0`, … when the
 recipe has several methods), each stacking the samples along a new leading axis: an input
@@ -19,6 +19,7 @@ import torch
 
 from etbuild.model import TORCH_DTYPES, sample_inputs
 from etbuild.recipe import InputSpec, MethodSpec, Recipe
+from etbuild.recipe.llm import is_llm
 
 DATA_KEY = "quantize.calibration.data"
 
@@ -26,6 +27,10 @@ DATA_KEY = "quantize.calibration.data"
 def calibration_inputs(recipe: Recipe, method: str) -> list[tuple[torch.Tensor, ...]]:
     """The calibration samples of one method, as input tuples."""
     cfg = recipe.quantize.calibration if recipe.quantize else None
+    if is_llm(recipe) and (cfg is None or cfg.data is None):
+        from etbuild.llm.calibration import calibration_calls
+
+        return list(calibration_calls(recipe))
     if cfg is None or cfg.data is None:
         samples, seed = (cfg.samples, cfg.seed) if cfg else (1, 0)
         return sample_inputs(recipe, samples, seed, method)

@@ -2,7 +2,8 @@
 convert → weight rewrites → re-export.
 
 `Plan` says what to quantize; `quantize(ep, plan, samples)` gives the converted GraphModule
-(fake-quantized: it computes what the program will; with `plan.bias_correction`, its int8-static
+(fake-quantized: it computes what the program will; with `plan.weights` gptq, its int4 linears' rounding
+compensated on the same samples; with `plan.bias_correction`, its int8-static
 layers' biases corrected on the same samples, the record in `corrections(model)`), and `reexport` turns it back into an
 ExportedProgram for the lower stage. `float_reference(ep)` is the same capture with the
 conv/BatchNorm folding prepare applies and nothing quantized: the float graph the report
@@ -20,13 +21,18 @@ import torch
 from torch.export import ExportedProgram
 from torch.fx import GraphModule, Node
 
-from etbuild.quantize import bias_correction, weights
+from etbuild.quantize import bias_correction, gptq, weights
 from etbuild.quantize.ao import convert_pt2e, prepare_pt2e
 from etbuild.quantize.modules import SchemeMap
 from etbuild.quantize.quantizer import Choices, EtbuildQuantizer
 from etbuild.quantize.schemes import DYNAMIC, FLOAT, INT4
 
 EMBEDDING_BITS = {"int8": 8, "int4": 4}
+ROUNDED, GPTQ = "rounded", "gptq"
+WEIGHTS = (ROUNDED, GPTQ)
+"""How int4 linear weights are quantized: each group's values rounded to the nearest level (scales by a
+clipping search), or GPTQ (`etbuild.quantize.gptq`: rounding errors compensated on the calibration inputs)."""
+HESSIANS = "etbuild_gptq_hessians"
 
 
 @dataclass(frozen=True)
@@ -40,6 +46,7 @@ class Plan:
     embeddings: str | None = None
     choices: Choices = field(default_factory=Choices)
     bias_correction: bool = False
+    weights: str = ROUNDED
 
     @property
     def keep_float(self) -> frozenset[str]:
@@ -66,28 +73,39 @@ def float_reference(ep: ExportedProgram) -> GraphModule:
 def prepared(ep: ExportedProgram, plan: Plan, samples: Sequence[tuple[Any, ...]],
              float_means: bias_correction.ChannelMeans | None = None) -> GraphModule:
     """The annotated, observed graph after running `samples` through it (adding the float outputs
-    of the layers bias correction reads to `float_means`, when given)."""
+    of the layers bias correction reads to `float_means`, when given; with `plan.weights` gptq,
+    recording the inputs of its int4 linears, for `converted`)."""
     model = prepare_pt2e(captured(ep), plan.quantizer())
-    with torch.no_grad():
+    wanted = (lambda n: _int4(plan, n)) if plan.weights == GPTQ else (lambda n: False)
+    with gptq.recording(model, wanted) as hessians, torch.no_grad():
         for sample in samples:
             if float_means is None:
                 model(*sample)
             else:
                 bias_correction.MeanRecorder(model, float_means).run(*sample)
+    if hessians.inputs:
+        model.meta[HESSIANS] = hessians
     return model
 
 
 def converted(observed: GraphModule, plan: Plan) -> GraphModule:
     """The quantized graph of an observed one, which it consumes: convert works in place, and
     a deep copy would not do (the copy's annotations still name the original's nodes)."""
+    hessians = observed.meta.pop(HESSIANS, None)
     model = convert_pt2e(observed)
-    weights.int4_linears(model, lambda n: plan.scheme_of(n) == INT4, plan.group_size)
+    quantizer = gptq.quantizer(hessians) if hessians is not None else None
+    weights.int4_linears(model, lambda n: plan.scheme_of(n) == INT4, plan.group_size, quantizer)
     weights.per_token_inputs(model, lambda n: plan.schemes.scheme_of(n) == INT4 and plan.scheme_of(n) == DYNAMIC)
     if plan.embeddings is not None:
         bits = EMBEDDING_BITS[plan.embeddings]
         weights.embeddings(model, bits, lambda n: plan.scheme_of(n) != FLOAT, plan.group_size)
     weights.drop_unused_constants(model)
     return model
+
+
+def _int4(plan: Plan, node: Node) -> bool:
+    """Whether `node` is a linear the plan gives int4 weights."""
+    return node.op == "call_function" and node.target is torch.ops.aten.linear.default and plan.scheme_of(node) == INT4
 
 
 CORRECTIONS = "etbuild_bias_corrections"

@@ -55,13 +55,21 @@ def group_quantize(
     of the group has the least squared error (clipping a rare large value can cost less than the
     coarser steps that keep it)."""
     qmin, qmax = qrange
-    rows, columns = weight.shape
-    groups = weight.detach().float().reshape(rows, columns // group_size, group_size)
-    full = torch.maximum(groups.amax(-1) / qmax, groups.amin(-1) / qmin).clamp(min=EPS)
-    scales = _fitted(groups, full, qrange, bf16_scales) if fit else _rounded(full, bf16_scales)
+    scales = group_scales(weight, group_size, qrange, bf16_scales, fit)
     zeros = torch.zeros_like(scales, dtype=torch.int64)
     q = qd.quantize_per_channel_group(weight.detach().float(), scales, zeros, qmin, qmax, torch.int8, group_size)
     return q, scales
+
+
+def group_scales(weight: torch.Tensor, group_size: int, qrange: tuple[int, int], bf16_scales: bool = False,
+                 fit: bool = True) -> torch.Tensor:
+    """The float32 scales (rows, columns // group_size) `group_quantize` gives `weight` (a trailing
+    partial group is ignored)."""
+    qmin, qmax = qrange
+    rows, columns = weight.shape
+    groups = weight.detach().float()[:, : columns // group_size * group_size].reshape(rows, -1, group_size)
+    full = torch.maximum(groups.amax(-1) / qmax, groups.amin(-1) / qmin).clamp(min=EPS)
+    return _fitted(groups, full, qrange, bf16_scales) if fit else _rounded(full, bf16_scales)
 
 
 def _rounded(scales: torch.Tensor, bf16_scales: bool) -> torch.Tensor:
@@ -115,17 +123,26 @@ def _weight(gm: GraphModule, node: Node, index: int) -> torch.Tensor | None:
     return value if value.is_floating_point() and value.dim() == 2 else None
 
 
+WeightQuantizer = Callable[[Node, torch.Tensor, int, tuple[int, int]], tuple[torch.Tensor, torch.Tensor] | None]
+"""Quantizes the weight of a linear node in groups of a size to a range: int8 values and scales, or
+None for plain rounding (`group_quantize`, fitted, bfloat16 scales); GPTQ is one (`etbuild.quantize.gptq`)."""
+
+
 def _dequantized(gm: GraphModule, node: Node, weight: torch.Tensor, group: int, qrange: tuple[int, int],
-                 bf16_scales: bool = False, fit: bool = False) -> Node:
-    """Nodes computing `weight` back from its int8 groups, inserted before `node`."""
-    q, scales = group_quantize(weight, group, qrange, bf16_scales, fit)
+                 bf16_scales: bool = False, fit: bool = False,
+                 quantized: tuple[torch.Tensor, torch.Tensor] | None = None) -> Node:
+    """Nodes computing `weight` back from its int8 groups (`quantized`, or those of `group_quantize`),
+    inserted before `node`."""
+    q, scales = quantized if quantized is not None else group_quantize(weight, group, qrange, bf16_scales, fit)
     with gm.graph.inserting_before(node):
         args = (_constant(gm, q), _constant(gm, scales), None, *qrange, torch.int8, group, torch.float32)
         return _call(gm, qd.dequantize_per_channel_group.default, args, node)
 
 
-def int4_linears(gm: GraphModule, wanted: Callable[[Node], bool], group_size: int) -> int:
-    """Rewrite each wanted linear with a constant weight to int4 weights and int8 per-token inputs; the count."""
+def int4_linears(gm: GraphModule, wanted: Callable[[Node], bool], group_size: int,
+                 quantizer: WeightQuantizer | None = None) -> int:
+    """Rewrite each wanted linear with a constant weight to int4 weights (by `quantizer` when it gives them)
+    and int8 per-token inputs; the count."""
     count = 0
     for node in list(gm.graph.nodes):
         weight = _weight(gm, node, 1) if node.target is aten.linear.default and wanted(node) else None
@@ -137,7 +154,8 @@ def int4_linears(gm: GraphModule, wanted: Callable[[Node], bool], group_size: in
                 f"quantize.group_size {group_size}; choose a group size that divides it"
             )
         xdq = _per_token(gm, node.args[0], node)
-        wq = _dequantized(gm, node, weight, group_size, INT4_RANGE, bf16_scales=True, fit=True)
+        quantized = quantizer(node, weight, group_size, INT4_RANGE) if quantizer is not None else None
+        wq = _dequantized(gm, node, weight, group_size, INT4_RANGE, bf16_scales=True, fit=True, quantized=quantized)
         node.args = (xdq, wq, *node.args[2:])
         count += 1
     return count

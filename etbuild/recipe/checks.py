@@ -156,9 +156,9 @@ def _check_dim(doc: Doc, path: KeyPath, shape_path: KeyPath, shape: list[int]) -
 
 
 def _check_quantize(doc: Doc) -> None:
-    """Calibration goes with int8-static and group_size with int4 (as the scheme or a module's
-    override, or int4 embeddings); int4 linear weights need the xnnpack backend; calibration
-    data or samples; accuracy names one gate."""
+    """Calibration goes with int8-static or gptq weights, group_size with int4 (as the scheme or a
+    module's override, or int4 embeddings) and weights with int4 linears; int4 linear weights need the
+    xnnpack backend; calibration data or samples; accuracy names one gate."""
     quantize = doc.data.get("quantize")
     if quantize is None:
         return
@@ -166,9 +166,12 @@ def _check_quantize(doc: Doc) -> None:
     _check_int4_backend(doc, quantize)
     int4 = INT4_SCHEME in schemes or quantize.get("embeddings") == "int4"
     where = "in quantize.scheme or quantize.modules"
-    _check_used_with(doc, "calibration", STATIC_SCHEME in schemes, f"scheme {STATIC_SCHEME} ({where})")
+    gptq = INT4_SCHEME in schemes and quantize.get("weights", default("quantize", "weights")) == "gptq"
+    _check_used_with(doc, "calibration", STATIC_SCHEME in schemes or gptq,
+                     f"scheme {STATIC_SCHEME} ({where}) or weights gptq")
     int4_what = f"int4 weights (scheme {INT4_SCHEME} {where}, or embeddings int4)"
     _check_used_with(doc, "group_size", int4, int4_what)
+    _check_used_with(doc, "weights", INT4_SCHEME in schemes, f"int4 linear weights (scheme {INT4_SCHEME} {where})")
     _check_one_of(doc, ("quantize", "calibration"), ("data", "samples"), required=False)
     _check_one_of(doc, ("quantize", "accuracy"), ("min_snr_db", "top1_agreement"), required=True)
 

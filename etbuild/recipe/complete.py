@@ -110,6 +110,8 @@ def _normalize_files(data: dict[str, Any], doc: Doc) -> None:
     calibration = (data["quantize"] or {}).get("calibration", {})
     if calibration.get("data") is not None:
         calibration["data"] = _absolute(doc, ("quantize", "calibration", "data"), calibration["data"])
+    if calibration.get("text") is not None:
+        calibration["text"] = _absolute(doc, ("quantize", "calibration", "text"), calibration["text"])
     _normalize_allow(data["operators"], doc)
 
 
@@ -204,8 +206,10 @@ def _quantize(quantize: dict[str, Any]) -> QuantizeConfig:
         per_channel=quantize["per_channel"],
         group_size=quantize["group_size"],
         embeddings=quantize["embeddings"],
+        weights=quantize["weights"],
         calibration=CalibrationConfig(data, calibration["samples"], calibration["seed"], calibration["observer"],
-                                      calibration["bias_correction"]),
+                                      calibration["bias_correction"],
+                                      None if calibration["text"] is None else Path(calibration["text"])),
         modules=tuple(ModuleOverride(**item) for item in quantize["modules"]),
         accuracy=None if accuracy is None else AccuracyConfig(**accuracy),
     )

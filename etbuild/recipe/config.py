@@ -139,13 +139,15 @@ class CalibrationConfig:
     """Calibration inputs for int8-static: the arrays of `data` (an .npz, absolute once loaded),
     or, when `data` is None, `samples` inputs drawn from the recipe's inputs with `seed`; and the
     `observer` that turns what they produce into activation ranges; `bias_correction` recentres each
-    int8-static layer's mean output per channel on the float model's (`etbuild.quantize.bias_correction`)."""
+    int8-static layer's mean output per channel on the float model's (`etbuild.quantize.bias_correction`);
+    `text` (absolute once loaded) is a language model's calibration text (`etbuild.llm.calibration`)."""
 
     data: Path | None = default("quantize", "calibration", "data")
     samples: int = default("quantize", "calibration", "samples")
     seed: int = default("quantize", "calibration", "seed")
     observer: str = default("quantize", "calibration", "observer")
     bias_correction: bool = default("quantize", "calibration", "bias_correction")
+    text: Path | None = default("quantize", "calibration", "text")
 
 
 @dataclass(frozen=True)
@@ -179,6 +181,7 @@ class QuantizeConfig:
     per_channel: bool = default("quantize", "per_channel")
     group_size: int = default("quantize", "group_size")
     embeddings: str | None = default("quantize", "embeddings")
+    weights: str = default("quantize", "weights")
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
     modules: tuple[ModuleOverride, ...] = ()
     accuracy: AccuracyConfig | None = None

@@ -14,6 +14,7 @@ without config.json, `max_prefill` past `max_context`) is a RecipeError here.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -48,7 +49,7 @@ def expand_llm(doc: Doc) -> None:
         if key in model:
             raise _error(doc, ("model", key), f"expected no model.{key} beside model.llm (it gives the model)")
     kwargs = {**_source(doc, llm), **_lengths(doc, llm), **_section(doc)}
-    vocab = _vocab(kwargs)
+    vocab = vocab_size(kwargs)
     added: dict[str, Any] = {
         "factory": FACTORY,
         "kwargs": kwargs,
@@ -138,12 +139,12 @@ def _section(doc: Doc) -> dict[str, Any]:
     return out
 
 
-def _vocab(kwargs: dict[str, Any]) -> int:
+def vocab_size(kwargs: Mapping[str, Any]) -> int:
     """The vocabulary size, to bound random token ids (2 when the config does not say)."""
     config = kwargs["config"]
     if config is None:
         config = json.loads((Path(kwargs["path"]) / "config.json").read_text())
-    vocab = config.get("vocab_size") if isinstance(config, dict) else None
+    vocab = config.get("vocab_size") if isinstance(config, Mapping) else None
     return vocab if isinstance(vocab, int) and vocab >= 2 else 2
 
 

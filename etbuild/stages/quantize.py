@@ -70,7 +70,7 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
     """Quantize one method and measure it on the verify samples."""
     cfg = _config(recipe)
     plan = flow.Plan(schemes, cfg.per_channel, cfg.group_size, cfg.embeddings,
-                     bias_correction=cfg.calibration.bias_correction)
+                     bias_correction=cfg.calibration.bias_correction, weights=cfg.weights)
     inputs = fallback.Inputs(calibration_inputs(recipe, method),
                              sample_inputs(recipe, recipe.verify.samples, recipe.verify.seed, method))
     gate = cfg.accuracy
@@ -151,7 +151,7 @@ def _settings(cfg: QuantizeConfig) -> dict[str, Any]:
         k: v for k, v in (("min_snr_db", accuracy.min_snr_db), ("top1_agreement", accuracy.top1_agreement),
                           ("fallback", accuracy.fallback)) if v is not None}
     return {"scheme": cfg.scheme, "per_channel": cfg.per_channel, "group_size": cfg.group_size,
-            "embeddings": cfg.embeddings, "accuracy": gate,
+            "embeddings": cfg.embeddings, "weights": cfg.weights, "accuracy": gate,
             "observer": cfg.calibration.observer, "bias_correction": cfg.calibration.bias_correction,
             "overrides": [{k: v for k, v in (("module", o.module), ("scheme", o.scheme), ("observer", o.observer))
                            if v is not None} for o in cfg.modules]}
