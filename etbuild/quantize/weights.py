@@ -186,8 +186,10 @@ def per_token_inputs(gm: GraphModule, wanted: Callable[[Node], bool]) -> int:
     return count
 
 
-def embeddings(gm: GraphModule, bits: int, wanted: Callable[[Node], bool], group_size: int) -> int:
-    """Store each wanted embedding table with a constant weight as int8 or int4; the count."""
+def embeddings(gm: GraphModule, bits: int, wanted: Callable[[Node], bool], group_size: int,
+               fit: bool = False) -> int:
+    """Store each wanted embedding table with a constant weight as int8 or int4 (with `fit`, each
+    group's scale by the clipping search, as int4 linears'); the count."""
     qrange = INT8_RANGE if bits == 8 else INT4_RANGE
     count = 0
     for node in list(gm.graph.nodes):
@@ -199,7 +201,7 @@ def embeddings(gm: GraphModule, bits: int, wanted: Callable[[Node], bool], group
             raise StageError(f"embedding {module_path(node) or node.name} has an odd row length {columns}; "
                              "int4 tables pack two values per byte")
         group = group_size if bits == 4 and columns % group_size == 0 else columns
-        node.args = (_dequantized(gm, node, weight, group, qrange), *node.args[1:])
+        node.args = (_dequantized(gm, node, weight, group, qrange, fit=fit), *node.args[1:])
         count += 1
     return count
 

@@ -216,7 +216,7 @@ def test_group_size_is_a_power_of_two() -> None:
 def test_calibration_only_with_a_static_scheme() -> None:
     assert error_of(GOOD + "quantize: {scheme: int8-dynamic, calibration: {samples: 8}}\n") == (
         "recipes/x.yaml:5:34: quantize.calibration: expected calibration only with scheme int8-static"
-        " (in quantize.scheme or quantize.modules); got scheme int8-dynamic"
+        " (in quantize.scheme or quantize.modules) or weights gptq; got scheme int8-dynamic"
     )
 
 
@@ -282,3 +282,23 @@ def test_zero_sizes_are_refused_at_load() -> None:
         "recipes/x.yaml:6:36: memory.rules[0].max_bytes: expected a size in bytes: a positive integer or"
         " a string like '4KiB' (suffix B, KiB, MiB or GiB); got '0KiB'"
     )
+
+
+def test_weights_only_with_int4_linears() -> None:
+    assert error_of(GOOD + "quantize: {scheme: int8-static, weights: gptq}\n") == (
+        "recipes/x.yaml:5:33: quantize.weights: expected weights only with int4 linear weights (scheme"
+        " int8-dynamic-int4-weight in quantize.scheme or quantize.modules); got scheme int8-static"
+    )
+
+
+@pytest.mark.usefixtures("supported")
+def test_calibration_with_int4_linears_only_for_gptq() -> None:
+    int4 = (GOOD + "backends: [{name: xnnpack}]\n"
+            "quantize: {scheme: int8-dynamic-int4-weight, weights: %s, calibration: {samples: 4, text: t.txt}}\n")
+    assert error_of(int4 % "rounded") == (
+        "recipes/x.yaml:6:64: quantize.calibration: expected calibration only with scheme int8-static"
+        " (in quantize.scheme or quantize.modules) or weights gptq; got scheme int8-dynamic-int4-weight"
+    )
+    quantize = load_recipe(write("g.yaml", int4 % "gptq")).quantize
+    assert quantize is not None and quantize.weights == "gptq" and quantize.calibration.samples == 4
+    assert quantize.calibration.text == (Path("recipes") / "t.txt").resolve()

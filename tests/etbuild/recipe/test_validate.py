@@ -241,3 +241,9 @@ def test_backend_option_names_are_identifiers() -> None:
         "recipes/x.yaml:5:38: backends[0].options.Min-Nodes: expected an option name of lowercase letters,"
         " digits and '_' that starts with a letter; got 'Min-Nodes'"
     )
+
+
+def test_bad_weights_method_suggests_the_nearest() -> None:
+    assert error_of(GOOD + "quantize: {scheme: int8-dynamic, weights: gptx}\n") == (
+        "recipes/x.yaml:5:43: quantize.weights: expected one of rounded, gptq; got 'gptx' — did you mean 'gptq'?"
+    )
