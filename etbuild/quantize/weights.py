@@ -17,8 +17,9 @@ the least squared error, `fit`), and values are rounded by torch's own
   fuses this pattern.
 - embeddings: `dequantize_per_channel_group` → `embedding`, int8 (range [-128, 127], one scale
   per row) or int4 (range [-8, 7], groups of `group_size` along the row when it divides the
-  row, else one per row; scales fitted by the same clipping search as int4 linears', float32). Lowering fuses the pair into ExecuTorch's `embedding_byte` /
-  `embedding_4bit` (`etbuild/lowering/quantized_embeddings.py`).
+  row, else one per row; scales fitted by the same clipping search as int4 linears', float32).
+  Lowering fuses the pair into ExecuTorch's `embedding_byte` / `embedding_4bit`
+  (`etbuild/lowering/quantized_embeddings.py`).
 """
 
 from __future__ import annotations
