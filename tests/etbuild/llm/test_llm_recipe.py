@@ -72,3 +72,16 @@ def test_a_config_json_that_is_not_json_is_a_recipe_error(tmp_path):
     (tmp_path / "ckpt" / "config.json").write_bytes(b"{\"architectures\": [\xff")
     with pytest.raises(RecipeError, match="model.llm.path: .*config.json is not JSON"):
         load_recipe(write_llm_recipe(tmp_path, "bad", {"path": "ckpt"}))
+
+
+def test_a_language_model_quantizes_int4_linears_with_gptq_unless_the_recipe_says(tmp_path):
+    int4 = {"scheme": "int8-dynamic-int4-weight", "group_size": 32, "embeddings": "int4"}
+    llm = {"config": TINY, "max_context": 64, "max_prefill": 16}
+    default = load_recipe(write_llm_recipe(tmp_path, "g", llm, quantize=int4, backends=[{"name": "xnnpack"}]))
+    assert default.quantize.weights == "gptq"
+    assert default.where("quantize.weights") == default.where("quantize.scheme")
+    rounded = load_recipe(write_llm_recipe(tmp_path, "r", llm, quantize={**int4, "weights": "rounded"},
+                                           backends=[{"name": "xnnpack"}]))
+    assert rounded.quantize.weights == "rounded"
+    static = load_recipe(write_llm_recipe(tmp_path, "s", llm, quantize={"scheme": "int8-dynamic"}))
+    assert static.quantize.weights == "rounded"  # no int4 linears: the schema's default
