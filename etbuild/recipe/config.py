@@ -181,10 +181,10 @@ class QuantizeConfig:
     per_channel: bool = default("quantize", "per_channel")
     group_size: int = default("quantize", "group_size")
     embeddings: str | None = default("quantize", "embeddings")
-    weights: str = default("quantize", "weights")
     calibration: CalibrationConfig = field(default_factory=CalibrationConfig)
     modules: tuple[ModuleOverride, ...] = ()
     accuracy: AccuracyConfig | None = None
+    weights: str = default("quantize", "weights")
 
 
 # ---------------------------------------------------------------------------- backends, memory

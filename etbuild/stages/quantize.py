@@ -9,7 +9,8 @@ standard pt2e q/dq form, see `etbuild.quantize.quantizer`), and `quantized/layer
 the layers kept float, and what the accuracy search chose).
 
 Per method: capture, annotate with etbuild's Quantizer, calibrate, convert (torchao's pt2e),
-rewrite int4 linear weights and embedding tables (with `observer: auto`, the calibration whose
+rewrite int4 linear weights (rounded, or GPTQ on the calibration inputs: `quantize.weights`) and
+embedding tables (with `observer: auto`, the calibration whose
 program, lowered with the recipe's backends and run in our runtime, is closest to float on the
 verify samples: `etbuild.quantize.program_judge`), measure against the float graph on the
 verify samples, and, when the gate fails with `accuracy.fallback: auto`, search observers per
