@@ -98,7 +98,7 @@ def converted(observed: GraphModule, plan: Plan) -> GraphModule:
     weights.per_token_inputs(model, lambda n: plan.schemes.scheme_of(n) == INT4 and plan.scheme_of(n) == DYNAMIC)
     if plan.embeddings is not None:
         bits = EMBEDDING_BITS[plan.embeddings]
-        weights.embeddings(model, bits, lambda n: plan.scheme_of(n) != FLOAT, plan.group_size, fit=bits == 4)
+        weights.embeddings(model, bits, lambda n: plan.scheme_of(n) != FLOAT, plan.group_size)
     weights.drop_unused_constants(model)
     return model
 

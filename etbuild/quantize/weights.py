@@ -17,9 +17,9 @@ the least squared error, `fit`), and values are rounded by torch's own
   fuses this pattern.
 - embeddings: `dequantize_per_channel_group` → `embedding`, int8 (range [-128, 127], one scale
   per row) or int4 (range [-8, 7], groups of `group_size` along the row when it divides the
-  row, else one per row; scales fitted by the same clipping search as int4 linears', float32).
-  Lowering fuses the pair into ExecuTorch's `embedding_byte` / `embedding_4bit`
-  (`etbuild/lowering/quantized_embeddings.py`).
+  row, else one per row; full-range scales: fitting them as int4 linears' are fitted did not
+  lift the LLM benchmark's SNR, docs/llm.md). Lowering fuses the pair into ExecuTorch's
+  `embedding_byte` / `embedding_4bit` (`etbuild/lowering/quantized_embeddings.py`).
 """
 
 from __future__ import annotations
@@ -187,10 +187,8 @@ def per_token_inputs(gm: GraphModule, wanted: Callable[[Node], bool]) -> int:
     return count
 
 
-def embeddings(gm: GraphModule, bits: int, wanted: Callable[[Node], bool], group_size: int,
-               fit: bool = False) -> int:
-    """Store each wanted embedding table with a constant weight as int8 or int4 (with `fit`, each
-    group's scale by the clipping search, as int4 linears'); the count."""
+def embeddings(gm: GraphModule, bits: int, wanted: Callable[[Node], bool], group_size: int) -> int:
+    """Store each wanted embedding table with a constant weight as int8 or int4; the count."""
     qrange = INT8_RANGE if bits == 8 else INT4_RANGE
     count = 0
     for node in list(gm.graph.nodes):
@@ -202,7 +200,7 @@ def embeddings(gm: GraphModule, bits: int, wanted: Callable[[Node], bool], group
             raise StageError(f"embedding {module_path(node) or node.name} has an odd row length {columns}; "
                              "int4 tables pack two values per byte")
         group = group_size if bits == 4 and columns % group_size == 0 else columns
-        node.args = (_dequantized(gm, node, weight, group, qrange, fit=fit), *node.args[1:])
+        node.args = (_dequantized(gm, node, weight, group, qrange), *node.args[1:])
         count += 1
     return count
 
