@@ -25,7 +25,7 @@ def test_gptq_lifts_the_8da4w_logit_snr_of_a_tiny_llama(tmp_path):
         assert layers["weights"] == weights
         reports[weights] = json.loads((tmp_path / "build" / weights / "verify.json").read_text())["llm"]
     ours, theirs = reports["gptq"], reports["gptq"].get("executorch")
-    assert ours["snr_db"] > reports["rounded"]["snr_db"] + 0.2  # 17.46 against 17.04 dB here (128 positions)
+    assert ours["snr_db"] > reports["rounded"]["snr_db"] + 0.2  # 17.30 against 16.72 dB here (128 positions)
     if theirs is not None:  # ExecuTorch's runtime, when the oracle is installed
         assert abs(theirs["snr_db"] - ours["snr_db"]) < 0.1
         assert theirs["snr_db"] > reports["rounded"]["executorch"]["snr_db"] + 0.2
