@@ -112,8 +112,9 @@ def gptq_quantize(weight: torch.Tensor, hessian: torch.Tensor, group_size: int, 
 
 @contextlib.contextmanager
 def _one_thread() -> Iterator[None]:
-    """Torch on one thread meanwhile: the column loop's many small ops (`round` most of all) run
-    hundreds of times slower when torch splits each over threads."""
+    """Torch on one thread meanwhile: the column loop runs thousands of small ops, which torch's
+    thread split made far slower (`round` of 8 K values: 11 ms on two threads, 2.5 µs on one, on 2
+    shared cores under load)."""
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
