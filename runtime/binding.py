@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -119,13 +120,14 @@ class Binder:
         if not features.CONTROL_FLOW or not any(isinstance(i.instr_args, _JUMPS) for i in instructions):
             self.aliaser = aliasing.Aliaser(self.plan, instructions, self.values.objects, self._info, self.rebound)
         steps = []
+        called = Counter(i.instr_args.delegate_index for i in instructions if isinstance(i.instr_args, fb.DelegateCall))
         for pc, ins in enumerate(instructions):
             a = ins.instr_args
             where = f"instruction {pc}"
             if isinstance(a, fb.KernelCall):
                 steps.append(self.kernel_step(a, where, pc))
             elif features.DELEGATES and isinstance(a, fb.DelegateCall):
-                steps.append(_delegate_step(self, a, where))
+                steps.append(_delegate_step(self, a, where, called[a.delegate_index] > 1))
             elif features.CONTROL_FLOW and isinstance(a, (fb.MoveCall, fb.JumpFalseCall)):
                 steps.append(control_flow.step(self.values, a, pc, instructions, where))
             else:  # FreeCall (check_instruction_indices rejected the rest): planned memory needs no freeing
@@ -268,8 +270,9 @@ def _number_store(store: Callable[[Any], None], slot: str, where: str) -> Callab
     return store_number
 
 
-def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str) -> Step:
-    """Call the delegate's handle; outputs whose arrays change (dynamic shapes) are stored back."""
+def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str, shared: bool = False) -> Step:
+    """Call the delegate's handle; outputs whose arrays change (dynamic shapes) are stored back. A delegate that no
+    other instruction calls runs its handle's steady step while its arrays stay the same (steady.DelegateCall)."""
     handle = binder.delegates.get(call.delegate_index)
     if handle is None:
         raise InvalidProgram(f"{where}: delegate index {call.delegate_index} is out of range")
@@ -279,6 +282,9 @@ def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str) -> Step:
     stores = [(k, binder.values.setter(args[p])) for k, p in enumerate(handle.output_positions)
               if args[p] in binder.rebound]
     objs = binder.values.objects
+    if not shared and hasattr(handle, "steady"):
+        binder.quiet = binder.quiet or bool(getattr(handle, "quiet", True))  # its steady step runs unguarded
+        return steady.DelegateCall(handle, objs, args, [i for i in args if i in binder.rebound], stores)
     if not features.LIVE_VALUES or binder.rebound.isdisjoint(args):
         fixed = tuple(objs[i] for i in args)  # a tuple: the handle may skip re-checking the same arrays
         return functools.partial(handle.execute, fixed)

@@ -13,6 +13,7 @@ and binds again for the next call. The bound step computes exactly what the kern
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -51,7 +52,7 @@ class Rebinding:
         if info.pure and ret is not None:
             tensors.append(ret)  # the result value must still hold the previous call's view
         self.tensors = tensors
-        self.key = _key(objects, tensors, others)
+        self.key = key_of(objects, tensors, others)
         self.seen: Any = None  # the key of the arguments bound to, lists copied
         self.held: list[Any] = []  # the arrays it holds: alive, so that no new array can take an id in `seen`
         self.bound: Step | None = None
@@ -76,9 +77,11 @@ class Rebinding:
             self.seen = tuple(list(k) if isinstance(k, list) else k for k in key) if isinstance(key, tuple) else key
 
 
-def _key(objects: list[Any], tensors: list[int], others: list[int]) -> Callable[[], Any]:
+def key_of(objects: list[Any], tensors: list[int], others: list[int]) -> Callable[[], Any]:
     """What identifies a call's varying arguments now: the ids of its arrays (by identity: an array's shape and
     memory are fixed for its life) and the values of its numbers and int lists."""
+    if not tensors and not others:
+        return tuple
     if len(tensors) == 1 and not others:
         (t,) = tensors
         return lambda: id(objects[t])
@@ -111,3 +114,43 @@ def _bound(info: KernelInfo, args: list[Any]) -> Step | None:
 def _plain(x: Any) -> Any:
     """A resizable (bounded) array as a plain ndarray view of the same memory; anything else as it is."""
     return x.view(np.ndarray) if isinstance(x, np.ndarray) and type(x) is not np.ndarray else x
+
+
+class DelegateCall:
+    """The step of one delegate call: the handle's steady step while the call's arrays stay the same objects.
+
+    A full call builds the tuple of the call's arrays, executes the handle on it and stores the outputs it resized.
+    When that stored nothing new (the outputs are the arrays passed), the next call with the very same objects
+    passes the very same tuple, so the handle's `steady(args)` (when it has one) is run instead: its bound steps
+    alone, no argument checks, no tuple, no stores, under the method's floating-point guard. `binds` counts the
+    full calls.
+    """
+
+    __slots__ = ("handle", "objects", "args", "stores", "key", "seen", "held", "bound", "binds")
+
+    def __init__(self, handle: Any, objects: list[Any], args: Sequence[int], varying: Sequence[int],
+                 stores: list[tuple[int, Store]]) -> None:
+        """varying: the arguments whose objects may change at run time; stores: (output k, its value's store)."""
+        self.handle, self.objects, self.args, self.stores = handle, objects, list(args), stores
+        self.key = key_of(objects, sorted(set(varying)), [])
+        self.seen: Any = None
+        self.held: list[Any] = []  # the arrays of the last full call: alive, so no new array takes an id in `seen`
+        self.bound: Step | None = None
+        self.binds = 0
+
+    def __call__(self) -> None:
+        if self.bound is not None and self.key() == self.seen:
+            self.bound()
+            return
+        self.bound = None
+        objects = self.objects
+        frozen = tuple(objects[i] for i in self.args)
+        results = self.handle.execute(frozen)
+        for k, store in self.stores:
+            store(results[k])
+        self.binds += 1
+        self.held = [objects[i] for i in self.args]
+        self.seen = self.key()
+        steady = getattr(self.handle, "steady", None)
+        if steady is not None and all(map(operator.is_, self.held, frozen)):
+            self.bound = steady(frozen)

@@ -142,3 +142,44 @@ def test_a_delegate_with_dynamic_arguments_is_prepared_once_per_shape(monkeypatc
         passed.append(handle._frozen)
     assert counts == [1, 2, 2, 2, 3, 4, 4]
     assert passed[2] is not None and passed[3] is passed[2] and passed[6] is passed[5]
+
+
+def _norm_linear_program() -> tuple[torch.nn.Module, bytes]:
+    from etbuild.pipeline import compile_exported
+    from etbuild.recipe import BackendConfig
+
+    model = NormLinear().eval()
+    n = torch.export.Dim("n", min=1, max=16)
+    exported = torch.export.export(model, (torch.randn(1, 2, 8),), dynamic_shapes=({1: n},))
+    return model, compile_exported({"forward": exported}, backends=(BackendConfig("xnnpack", {}),)).pte
+
+
+def test_a_steady_delegate_call_runs_only_its_bound_steps(monkeypatch):
+    """While the call's arrays stay the same objects the method runs the handle's steady step, not `execute`;
+    a new token count executes (and binds) again; outputs are bit for bit those of `execute` on every call."""
+    from etbuild.backends.xnnpack.runtime.delegate import XnnpackDelegate
+    from etbuild.runtime import binding
+    from etbuild.runtime.steady import DelegateCall
+
+    model, data = _norm_linear_program()
+    method = Program.from_bytes(data).load_method()
+    with monkeypatch.context() as m:  # every call through `execute`, as a delegate called twice is
+        full = binding._delegate_step
+        m.setattr(binding, "_delegate_step", lambda b, a, w, shared=False: full(b, a, w, True))
+        plain = Program.from_bytes(data).load_method()
+    (step,) = [s for s in method.steps if isinstance(s, DelegateCall)]
+    assert not any(isinstance(s, DelegateCall) for s in plain.steps)
+    executed: list[int] = []
+    execute = XnnpackDelegate.execute
+    monkeypatch.setattr(XnnpackDelegate, "execute", lambda self, args: executed.append(1) or execute(self, args))
+    counts = []
+    for count in (3, 3, 3, 3, 5, 5, 2):
+        x = torch.randn(1, count, 8)
+        mark = len(executed)
+        got = method(x.numpy())[0]
+        counts.append(len(executed) - mark)
+        assert got.tobytes() == plain(x.numpy())[0].tobytes()
+        with torch.no_grad():
+            np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-5, atol=1e-5)
+    assert counts == [1, 1, 0, 0, 1, 1, 1]  # the second call of a count stores nothing new: from the third, bound
+    assert step.binds == 5
