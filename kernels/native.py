@@ -77,8 +77,8 @@ def warm() -> None:
     fused.fma_matvec(np.ones((2, 2), np.float32), row, row, row.copy())
     codes, params = np.zeros(2, np.int32), np.ones(2, np.float32)
     fused.snap_row_qdint8_codes(row.copy(), codes, params)
-    fused.qd8_qb4w_matvec(np.zeros((1, 2), np.uint8), np.zeros((1, 2), np.uint16), row, codes, params, row,
-                          np.zeros(2, np.int32), np.zeros(2, np.int16), np.zeros(2, np.uint32), row.copy())
+    fused.qd8_qb4w_matvec(np.zeros((8, 2), np.uint8), np.zeros((1, 2), np.float32), row, np.zeros(16, np.int32),
+                          params, row, np.zeros(2, np.int32), np.zeros(2, np.int16), np.zeros(2, np.int16), row.copy())
     warm_convolution(fused)
 
 
