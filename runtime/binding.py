@@ -198,7 +198,8 @@ class Binder:
             return None
         if info.fast is not None and hasattr(info.fn, "__wrapped__"):  # its fast path skips common.quiet
             self.quiet = True
-        return steady.Rebinding(info, self.values.objects, args[:nparams], info.params, varying, ret, store)
+        return steady.Rebinding(info, self.values.objects, args[:nparams], info.params, varying, ret, store,
+                                self.values.changes)
 
     def _varying(self, arg_idx: list[int]) -> set[int]:
         """The arguments whose object, or (int lists) whose items, may change at run time."""
@@ -284,7 +285,8 @@ def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str, shared: bo
     objs = binder.values.objects
     if not shared and hasattr(handle, "steady"):
         binder.quiet = binder.quiet or bool(getattr(handle, "quiet", True))  # its steady step runs unguarded
-        return steady.DelegateCall(handle, objs, args, [i for i in args if i in binder.rebound], stores)
+        return steady.DelegateCall(handle, objs, args, [i for i in args if i in binder.rebound], stores,
+                                   binder.values.changes)
     if not features.LIVE_VALUES or binder.rebound.isdisjoint(args):
         fixed = tuple(objs[i] for i in args)  # a tuple: the handle may skip re-checking the same arrays
         return functools.partial(handle.execute, fixed)

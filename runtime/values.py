@@ -185,6 +185,7 @@ class Values:
     def __init__(self, plan: fb.ExecutionPlan, objects: list[Any]) -> None:
         self.plan = plan
         self.objects = objects
+        self.changes = [0]  # arrays stored in place of other objects so far (see setter)
         self.dependents: dict[int, list[tuple[list[Any], int]]] = {}
         if not (features.LIVE_VALUES and features.VALUE_LISTS):
             return
@@ -195,12 +196,18 @@ class Values:
                         self.dependents.setdefault(j, []).append((objects[i], pos))
 
     def setter(self, i: int) -> Callable[[Any], None]:
-        """A function that stores a new object for value i (and in every list holding it)."""
+        """A function that stores a new object for value i (and in every list holding it). Replacing an array, or
+        storing one, counts in `changes`: a step whose arrays were the same objects when the count was n still
+        has them while it is n (etbuild.runtime.steady)."""
         if not features.LIVE_VALUES:
             raise features.missing("LIVE_VALUES", f"value {i}")
-        objects, deps = self.objects, self.dependents.get(i, [])
+        objects, deps, changes = self.objects, self.dependents.get(i, []), self.changes
 
         def store(obj: Any) -> None:
+            if objects[i] is obj:
+                return
+            if isinstance(obj, np.ndarray) or isinstance(objects[i], np.ndarray):
+                changes[0] += 1
             objects[i] = obj
             for lst, pos in deps:
                 lst[pos] = obj
