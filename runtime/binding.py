@@ -198,8 +198,17 @@ class Binder:
             return None
         if info.fast is not None and hasattr(info.fn, "__wrapped__"):  # its fast path skips common.quiet
             self.quiet = True
-        return steady.Rebinding(info, self.values.objects, args[:nparams], info.params, varying, ret, store,
-                                self.values.changes)
+        step = steady.Rebinding(info, self.values.objects, args[:nparams], info.params, varying, ret, store)
+        self.values.watch(self._watched(varying | ({ret} if info.pure and ret is not None else set())), step)
+        return step
+
+    def _watched(self, varying: set[int]) -> list[int]:
+        """The values whose stores may change what these varying arguments hold: each, and an int list's items."""
+        watched = list(varying)
+        for i in varying:
+            if features.VALUE_LISTS and isinstance(self.plan.values[i].val, fb.IntList):
+                watched.extend(list_items(self.plan, i))
+        return watched
 
     def _varying(self, arg_idx: list[int]) -> set[int]:
         """The arguments whose object, or (int lists) whose items, may change at run time."""
@@ -285,8 +294,10 @@ def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str, shared: bo
     objs = binder.values.objects
     if not shared and hasattr(handle, "steady"):
         binder.quiet = binder.quiet or bool(getattr(handle, "quiet", True))  # its steady step runs unguarded
-        return steady.DelegateCall(handle, objs, args, [i for i in args if i in binder.rebound], stores,
-                                   binder.values.changes)
+        varying = [i for i in args if i in binder.rebound]
+        step = steady.DelegateCall(handle, objs, args, varying, stores)
+        binder.values.watch(varying, step)
+        return step
     if not features.LIVE_VALUES or binder.rebound.isdisjoint(args):
         fixed = tuple(objs[i] for i in args)  # a tuple: the handle may skip re-checking the same arrays
         return functools.partial(handle.execute, fixed)

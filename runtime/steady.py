@@ -38,17 +38,16 @@ def applies(info: KernelInfo) -> bool:
 
 
 class Rebinding:
-    """The step of one call (see the module docstring); `binds` counts the times its arguments changed."""
+    """The step of one call (see the module docstring); `binds` counts the times its arguments changed. `dirty`:
+    whether a varying argument (or a number in an int list) may have another object since the key was last taken
+    (the method's values set it: Values.watch); while it is not, the arguments are known to be the same."""
 
-    __slots__ = ("info", "objects", "arg_idx", "store", "tensors", "key", "seen", "held", "bound", "binds",
-                 "changes", "checked", "tracked")
+    __slots__ = ("info", "objects", "arg_idx", "store", "tensors", "key", "seen", "held", "bound", "binds", "dirty")
 
     def __init__(self, info: KernelInfo, objects: list[Any], arg_idx: Sequence[int], kinds: str, varying: set[int],
-                 ret: int | None, store: Store | None, changes: list[int]) -> None:
+                 ret: int | None, store: Store | None) -> None:
         """varying: the argument values (or lists holding values) whose object or items may change at run time;
-        the others are the same objects for the method's life. ret: the result value, store: what stores it.
-        changes: the method's count of arrays stored (Values.changes): while it stays what it was when the
-        arguments were last found the same, a call whose varying arguments are all arrays needs no key."""
+        the others are the same objects for the method's life. ret: the result value, store: what stores it."""
         self.info, self.objects, self.arg_idx, self.store = info, objects, list(arg_idx), store
         tensors = sorted({i for i, k in zip(arg_idx, kinds) if k in TENSOR_KINDS and i in varying})
         others = sorted({i for i, k in zip(arg_idx, kinds) if k not in TENSOR_KINDS and i in varying})
@@ -60,15 +59,12 @@ class Rebinding:
         self.held: list[Any] = []  # the arrays it holds: alive, so that no new array can take an id in `seen`
         self.bound: Step | None = None
         self.binds = 0
-        self.changes, self.tracked = changes, not others
-        self.checked: int | None = None  # the count when the arguments were last found the same (tracked only)
+        self.dirty = True
 
     def __call__(self) -> None:
-        now = self.changes[0]
-        same = now == self.checked or self.key() == self.seen
+        same = not self.dirty or self.key() == self.seen
         if same:
-            if self.tracked:
-                self.checked = now
+            self.dirty = False
             if self.bound is not None:
                 self.bound()
                 return
@@ -77,14 +73,14 @@ class Rebinding:
         objects = self.objects
         result = self.info.fn(*[objects[i] for i in self.arg_idx])
         if self.store is not None:
-            self.store(result)
+            self.store(result)  # a new object marks this step dirty (when it watches its result)
         if not same:  # bind again (when nothing is cheaper for these arguments, the kernel runs until they change)
             self.binds += 1
             self.bound = _bound(self.info, [objects[i] for i in self.arg_idx])
             self.held = [objects[i] for i in self.tensors]
             key = self.key()
             self.seen = tuple(list(k) if isinstance(k, list) else k for k in key) if isinstance(key, tuple) else key
-            self.checked = self.changes[0] if self.tracked else None
+            self.dirty = False
 
 
 def key_of(objects: list[Any], tensors: list[int], others: list[int]) -> Callable[[], Any]:
@@ -133,34 +129,29 @@ class DelegateCall:
     When that stored nothing new (the outputs are the arrays passed), the next call with the very same objects
     passes the very same tuple, so the handle's `steady(args)` (when it has one) is run instead: its bound steps
     alone, no argument checks, no tuple, no stores, under the method's floating-point guard. Whether the objects
-    are the same is known without looking while the method's count of arrays stored stays put (see Rebinding).
-    `binds` counts the full calls.
+    are the same is known without a key while the step is not `dirty` (see Rebinding). `binds` counts the full
+    calls.
     """
 
-    __slots__ = ("handle", "objects", "args", "stores", "key", "seen", "held", "bound", "binds", "changes",
-                 "checked")
+    __slots__ = ("handle", "objects", "args", "stores", "key", "seen", "held", "bound", "binds", "dirty")
 
     def __init__(self, handle: Any, objects: list[Any], args: Sequence[int], varying: Sequence[int],
-                 stores: list[tuple[int, Store]], changes: list[int]) -> None:
-        """varying: the arguments whose objects may change at run time; stores: (output k, its value's store);
-        changes: the method's count of arrays stored (Values.changes)."""
+                 stores: list[tuple[int, Store]]) -> None:
+        """varying: the arguments whose objects may change at run time; stores: (output k, its value's store)."""
         self.handle, self.objects, self.args, self.stores = handle, objects, list(args), stores
         self.key = key_of(objects, sorted(set(varying)), [])
         self.seen: Any = None
         self.held: list[Any] = []  # the arrays of the last full call: alive, so no new array takes an id in `seen`
         self.bound: Step | None = None
         self.binds = 0
-        self.changes = changes
-        self.checked: int | None = None
+        self.dirty = True
 
     def __call__(self) -> None:
         bound = self.bound
-        if bound is not None:
-            now = self.changes[0]
-            if now == self.checked or self.key() == self.seen:
-                self.checked = now
-                bound()
-                return
+        if bound is not None and (not self.dirty or self.key() == self.seen):
+            self.dirty = False
+            bound()
+            return
         self.bound = None
         objects = self.objects
         frozen = tuple(objects[i] for i in self.args)
@@ -169,7 +160,7 @@ class DelegateCall:
             store(results[k])
         self.binds += 1
         self.held = [objects[i] for i in self.args]
-        self.seen, self.checked = self.key(), self.changes[0]
+        self.seen, self.dirty = self.key(), False
         steady = getattr(self.handle, "steady", None)
         if steady is not None and all(map(operator.is_, self.held, frozen)):
             self.bound = steady(frozen)

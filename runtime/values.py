@@ -9,7 +9,7 @@ checked against the memory it points into.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,7 +185,7 @@ class Values:
     def __init__(self, plan: fb.ExecutionPlan, objects: list[Any]) -> None:
         self.plan = plan
         self.objects = objects
-        self.changes = [0]  # arrays stored in place of other objects so far (see setter)
+        self.watchers: dict[int, list[Any]] = {}  # value -> the steps to mark dirty when it changes (see watch)
         self.dependents: dict[int, list[tuple[list[Any], int]]] = {}
         if not (features.LIVE_VALUES and features.VALUE_LISTS):
             return
@@ -195,21 +195,26 @@ class Values:
                     if j >= 0:
                         self.dependents.setdefault(j, []).append((objects[i], pos))
 
+    def watch(self, indices: Iterable[int], step: Any) -> None:
+        """Set `step.dirty = True` whenever one of these values gets another object (etbuild.runtime.steady: a
+        step that is not dirty still sees the objects it last checked)."""
+        for i in set(indices):
+            self.watchers.setdefault(i, []).append(step)
+
     def setter(self, i: int) -> Callable[[Any], None]:
-        """A function that stores a new object for value i (and in every list holding it). Replacing an array, or
-        storing one, counts in `changes`: a step whose arrays were the same objects when the count was n still
-        has them while it is n (etbuild.runtime.steady)."""
+        """A function that stores a new object for value i (and in every list holding it), marking the steps
+        that watch value i dirty; storing the object already there does nothing."""
         if not features.LIVE_VALUES:
             raise features.missing("LIVE_VALUES", f"value {i}")
-        objects, deps, changes = self.objects, self.dependents.get(i, []), self.changes
+        objects, deps, watchers = self.objects, self.dependents.get(i, []), self.watchers.setdefault(i, [])
 
         def store(obj: Any) -> None:
             if objects[i] is obj:
                 return
-            if isinstance(obj, np.ndarray) or isinstance(objects[i], np.ndarray):
-                changes[0] += 1
             objects[i] = obj
             for lst, pos in deps:
                 lst[pos] = obj
+            for step in watchers:
+                step.dirty = True
 
         return store

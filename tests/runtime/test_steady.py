@@ -185,27 +185,30 @@ def test_a_steady_delegate_call_runs_only_its_bound_steps(monkeypatch):
     assert step.binds == 5
 
 
-def test_while_no_array_is_stored_a_steady_step_checks_no_key(monkeypatch):
-    """A call of the same shapes stores no array, so the steps whose varying arguments are arrays run bound
-    without computing their keys; after an array is stored (the count moves) each checks its key once."""
+def test_a_steady_step_takes_no_key_until_a_value_it_watches_changes(monkeypatch):
+    """A call of the same shapes gives no value another object, so the bound steps run without computing their
+    keys; a store of another object into a value a step reads marks that step dirty: it takes its key once."""
     from etbuild.runtime.steady import DelegateCall
 
     data = compile_module(Layouts().eval(), _inputs(6, 0), dynamic_shapes=(_dynamic(), None)).pte
-    method = Program.from_bytes(data).load_method()
     _, linear = _norm_linear_program()
-    methods = [(method, lambda k: _inputs(6, k)), (Program.from_bytes(linear).load_method(),
-                                                   lambda k: (torch.randn(1, 3, 8),))]
+    methods = [(Program.from_bytes(data).load_method(), lambda k: _inputs(6, k)),
+               (Program.from_bytes(linear).load_method(), lambda k: (torch.randn(1, 3, 8),))]
     for m, inputs in methods:
         for k in range(3):
             m(*[t.numpy() for t in inputs(k)])
-        steps = [s for s in m.steps if isinstance(s, DelegateCall) or (isinstance(s, Rebinding) and s.tracked)]
-        assert steps
-        keys: list[int] = []
+        steps = [s for s in m.steps if isinstance(s, (DelegateCall, Rebinding))]
+        keys: list[object] = []
         for s in steps:
-            monkeypatch.setattr(s, "key", lambda _k=s.key, _seen=keys: _seen.append(1) or _k())
-        count = m.values.changes[0]
+            monkeypatch.setattr(s, "key", lambda _k=s.key, _s=s, _seen=keys: _seen.append(_s) or _k())
         x = [t.numpy() for t in inputs(5)]
         want = m(*x)[0]
-        assert not keys and m.values.changes[0] == count
-        m.values.changes[0] += 1  # as a store of another array would
-        assert m(*x)[0].tobytes() == want.tobytes() and len(keys) == len(steps)
+        assert steps and not keys and not any(s.dirty for s in steps)
+        watched = next(i for i, w in m.values.watchers.items() if w)
+        store = m.values.setter(watched)
+        first = m.values.objects[watched]
+        store(first.copy() if isinstance(first, np.ndarray) else first + 1)  # another object
+        store(first)
+        dirty = [s for s in steps if s.dirty]
+        assert dirty == m.values.watchers[watched]
+        assert m(*x)[0].tobytes() == want.tobytes() and keys == dirty
