@@ -118,7 +118,8 @@ class Binder:
             self.rebound = rebound_values(self.plan, instructions)
             self.unknown = checks.varying(self.plan, self.rebound)
         if not features.CONTROL_FLOW or not any(isinstance(i.instr_args, _JUMPS) for i in instructions):
-            self.aliaser = aliasing.Aliaser(self.plan, instructions, self.values.objects, self._info, self.rebound)
+            self.aliaser = aliasing.Aliaser(self.plan, instructions, self.values.objects, self._info, self.rebound,
+                                            self._delegate_writes)
         steps = []
         called = Counter(i.instr_args.delegate_index for i in instructions if isinstance(i.instr_args, fb.DelegateCall))
         for pc, ins in enumerate(instructions):
@@ -139,6 +140,13 @@ class Binder:
         if not 0 <= op_index < len(ops):
             raise InvalidProgram(f"{where}: operator index {op_index} is out of range ({len(ops)} operators)")
         return canonical_name(ops[op_index].name or "", ops[op_index].overload or "")
+
+    def _delegate_writes(self, call: fb.DelegateCall) -> set[int] | None:
+        """The values a delegate call writes: the arguments at its handle's output positions (None: unknown)."""
+        handle = self.delegates.get(call.delegate_index)
+        if handle is None or len(call.args) != handle.arg_count:
+            return None
+        return {call.args[p] for p in handle.output_positions}
 
     def _info(self, call: fb.KernelCall) -> KernelInfo | None:
         """The kernel of a call, None when it names no operator this runtime has (bind says so)."""
@@ -167,7 +175,7 @@ class Binder:
             fast = self._fast_step(info, call, pc)
             if fast is not None:
                 return fast
-        rebinding = self._steady_step(info, args, ret, store)
+        rebinding = self._steady_step(info, args, ret, store, call, pc)
         if rebinding is not None:
             return rebinding
         call_fn = self._caller(info.fn, args[:nparams])
@@ -187,9 +195,11 @@ class Binder:
                 return False
         return True
 
-    def _steady_step(self, info: KernelInfo, args: list[int], ret: int | None, store: Any) -> Step | None:
+    def _steady_step(self, info: KernelInfo, args: list[int], ret: int | None, store: Any, call: fb.KernelCall,
+                     pc: int) -> Step | None:
         """A step bound again when the call's arguments change (etbuild.runtime.steady), for a call some of whose
-        arguments change at run time and whose result is its out argument itself or a pure view; else None."""
+        arguments change at run time and whose result is its out argument itself or a pure view; else None. A
+        layout copy whose out may hold a view of its input (aliasing.Aliaser.may_view) stores that view."""
         if not features.LIVE_VALUES or not steady.applies(info):
             return None
         nparams = len(info.params)
@@ -198,7 +208,9 @@ class Binder:
             return None
         if info.fast is not None and hasattr(info.fn, "__wrapped__"):  # its fast path skips common.quiet
             self.quiet = True
-        step = steady.Rebinding(info, self.values.objects, args[:nparams], info.params, varying, ret, store)
+        may_view = info.view is not None and self.aliaser is not None and pc >= 0 \
+            and self.aliaser.may_view(pc, call, info)
+        step = steady.Rebinding(info, self.values.objects, args[:nparams], info.params, varying, ret, store, may_view)
         self.values.watch(self._watched(varying | ({ret} if info.pure and ret is not None else set())), step)
         return step
 

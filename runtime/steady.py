@@ -42,12 +42,16 @@ class Rebinding:
     whether a varying argument (or a number in an int list) may have another object since the key was last taken
     (the method's values set it: Values.watch); while it is not, the arguments are known to be the same."""
 
-    __slots__ = ("info", "objects", "arg_idx", "store", "tensors", "key", "seen", "held", "bound", "binds", "dirty")
+    __slots__ = ("info", "objects", "arg_idx", "store", "tensors", "key", "seen", "held", "bound", "binds", "dirty",
+                 "may_view", "planned", "viewing")
 
     def __init__(self, info: KernelInfo, objects: list[Any], arg_idx: Sequence[int], kinds: str, varying: set[int],
-                 ret: int | None, store: Store | None) -> None:
+                 ret: int | None, store: Store | None, may_view: bool = False) -> None:
         """varying: the argument values (or lists holding values) whose object or items may change at run time;
-        the others are the same objects for the method's life. ret: the result value, store: what stores it."""
+        the others are the same objects for the method's life. ret: the result value, store: what stores it.
+        may_view: a layout copy whose out (its last argument and result) may hold the view of its input instead of
+        a copy (aliasing.Aliaser.may_view): when the view is C-contiguous of out's dtype, that view is stored and
+        the call does nothing while its arguments stay the same; the kernel still writes the planned out."""
         self.info, self.objects, self.arg_idx, self.store = info, objects, list(arg_idx), store
         tensors = sorted({i for i, k in zip(arg_idx, kinds) if k in TENSOR_KINDS and i in varying})
         others = sorted({i for i, k in zip(arg_idx, kinds) if k not in TENSOR_KINDS and i in varying})
@@ -60,6 +64,8 @@ class Rebinding:
         self.bound: Step | None = None
         self.binds = 0
         self.dirty = True
+        self.may_view, self.viewing = may_view and store is not None, info.pure
+        self.planned: Any = objects[self.arg_idx[-1]] if self.may_view else None  # the out's own (planned) array
 
     def __call__(self) -> None:
         same = not self.dirty or self.key() == self.seen
@@ -68,19 +74,37 @@ class Rebinding:
             if self.bound is not None:
                 self.bound()
                 return
-            if self.info.pure:
+            if self.viewing:
                 return
         objects = self.objects
-        result = self.info.fn(*[objects[i] for i in self.arg_idx])
+        args = [objects[i] for i in self.arg_idx]
+        if self.planned is not None:
+            args[-1] = self.planned  # never the view it stored: the kernel writes the out's own memory
+        result = self.info.fn(*args)
         if self.store is not None:
             self.store(result)  # a new object marks this step dirty (when it watches its result)
         if not same:  # bind again (when nothing is cheaper for these arguments, the kernel runs until they change)
             self.binds += 1
             self.bound = _bound(self.info, [objects[i] for i in self.arg_idx])
+            if self.planned is not None:
+                self._view(result)
             self.held = [objects[i] for i in self.tensors]
             key = self.key()
             self.seen = tuple(list(k) if isinstance(k, list) else k for k in key) if isinstance(key, tuple) else key
             self.dirty = False
+
+    def _view(self, result: Any) -> None:
+        """Store the view of the input in place of the copy the kernel made, when it has out's shape and dtype and
+        is C-contiguous (what readers of a copy may assume); then the call does nothing until its arguments
+        change."""
+        self.planned = result
+        views = aliasing.views_of(self.info, [self.objects[i] for i in self.arg_idx[:-1]] + [result])
+        view = views[0] if views is not None and len(views) == 1 else None
+        self.viewing = view is not None and view.flags.c_contiguous and view.dtype == result.dtype \
+            and view.shape == result.shape
+        if self.viewing and self.store is not None:
+            self.store(view if type(view) is np.ndarray else view.view(np.ndarray))
+            self.bound = None
 
 
 def key_of(objects: list[Any], tensors: list[int], others: list[int]) -> Callable[[], Any]:

@@ -212,3 +212,31 @@ def test_a_steady_step_takes_no_key_until_a_value_it_watches_changes(monkeypatch
         dirty = [s for s in steps if s.dirty]
         assert dirty == m.values.watchers[watched]
         assert m(*x)[0].tobytes() == want.tobytes() and keys == dirty
+
+
+class Windows(torch.nn.Module):
+    """Two slices of one dynamic tensor that stays alive: the first may be a view of it."""
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        h = x * 2
+        return h[:, 1:].squeeze(0) * 3 + h[:, :-1].squeeze(0) * pos[0]
+
+
+def test_a_dynamic_layout_copy_becomes_a_view_where_the_plan_allows(monkeypatch):
+    """The slice's out holds a view of its input (no copy per call) from its first call on; outputs stay bit
+    for bit those of every call through its kernel, across shape changes, and match torch."""
+    model = Windows().eval()
+    data = compile_module(model, _inputs(6, 0), dynamic_shapes=(_dynamic(), None)).pte
+    method = Program.from_bytes(data).load_method()
+    viewing = [s for s in method.steps if isinstance(s, Rebinding) and s.may_view]
+    assert viewing
+    plain = _outputs(data, False, monkeypatch)
+    for k, n in enumerate(SHAPES):
+        x, pos = _inputs(n, k)
+        got = method(x.numpy(), pos.numpy())[0]
+        assert got.tobytes() == plain[k].tobytes()
+        with torch.no_grad():
+            np.testing.assert_allclose(got, model(x, pos).numpy(), rtol=1e-6, atol=1e-6)
+        step = viewing[0]
+        out = method.values.objects[step.arg_idx[-1]]
+        assert step.viewing and np.shares_memory(out, method.values.objects[step.arg_idx[0]])
