@@ -40,10 +40,12 @@ def applies(info: KernelInfo) -> bool:
 class Rebinding:
     """The step of one call (see the module docstring); `binds` counts the times its arguments changed. `dirty`:
     whether a varying argument (or a number in an int list) may have another object since the key was last taken
-    (the method's values set it: Values.watch); while it is not, the arguments are known to be the same."""
+    (the method's values set it: Values.watch); while it is not, the arguments are known to be the same. A call
+    whose arguments change at two calls in a row (a slice at the position) runs its kernel, and binds once they
+    hold still for a call."""
 
     __slots__ = ("info", "objects", "arg_idx", "store", "tensors", "key", "seen", "held", "bound", "binds", "dirty",
-                 "may_view", "planned", "viewing")
+                 "may_view", "planned", "viewing", "changed", "unbound")
 
     def __init__(self, info: KernelInfo, objects: list[Any], arg_idx: Sequence[int], kinds: str, varying: set[int],
                  ret: int | None, store: Store | None, may_view: bool = False) -> None:
@@ -65,12 +67,13 @@ class Rebinding:
         self.binds = 0
         self.dirty = True
         self.may_view, self.viewing = may_view and store is not None, info.pure
+        self.changed = self.unbound = False  # its arguments changed at its last call; it is not bound to them
         self.planned: Any = objects[self.arg_idx[-1]] if self.may_view else None  # the out's own (planned) array
 
     def __call__(self) -> None:
         same = not self.dirty or self.key() == self.seen
         if same:
-            self.dirty = False
+            self.dirty = self.changed = False
             if self.bound is not None:
                 self.bound()
                 return
@@ -81,23 +84,36 @@ class Rebinding:
         if self.planned is not None:
             args[-1] = self.planned  # never the view it stored: the kernel writes the out's own memory
         result = self.info.fn(*args)
+        if self.planned is not None:
+            self.planned = result  # resized: the next call of this shape gets the same array again
         if self.store is not None:
             self.store(result)  # a new object marks this step dirty (when it watches its result)
-        if not same:  # bind again (when nothing is cheaper for these arguments, the kernel runs until they change)
-            self.binds += 1
-            self.bound = _bound(self.info, [objects[i] for i in self.arg_idx])
-            if self.planned is not None:
-                self._view(result)
-            self.held = [objects[i] for i in self.tensors]
-            key = self.key()
-            self.seen = tuple(list(k) if isinstance(k, list) else k for k in key) if isinstance(key, tuple) else key
-            self.dirty = False
+        if same:
+            if self.unbound:  # its arguments hold still again: bind now
+                self._bind(result)
+            return
+        self.binds += 1
+        if self.changed:  # changed at the call before too (a position): the kernel runs until they hold still
+            self.bound, self.viewing, self.unbound = None, self.info.pure, True
+        else:  # bind again (when nothing is cheaper for these arguments, the kernel runs until they change)
+            self._bind(result)
+        self.changed = True
+        self.held = [objects[i] for i in self.tensors]
+        key = self.key()
+        self.seen = tuple(list(k) if isinstance(k, list) else k for k in key) if isinstance(key, tuple) else key
+        self.dirty = False
+
+    def _bind(self, result: Any) -> None:
+        """What later calls with these arguments run: the bound step, or the stored view of a layout copy."""
+        self.unbound = False
+        self.bound = _bound(self.info, [self.objects[i] for i in self.arg_idx])
+        if self.planned is not None:
+            self._view(result)
 
     def _view(self, result: Any) -> None:
         """Store the view of the input in place of the copy the kernel made, when it has out's shape and dtype and
         is C-contiguous (what readers of a copy may assume); then the call does nothing until its arguments
         change."""
-        self.planned = result
         views = aliasing.views_of(self.info, [self.objects[i] for i in self.arg_idx[:-1]] + [result])
         view = views[0] if views is not None and len(views) == 1 else None
         self.viewing = view is not None and view.flags.c_contiguous and view.dtype == result.dtype \

@@ -223,20 +223,42 @@ class Windows(torch.nn.Module):
 
 
 def test_a_dynamic_layout_copy_becomes_a_view_where_the_plan_allows(monkeypatch):
-    """The slice's out holds a view of its input (no copy per call) from its first call on; outputs stay bit
-    for bit those of every call through its kernel, across shape changes, and match torch."""
+    """The slice's out holds a view of its input (no copy per call) while bound; after two changes in a row (the
+    last call) it copies until its arguments hold still. Outputs stay bit for bit those of every call through its
+    kernel, across shape changes, and match torch."""
     model = Windows().eval()
     data = compile_module(model, _inputs(6, 0), dynamic_shapes=(_dynamic(), None)).pte
     method = Program.from_bytes(data).load_method()
     viewing = [s for s in method.steps if isinstance(s, Rebinding) and s.may_view]
     assert viewing
+    step = viewing[0]
     plain = _outputs(data, False, monkeypatch)
+    views = []
     for k, n in enumerate(SHAPES):
         x, pos = _inputs(n, k)
         got = method(x.numpy(), pos.numpy())[0]
         assert got.tobytes() == plain[k].tobytes()
         with torch.no_grad():
             np.testing.assert_allclose(got, model(x, pos).numpy(), rtol=1e-6, atol=1e-6)
-        step = viewing[0]
         out = method.values.objects[step.arg_idx[-1]]
-        assert step.viewing and np.shares_memory(out, method.values.objects[step.arg_idx[0]])
+        views.append(step.viewing and np.shares_memory(out, method.values.objects[step.arg_idx[0]]))
+    assert views == [True] * 6 + [False]
+
+
+def test_arguments_that_change_at_every_call_are_not_bound_until_they_hold_still(monkeypatch):
+    """Shapes 6, 4, 3, 3, 3 (the first call is a change too): from the second change in a row the steps stay unbound
+    (their kernels run); the next call of the same shape binds them again; outputs bit for bit those of every call
+    through its kernel."""
+    data = compile_module(Layouts().eval(), _inputs(6, 0), dynamic_shapes=(_dynamic(), None)).pte
+    method = Program.from_bytes(data).load_method()
+    steps = [s for s in method.steps if isinstance(s, Rebinding) and not s.info.pure]
+    shapes = (6, 4, 3, 3, 3)
+    with monkeypatch.context() as m:
+        m.setattr(Binder, "_steady_step", lambda *_: None)
+        plain = Program.from_bytes(data).load_method()
+    states = []
+    for k, n in enumerate(shapes):
+        x = [t.numpy() for t in _inputs(n, k)]
+        assert method(*x)[0].tobytes() == plain(*x)[0].tobytes()
+        states.append(sum(s.bound is not None or s.viewing for s in steps))
+    assert states[1] == states[2] == 0 and states[0] == states[3] == states[4] > 0
