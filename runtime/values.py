@@ -203,18 +203,17 @@ class Values:
 
     def setter(self, i: int) -> Callable[[Any], None]:
         """A function that stores a new object for value i (and in every list holding it), marking the steps
-        that watch value i dirty; storing the object already there does nothing."""
+        that watch value i dirty when it is another object than the one there."""
         if not features.LIVE_VALUES:
             raise features.missing("LIVE_VALUES", f"value {i}")
         objects, deps, watchers = self.objects, self.dependents.get(i, []), self.watchers.setdefault(i, [])
 
         def store(obj: Any) -> None:
-            if objects[i] is obj:
-                return
-            objects[i] = obj
+            if objects[i] is not obj:
+                objects[i] = obj
+                for step in watchers:
+                    step.dirty = True
             for lst, pos in deps:
                 lst[pos] = obj
-            for step in watchers:
-                step.dirty = True
 
         return store
