@@ -9,6 +9,11 @@ copied by one `np.copyto`, the kernel's fast path, or nothing for a view kernel 
 previous call still stands. Otherwise it calls the kernel as before (which checks and resizes), stores the result
 and binds again for the next call. The bound step computes exactly what the kernel computes on those arguments
 (the fast paths' own contract), so results do not change, only the cost of the steady call.
+
+Whether the arguments are the previous call's is known without looking while a step is not dirty: the method's
+values mark the steps that read a value dirty when it gets another object (Values.watch), and a steady call stores
+none. A layout copy whose out the plan lets hold a view of its input stores that view instead (aliasing), and a
+delegate call runs its handle's bound steps alone (DelegateCall).
 """
 
 from __future__ import annotations
