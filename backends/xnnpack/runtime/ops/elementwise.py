@@ -101,6 +101,9 @@ class Unary(Op):
         if isinstance(self.fn, np.ufunc) or self.fn is _copy:
             return functools.partial(self.fn, ins[0], outs[0])
         x, o = ins[0], outs[0]
+        exact = _xnnpack_bits(self.fn, x, o)
+        if exact is not None:
+            return exact
         fused = native.loops() if self.fn in (_gelu, _sigmoid) else None
         pair = native.flat_pair(x, o) if fused is not None else None
         if pair is not None and self.fn is _gelu:  # the compiled loop: one pass
@@ -112,6 +115,19 @@ class Unary(Op):
         if self.fn is _gelu and x.flags.c_contiguous and o.flags.c_contiguous and not np.may_share_memory(x, o):
             return _gelu_step(x, o)
         return blocks(self.fn, x, o)  # several passes: block by block
+
+
+def _xnnpack_bits(fn: UnaryFn, x: np.ndarray, o: np.ndarray) -> Step | None:
+    """Sigmoid or rsqrt as XNNPACK's AVX512F microkernels compute them (the same bits as ExecuTorch's runtime,
+    kernels/native_xnn.py), when the CPU has AVX512F, numba is there and x, o are flat-viewable float32; else
+    None (the caller's forms: σ by tanh, 1/√x correctly rounded)."""
+    xnn = native.xnn_loops() if fn in (_sigmoid, _rsqrt) else None
+    pair = native.flat_pair(x, o) if xnn is not None else None
+    if pair is None:
+        return None
+    if fn is _rsqrt:
+        return functools.partial(xnn.rsqrt, *pair)
+    return functools.partial(xnn.sigmoid, *pair, xnn.EXP2_TABLE, np.empty(o.size, F))
 
 
 def _gelu_step(x: np.ndarray, o: np.ndarray) -> Step:
