@@ -63,7 +63,7 @@ def _xnn_compiled() -> ModuleType | None:
         if not binding.get_host_cpu_features().get("avx512f", False):
             return None
         return importlib.import_module("etbuild.kernels.native_xnn")
-    except ImportError:
+    except (ImportError, RuntimeError):  # no llvmlite, or it cannot read this host's features
         return None
 
 
