@@ -1,13 +1,14 @@
-"""XNNPACK's x86 AVX512F sigmoid and reciprocal square root, element by element, compiled by numba (importing
-this module needs numba; `etbuild.kernels.native.xnn_loops()` imports it only on a CPU with AVX512F).
+"""XNNPACK's x86 AVX512F sigmoid, reciprocal square root, sine and cosine, element by element, compiled by numba
+(importing this module needs numba; `etbuild.kernels.native.xnn_loops()` imports it only on a CPU with AVX512F).
 
 ExecuTorch's runtime runs XNNPACK's microkernels for these on such a CPU, with denormals off (inputs read as zero,
-results flushed to zero): `f32-vsigmoid` avx512f_rr2_lut32_p2_perm2_scalef_div and `f32-vrsqrt` avx512f_rsqrt
-(the kernels XNNPACK's unary-elementwise config picks for AVX512F). These loops do the same float operations in
-the same order, with explicit fused multiply-adds where the microkernel has them, so the results are the same
-bits (tests/backends/xnnpack/test_unary_exact.py checks them against ExecuTorch's runtime). The reciprocal square
-root starts from the CPU's own 14-bit estimate (`vrsqrt14ss`, the instruction XNNPACK's kernel uses), which is why
-the module is only imported where the CPU has it.
+results flushed to zero): `f32-vsigmoid` avx512f_rr2_lut32_p2_perm2_scalef_div, `f32-vrsqrt` avx512f_rsqrt and
+`f32-vsin` / `f32-vcos` avx512f_rational_5_4_div (the kernels XNNPACK's unary-elementwise config picks for
+AVX512F). These loops do the same float operations in the same order, with explicit fused multiply-adds where
+the microkernel has them, so the results are the same bits (tests/backends/xnnpack/test_unary_exact.py checks
+them against ExecuTorch's runtime). The reciprocal square root starts from the CPU's own 14-bit estimate
+(`vrsqrt14ss`, the instruction XNNPACK's kernel uses), which is why the module is only imported where the CPU
+has it.
 """
 
 from __future__ import annotations
@@ -140,3 +141,52 @@ def rsqrt(x: np.ndarray, out: np.ndarray) -> None:
         t = flush(a * flush(y * y)) - ONE
         r = flush(y - flush(flush(t) * flush(HALF * y)))
         out[i] = F(0) if a == F(np.inf) else r
+
+
+# f32-vsin / f32-vcos avx512f_rational_5_4_div: x − round(x/2π)·2π (2π in two parts, fused), folded into
+# [−π/2, π/2] by min/max with ±π − x (cos first takes π/2 − x), then x·(1 + α3x² + α5x⁴) / (1 + β2x² + β4x⁴).
+PI, PI_HALF, TWO_PI_INV = F(3.1415927), F(1.5707964), F(0.15915494)
+TWO_PI_HI, TWO_PI_LO = F(6.28125), F(1.9353072e-3)
+ALPHA3, ALPHA5 = F(-1.3314664364e-01), F(3.2340581529e-03)
+BETA2, BETA4 = F(3.3519912511e-02), F(4.8770775902e-04)
+
+
+@jit
+def _vmin(a: np.float32, b: np.float32) -> np.float32:
+    return a if a < b else b  # minps: the second operand unless a < b (so a NaN gives b)
+
+
+@jit
+def _vmax(a: np.float32, b: np.float32) -> np.float32:
+    return a if a > b else b
+
+
+@jit
+def _reduced(x: np.float32) -> np.float32:
+    k = np.rint(x * TWO_PI_INV)
+    return fma32(-k, TWO_PI_LO, fma32(-k, TWO_PI_HI, x))
+
+
+@jit
+def _rational(r: np.float32) -> np.float32:
+    r = _vmin(r, PI - r)
+    r = _vmax(r, -PI - r)
+    r = _vmin(r, PI - r)
+    r2 = flush(r * r)
+    p = flush(r * fma32(r2, fma32(r2, ALPHA5, ALPHA3), ONE))
+    q = fma32(r2, fma32(r2, BETA4, BETA2), ONE)
+    return flush(p / q)
+
+
+@jit
+def sin(x: np.ndarray, out: np.ndarray) -> None:
+    """out = sin(x) with XNNPACK's AVX512F bits (1-D float32 of one length; out may be x)."""
+    for i in range(x.shape[0]):
+        out[i] = _rational(_reduced(flush(x[i])))
+
+
+@jit
+def cos(x: np.ndarray, out: np.ndarray) -> None:
+    """out = cos(x) with XNNPACK's AVX512F bits (1-D float32 of one length; out may be x)."""
+    for i in range(x.shape[0]):
+        out[i] = _rational(PI_HALF - _reduced(flush(x[i])))

@@ -1,6 +1,7 @@
-"""Sigmoid and reciprocal square root as XNNPACK's AVX512F microkernels compute them (kernels/native_xnn.py): the
-loops against float64 math, and the XNNPACK runtime's nodes against ExecuTorch's runtime bit for bit on programs
-lowered by ExecuTorch's partitioner (odd lengths, the microkernels' tails, specials, denormals, huge values)."""
+"""Sigmoid, reciprocal square root, sine and cosine as XNNPACK's AVX512F microkernels compute them
+(kernels/native_xnn.py): the loops against float64 math, and the XNNPACK runtime's nodes against ExecuTorch's
+runtime bit for bit, on programs lowered by ExecuTorch's partitioner and on graphs of one node in our blob format
+(odd lengths, the microkernels' tails, specials, denormals, huge values)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,10 @@ def test_the_loops_are_within_a_few_ulp_of_the_math(n: int) -> None:
     np.testing.assert_allclose(_sigmoid(x), exact, rtol=3e-7, atol=3e-7)
     y = np.abs(x) + F(1e-3)
     np.testing.assert_allclose(_rsqrt(y), 1 / np.sqrt(y.astype(np.float64)), rtol=2.4e-7, atol=0)
+    for fn, loop in ((np.sin, XNN.sin), (np.cos, XNN.cos)):  # a rational approximation: about 1e-6 absolute
+        out = np.full(x.shape, np.nan, F)
+        loop(x, out)
+        np.testing.assert_allclose(out, fn(x.astype(np.float64)), rtol=0, atol=3e-6)
 
 
 @needs_xnn
@@ -95,3 +100,36 @@ def test_nodes_give_executorchs_bits(op: str, tmp_path) -> None:
             got = np.asarray(ours(x)[0])
             same = (got.view(np.uint32) == expected.view(np.uint32)) | (np.isnan(got) & np.isnan(expected))
             assert same.all(), f"{op} n={n} {kind}: x {x[~same][:4]} ours {got[~same][:4]} ET {expected[~same][:4]}"
+
+
+@pytest.mark.interop
+@needs_xnn
+@pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")
+@pytest.mark.parametrize("op", ["Sin", "Cos", "Sigmoid", "ReciprocalSquareRoot"])
+def test_one_node_graphs_give_executorchs_bits(op: str) -> None:
+    """One node in our blob format (as our recipes' programs carry them: RoPE's Sin and Cos, SwiGLU's Sigmoid,
+    RMSNorm's rsqrt) run by ExecuTorch's runtime and ours: lengths 1, 37, 256; angles of every size a position
+    table reaches, normal values, and ±0, ±∞, NaN."""
+    torch = pytest.importorskip("torch")
+    from executorch.runtime import Runtime
+
+    from etbuild.backends.xnnpack.format import graph as g
+    from etbuild.runtime import Program
+    from tests.backends.xnnpack.graphs import GraphBuilder, float_tensor
+
+    rng = np.random.default_rng(11)
+    for n in (1, 37, 256):
+        gb = GraphBuilder()
+        x, y = gb.tensor((1, n), flags=g.FLAG_EXTERNAL_INPUT), gb.tensor((1, n), flags=g.FLAG_EXTERNAL_OUTPUT)
+        gb.node(op, input_id=x, output_id=y, flags=0)
+        pte = gb.pte([float_tensor(1, n), float_tensor(1, n)])
+        theirs, ours = Runtime.get().load_program(pte).load_method("forward"), Program(pte).load_method("forward")
+        for scale in (1.0, 100.0, 1e4):
+            x = (rng.standard_normal((1, n)) * scale).astype(F)
+            x.reshape(-1)[:6] = [0, -0.0, np.inf, -np.inf, np.nan, 1e-40][: min(n, 6)]
+            if op == "ReciprocalSquareRoot":
+                x = np.abs(x)
+            expected = theirs.execute([torch.from_numpy(x)])[0].numpy()
+            got = np.asarray(ours(x)[0])
+            same = (got.view(np.uint32) == expected.view(np.uint32)) | (np.isnan(got) & np.isnan(expected))
+            assert same.all(), f"{op} n={n}: x {x[~same][:4]} ours {got[~same][:4]} ET {expected[~same][:4]}"
