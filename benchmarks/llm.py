@@ -1,8 +1,9 @@
 """Language models: etbuild's `model.llm` build against ExecuTorch's export_llm, on the same weights, in one run.
 
     python benchmarks/llm.py [--work DIR] [--json out.json] [--tokens 64] [--prompt 64] [--max-prefill 128]
-                             [--attention custom] [--flows etbuild export_llm] [--settings fp32 8da4w]
-                             [--architectures llama qwen2 qwen3] [--weights rounded gptq]
+                             [--attention custom] [--kv-cache float32] [--flows etbuild export_llm]
+                             [--settings fp32 8da4w] [--architectures llama qwen2 qwen3] [--rounds 3]
+                             [--weights rounded gptq]
 
 Per architecture (--architectures: Llama 3 with GQA and an untied head, Qwen2 with q/k/v biases and tied
 embeddings, Qwen3 with q/k norms and tied embeddings), a Hugging Face checkpoint (random weights, seeded;
@@ -12,8 +13,12 @@ names with its model class for the family (`llama3_2`, `qwen2_5_0_5b`, `qwen3_0_
 Llama's q/k rows un-permuted per head (../shared/LLM.md), the Qwens' kept (`use_hf_rope`). Per setting (float32,
 8da4w group 32 + 4-bit embeddings), both flows build with XNNPACK from clean directories (wall time
 of the whole build, including etbuild's verify), then each `.pte` runs in ExecuTorch's
-`TextLLMRunner` in a fresh process with one thread: a fixed prompt of --prompt tokens, --tokens new
-tokens, greedy; the runner's own prefill and decode tokens/s. Greedy ids come from `forward` in
+`TextLLMRunner` in a fresh process with one thread (its XNNPACK threadpool reset to 1): a fixed prompt
+of --prompt tokens, --tokens new tokens, greedy; the runner's own prefill and decode tokens/s (its clock
+counts milliseconds, and one run swings with the machine's load). The same setting's programs are also
+timed side by side in ExecuTorch's runtime (`llm_step.py`: the programs alternating in one process for
+--rounds rounds, one thread; the prompt fed to `forward` 20 times, then 150 one-token calls): forward's
+prefill and decode tokens/s from the CPU time and from the median wall time. Greedy ids come from `forward` in
 ExecuTorch's runtime, compared with Hugging Face's generate(do_sample=False); next-token agreement
 with the float HF model over a fixed 128-token sequence (teacher forced) for both programs, and the logits' SNR
 (dB) against it; the same two over a held-out sequence (another seed) as `heldout_agreement` / `heldout_snr_db`.
@@ -25,7 +30,9 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -144,7 +151,8 @@ def scores(logits: np.ndarray, reference: np.ndarray, prefix: str = "") -> dict[
 
 
 def build_ours(work: Path, folder: Path, setting: str, max_prefill: int = 128,
-               attention: str = "portable", weights: str | None = None) -> tuple[Path, float]:
+               attention: str = "portable", kv_cache: str = "float32",
+               weights: str | None = None) -> tuple[Path, float]:
     """A clean etbuild build; `max_prefill` > 1 is a dynamic forward (the prompt in one call)."""
     name = f"ours-{setting}"
     work.mkdir(parents=True, exist_ok=True)
@@ -153,7 +161,7 @@ def build_ours(work: Path, folder: Path, setting: str, max_prefill: int = 128,
     if quantize is not None and weights is not None:
         quantize = {**quantize, "weights": weights}
     recipe = write_llm_recipe(work, name, {"path": str(folder), "max_context": CONTEXT, "max_prefill": max_prefill},
-                              llm={"attention": attention}, backends=[{"name": "xnnpack"}],
+                              llm={"attention": attention, "kv_cache": kv_cache}, backends=[{"name": "xnnpack"}],
                               verify={"agreement": 0.0}, **({"quantize": quantize} if quantize else {}))
     start = time.perf_counter()
     result = build([recipe], work / "build", stream=io.StringIO())
@@ -193,6 +201,8 @@ torch.set_num_threads(1)
 import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401
 import executorch.kernels.quantized  # noqa: F401
 from executorch.extension.llm.runner import GenerationConfig, TextLLMRunner
+from executorch.extension.pybindings import _C
+_C._unsafe_reset_threadpool(1)  # XNNPACK's threads: the runner shares this pool
 pte, tokenizer, prompt, tokens = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
 runner = TextLLMRunner(pte, tokenizer)
 stats = []
@@ -250,6 +260,30 @@ def forward_checks(pte: Path, sequence: list[int], prompt: int, tokens: int,
     return np.load(out), json.loads(line[7:])
 
 
+def step_speeds(ptes: list[Path], prompt: int, rounds: int) -> dict[str, dict[str, Any]]:
+    """Per `.pte`, forward's prefill (a `prompt`-token prompt) and decode tokens/s in ExecuTorch's runtime, one
+    thread, the programs alternating in one child for `rounds` rounds (`llm_step.py`): from the CPU time and from
+    the median wall time, each the median over the rounds."""
+    proc = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "llm_step.py"), *map(str, ptes),
+                           "--rounds", str(rounds), "--prompt", str(prompt), "--threads", "1"],
+                          capture_output=True, text=True, check=False, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    runs = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
+    if proc.returncode != 0 or not runs:
+        raise SystemExit(f"llm_step.py failed:\n{proc.stderr[-2000:]}")
+    speeds = {}
+    for pte in map(str, ptes):
+        mine = [run for run in runs if run["pte"] == pte]
+
+        def rate(key: str, tokens: int, mine: list[dict[str, Any]] = mine) -> float:
+            return round(tokens * 1e3 / statistics.median(run[key] for run in mine), 1)
+
+        speeds[pte] = {"forward_prefill_tok_s_cpu": rate("cpu_ms_per_prefill", prompt),
+                       "forward_prefill_tok_s_wall": rate("median_prefill_ms", prompt),
+                       "forward_decode_tok_s_cpu": rate("cpu_ms_per_step", 1),
+                       "forward_decode_tok_s_wall": rate("median_ms", 1)}
+    return speeds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/etbuild-llm-bench"))
@@ -262,6 +296,8 @@ def main() -> None:
     parser.add_argument("--max-prefill", type=int, default=128, help="ours: longest chunk one call takes")
     parser.add_argument("--attention", choices=["portable", "custom"], default="custom", help="ours: llm.attention")
     parser.add_argument("--weights", choices=["rounded", "gptq"], help="ours: quantize.weights (default: the recipe's)")
+    parser.add_argument("--kv-cache", choices=["float32", "int8"], default="float32", help="ours: llm.kv_cache")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of the alternating forward timing")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     for architecture in args.architectures:
@@ -286,12 +322,17 @@ def measure(args: argparse.Namespace, architecture: str) -> list[dict[str, Any]]
     expected = hf_greedy(hf, sequence[:8], 32)
     rows = []
     for setting in args.settings:
+        built: dict[str, tuple[Path, float]] = {}
         for flow in args.flows:
             work = args.work / architecture / flow
             if flow == "etbuild":
-                pte, seconds = build_ours(work, folder, setting, args.max_prefill, args.attention, args.weights)
+                built[flow] = build_ours(work, folder, setting, args.max_prefill, args.attention, args.kv_cache,
+                                         args.weights)
             else:
-                pte, seconds = build_export_llm(work, folder, setting, ARCHITECTURES[architecture]["model_class"])
+                built[flow] = build_export_llm(work, folder, setting, ARCHITECTURES[architecture]["model_class"])
+        steps = step_speeds([pte for pte, _ in built.values()], args.prompt, args.rounds)
+        for flow, (pte, seconds) in built.items():
+            work = args.work / architecture / flow
             logits, greedy = forward_checks(pte, sequence, 8, 32, work)
             heldout_logits, _ = forward_checks(pte, heldout, 8, 0, work)
             speed = runner_speed(pte, folder / "tokenizer.json", prompt_text, args.tokens)
@@ -302,6 +343,7 @@ def measure(args: argparse.Namespace, architecture: str) -> list[dict[str, Any]]
                 **scores(logits, reference), **scores(heldout_logits, heldout_reference, "heldout_"),
                 "prefill_tok_s": speed["prefill_token_per_sec"], "decode_tok_s": speed["decode_token_per_sec"],
                 "prompt_tokens": speed["prompt_tokens"], "generated_tokens": speed["generated_tokens"],
+                **steps[str(pte)],
                 "load_average": Path("/proc/loadavg").read_text().split()[:3],
             })
             print(json.dumps(rows[-1]), flush=True)

@@ -10,9 +10,10 @@ prompt in one call (tok/s), decodes --new tokens greedily, one call each (tok/s;
 fixed sequence one token at a time from position 0 for the teacher-forced next tokens. Both children drive
 `forward` with the same Python loop (etbuild.tools.runner.Runner): the comparison is of the runtimes, not of the
 loops. A third child runs eager Hugging Face `generate` (greedy, static cache) on the float model of the same
-checkpoint. The table gives the rates, the ratio ours/theirs (of wall-clock rates, and of the process's CPU time
-per decode call, which other processes' load moves less), how many greedy tokens are equal before the first
-difference (ours against ExecuTorch's and against Hugging Face's), and the teacher-forced agreement.
+checkpoint (LlamaForCausalLM, or Qwen3ForCausalLM for the `qwen3` class: `hf_model`). The table gives the rates,
+the ratio ours/theirs (of wall-clock rates, and of the process's CPU time per decode call, which other processes'
+load moves less), how many greedy tokens are equal before the first difference (ours against ExecuTorch's and
+against Hugging Face's), and the teacher-forced agreement.
 With `--flows etbuild` the program is our own recipe's instead (issue 26: our LLM programs meet the same lines):
 the same checkpoint in Hugging Face's layout, `model.llm` with `llm.attention: custom`, XNNPACK, and for 8da4w
 export_llm's settings (group 32, 4-bit embeddings), built by `etbuild build` under the cache folder.
@@ -130,23 +131,26 @@ def hf_child(pte: str, prompt_len: int, new: int) -> dict[str, Any]:
 
 
 def hf_model(folder: Path) -> Any:
-    """transformers' LlamaForCausalLM with the Meta-layout checkpoint in `folder` (q and k rows permuted back into
-    Hugging Face's rotate-half order, ../shared/LLM.md)."""
+    """transformers' model of the Meta-layout checkpoint in `folder`: LlamaForCausalLM, or Qwen3ForCausalLM when its
+    params use q/k norms (export_llm's `qwen3_0_6b` class), q and k rows permuted back into Hugging Face's
+    rotate-half order (../shared/LLM.md; a per-head RMSNorm is blind to the order within its head)."""
     import importlib
 
     import torch
 
     importlib.import_module("tests.models.zoo")  # first: lets transformers import torchvision without its C ext
     transformers = importlib.import_module("transformers")
-    LlamaConfig, LlamaForCausalLM = transformers.LlamaConfig, transformers.LlamaForCausalLM  # noqa: N806
-
     params = json.loads((folder / "params.json").read_text())
     meta = torch.load(folder / "meta.pth", weights_only=True)
     heads, kv = params["n_heads"], params["n_kv_heads"]
-    config = LlamaConfig(vocab_size=params["vocab_size"], hidden_size=params["dim"],
-                         intermediate_size=params["hidden_dim"], num_hidden_layers=params["n_layers"],
-                         num_attention_heads=heads, num_key_value_heads=kv, rms_norm_eps=params["norm_eps"],
-                         rope_theta=params["rope_theta"], max_position_embeddings=1024, tie_word_embeddings=False)
+    qk_norm = bool(params.get("use_qk_norm"))
+    family = "Qwen3" if qk_norm else "Llama"
+    extra = {"head_dim": params["dim"] // heads, "attention_bias": False} if qk_norm else {}
+    config = getattr(transformers, f"{family}Config")(
+        vocab_size=params["vocab_size"], hidden_size=params["dim"], intermediate_size=params["hidden_dim"],
+        num_hidden_layers=params["n_layers"], num_attention_heads=heads, num_key_value_heads=kv,
+        rms_norm_eps=params["norm_eps"], rope_theta=params["rope_theta"], max_position_embeddings=1024,
+        tie_word_embeddings=False, **extra)
 
     def to_hf(w: torch.Tensor, n: int) -> torch.Tensor:
         rows, cols = w.shape
@@ -155,6 +159,8 @@ def hf_model(folder: Path) -> Any:
     names = {"attention.wo": "self_attn.o_proj", "attention.wv": "self_attn.v_proj", "feed_forward.w1": "mlp.gate_proj",
              "feed_forward.w2": "mlp.down_proj", "feed_forward.w3": "mlp.up_proj",
              "attention_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm"}
+    if qk_norm:
+        names |= {"attention.q_norm_fn": "self_attn.q_norm", "attention.k_norm_fn": "self_attn.k_norm"}
     state = {"model.embed_tokens.weight": meta["tok_embeddings.weight"], "model.norm.weight": meta["norm.weight"],
              "lm_head.weight": meta["output.weight"]}
     for i in range(params["n_layers"]):
@@ -162,7 +168,7 @@ def hf_model(folder: Path) -> Any:
         state[h + "self_attn.q_proj.weight"] = to_hf(meta[p + "attention.wq.weight"], heads)
         state[h + "self_attn.k_proj.weight"] = to_hf(meta[p + "attention.wk.weight"], kv)
         state |= {h + ours + ".weight": meta[p + theirs + ".weight"] for theirs, ours in names.items()}
-    model = LlamaForCausalLM(config).eval()
+    model = getattr(transformers, f"{family}ForCausalLM")(config).eval()
     model.load_state_dict(state, strict=True)
     return model
 
@@ -225,13 +231,12 @@ def measure(model: str, form: str, prompt_len: int, new: int, repeat: int = 1,
     pte = export_llm(shape, form)
     if flow == "etbuild":
         if shape.qk_norm:
-            raise ValueError(f"{model}: --flows etbuild needs a Llama checkpoint (its Hugging Face model is Llama)")
+            raise ValueError(f"{model}: --flows etbuild needs a Llama checkpoint (our recipe builds it from Hugging "
+                             "Face's Llama folder)")
         t = time.perf_counter()
         pte = recipe_program(pte.parent, form, shape.max_context_len)
     build_s = time.perf_counter() - t
-    runtimes = ("etbuild", "executorch") if shape.qk_norm else ("etbuild", "executorch", "hf")  # HF: Llama only
-    ours, theirs, *rest = best_of(runtimes, pte, prompt_len, new, repeat)
-    hf = rest[0] if rest else {"decode_tps": float("nan"), "tokens": []}
+    ours, theirs, hf = best_of(("etbuild", "executorch", "hf"), pte, prompt_len, new, repeat)
     agree = float(np.mean(np.asarray(ours["forced"]) == np.asarray(theirs["forced"])))
     pairs = enumerate(zip(ours["tokens"], theirs["tokens"]))
     equal = next((k for k, (a, b) in pairs if a != b), new)  # greedy tokens before the first difference

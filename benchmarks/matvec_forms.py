@@ -73,7 +73,7 @@ def main() -> None:
     int4 = int4_filter(QuantizedRows(codes_kn, scales_gn))
     codes, params, out_q4 = np.empty(k, np.int32), np.empty(2, np.float32), np.empty(n, np.float32)
     snap_row_qdint8_codes(x.copy(), codes, params)
-    scratch = np.empty(n, np.int32), np.empty(n, np.int16), np.empty(n, np.uint32)
+    scratch = np.empty(n, np.int32), np.empty(n, np.int16), np.empty(n, np.int16)
 
     def qd8_int4() -> None:
         qd8_qb4w_matvec(int4.nibbles, int4.scales, int4.ksum, codes, params, zeros, *scratch, out_q4)

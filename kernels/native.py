@@ -47,6 +47,26 @@ def _compiled() -> ModuleType | None:
         return None
 
 
+def xnn_loops() -> ModuleType | None:
+    """XNNPACK's AVX512F sigmoid and reciprocal square root loops (module `native_xnn`, bit for bit ExecuTorch's
+    runtime on such a CPU), or None without numba, when disabled, or on a CPU without AVX512F (there XNNPACK
+    picks other microkernels, and the XNNPACK runtime keeps its own forms: see backends/xnnpack/runtime/ops/
+    elementwise.py)."""
+    return _xnn_compiled() if enabled() and loops() is not None else None
+
+
+@functools.cache
+def _xnn_compiled() -> ModuleType | None:
+    try:
+        from llvmlite import binding
+
+        if not binding.get_host_cpu_features().get("avx512f", False):
+            return None
+        return importlib.import_module("etbuild.kernels.native_xnn")
+    except (ImportError, RuntimeError):  # no llvmlite, or it cannot read this host's features
+        return None
+
+
 def flat_pair(x: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     """x and out as flat float32 views for an elementwise loop: both float32 and C-contiguous, of one
     size, either disjoint or the same memory (the loops read x[i] before they write out[i]); else None."""
@@ -77,9 +97,13 @@ def warm() -> None:
     fused.fma_matvec(np.ones((2, 2), np.float32), row, row, row.copy())
     codes, params = np.zeros(2, np.int32), np.ones(2, np.float32)
     fused.snap_row_qdint8_codes(row.copy(), codes, params)
-    fused.qd8_qb4w_matvec(np.zeros((1, 2), np.uint8), np.zeros((1, 2), np.uint16), row, codes, params, row,
-                          np.zeros(2, np.int32), np.zeros(2, np.int16), np.zeros(2, np.uint32), row.copy())
+    fused.qd8_qb4w_matvec(np.zeros((8, 2), np.uint8), np.zeros((1, 2), np.float32), row, np.zeros(16, np.int32),
+                          params, row, np.zeros(2, np.int32), np.zeros(2, np.int16), np.zeros(2, np.int16), row.copy())
     warm_convolution(fused)
+    xnn = xnn_loops()
+    if xnn is not None:
+        xnn.sigmoid(x, out, xnn.EXP2_TABLE, out.copy())
+        xnn.rsqrt(x, out)
 
 
 def warm_convolution(fused: ModuleType) -> None:

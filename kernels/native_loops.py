@@ -346,29 +346,42 @@ def grouped_matvec(codes: np.ndarray, scales: np.ndarray, x: np.ndarray, bias: n
 @jit_fma
 def qd8_qb4w_matvec(nibbles: np.ndarray, scales: np.ndarray, ksum: np.ndarray, codes: np.ndarray,
                     params: np.ndarray, bias: np.ndarray, acc: np.ndarray, part: np.ndarray,
-                    wide: np.ndarray, out: np.ndarray) -> None:
+                    more: np.ndarray, out: np.ndarray) -> None:
     """One qdint8 row times int4 weights, as XNNPACK's x86 qd8-f32-qb4w microkernels compute it.
 
     nibbles (K/2, N) uint8: input 2p in the low nibble, 2p + 1 in the high one, each weight + 8; scales (B, N)
-    bf16 (uint16, the float32's upper half) per block of K / B inputs, a multiple of 16; ksum (N,) float32, the
-    packed −Σ scale·Σ weight
-    (etbuild.backends.xnnpack.runtime.qd8); codes (K,) int32 and params (zero point, scale) from
+    float32 holding bf16 numbers, per block of K / B inputs, a multiple of 16; ksum (N,) float32, the packed
+    −Σ scale·Σ weight (etbuild.backends.xnnpack.runtime.qd8); codes (K,) int32 and params (zero point, scale) from
     snap_row_qdint8_codes: unsigned, u = q + 128 and the zero point + 128, as the AVX512-VNNI kernels take them;
-    acc (N,) int32, part (N,) int16 and wide (N,) uint32 scratch; bias, out (N,) float32.
+    acc (N,) int32, part and more (N,) int16 scratch; bias, out (N,) float32.
     out = (ksum·zero + Σ_b float(Σ_k u_k·w_k)·scale_b)·input scale + bias, each block's sum exact in
     integers and added with one fused multiply-add; the input scale and the bias after, unfused. The inner loops
     run along N on the unsigned nibbles in 16-bit integers (16 inputs at a time: Σ ≤ 16·255·15 < 2^16, summed
     in int16 modulo 2^16 and read back unsigned), so they vectorize 32 wide; the weights' 8 is subtracted once
-    per block (8·Σ u)."""
+    per block (8·Σ u). A block of 32 inputs (two such sums) goes to `out` in the pass that adds its second."""
     half, n = nibbles.shape
     per = half // scales.shape[0]
-    scale = wide.view(np.float32)
     for i in range(n):
         out[i] = ksum[i] * params[0]
     for b in range(scales.shape[0]):
-        offset = np.int32(8 * _nibble_sums(nibbles, codes, b * per, (b + 1) * per, acc, part))
+        first = b * per
+        total = 0
+        for k in range(2 * first, 2 * (first + per)):
+            total += codes[k]
+        offset = np.int32(8 * total)
+        scale = scales[b]
+        _nibble_sums8(nibbles, codes, first, part)
+        if per == 16:
+            _nibble_sums8(nibbles, codes, first + 8, more)
+            for i in range(n):
+                out[i] += F((np.int32(part[i]) & 0xFFFF) + (np.int32(more[i]) & 0xFFFF) - offset) * scale[i]
+            continue
         for i in range(n):
-            wide[i] = np.uint32(scales[b, i]) << np.uint32(16)
+            acc[i] = np.int32(part[i]) & 0xFFFF
+        for p0 in range(first + 8, first + per, 8):
+            _nibble_sums8(nibbles, codes, p0, part)
+            for i in range(n):
+                acc[i] += np.int32(part[i]) & 0xFFFF
         for i in range(n):
             out[i] += F(acc[i] - offset) * scale[i]
     # a multiply, then an add, never fused (a jitted helper would inherit this function's contract flag)
@@ -379,28 +392,22 @@ def qd8_qb4w_matvec(nibbles: np.ndarray, scales: np.ndarray, ksum: np.ndarray, c
 
 
 @jit
-def _nibble_sums(nibbles: np.ndarray, codes: np.ndarray, first: int, last: int, acc: np.ndarray,
-                 part: np.ndarray) -> int:
-    """acc ← Σ_k u_k·nibble_k over the byte rows [first, last) (inputs 2·first … 2·last − 1), in int16 chunks of
-    8 rows (wrapping, read back unsigned); returns Σ_k u_k."""
+def _nibble_sums8(nibbles: np.ndarray, codes: np.ndarray, first: int, part: np.ndarray) -> None:
+    """part ← Σ_k u_k·nibble_k over the 8 byte rows from `first` (inputs 2·first … 2·first + 15), in int16
+    (wrapping: read it back unsigned)."""
     n = nibbles.shape[1]
     low, four = np.int16(15), np.int16(4)
-    total = 0
+    a0, a1 = np.int16(codes[2 * first]), np.int16(codes[2 * first + 1])
+    row = nibbles[first]
     for i in range(n):
-        acc[i] = 0
-    for p0 in range(first, last, 8):
+        v = np.int16(row[i])
+        part[i] = np.int16(a0 * (v & low) + a1 * (v >> four))
+    for p in range(first + 1, first + 8):
+        a0, a1 = np.int16(codes[2 * p]), np.int16(codes[2 * p + 1])
+        row = nibbles[p]
         for i in range(n):
-            part[i] = 0
-        for p in range(p0, p0 + 8):
-            total += codes[2 * p] + codes[2 * p + 1]
-            a0, a1 = np.int16(codes[2 * p]), np.int16(codes[2 * p + 1])
-            row = nibbles[p]
-            for i in range(n):
-                v = np.int16(row[i])
-                part[i] += np.int16(a0 * (v & low) + a1 * (v >> four))
-        for i in range(n):
-            acc[i] += np.int32(part[i]) & 0xFFFF
-    return total
+            v = np.int16(row[i])
+            part[i] += np.int16(a0 * (v & low) + a1 * (v >> four))
 
 
 @jit_fma

@@ -84,9 +84,11 @@ class Aliaser:
     """Finds the layout copies of one straight-line chain that can be views (see the module docstring)."""
 
     def __init__(self, plan: fb.ExecutionPlan, instructions: list[fb.Instruction], objects: list[Any],
-                 kernel: Callable[[fb.KernelCall], Any], rebound: set[int]) -> None:
-        """kernel: the KernelInfo of a call (None when it has none; binding reports that)."""
-        self.plan, self.objects, self.kernel = plan, objects, kernel
+                 kernel: Callable[[fb.KernelCall], Any], rebound: set[int],
+                 delegate_writes: Callable[[Any], set[int] | None] | None = None) -> None:
+        """kernel: the KernelInfo of a call (None when it has none; binding reports that); delegate_writes: the
+        values a delegate call writes, its handle's outputs (None when unknown: then every tensor it gets)."""
+        self.plan, self.objects, self.kernel, self.delegate_writes = plan, objects, kernel, delegate_writes
         self._regions: dict[int, Region | None] = {}
         self.touched = [set(checks.touched(plan, ins.instr_args)) for ins in instructions]
         self.writes = [self._written(ins.instr_args) for ins in instructions]
@@ -110,6 +112,7 @@ class Aliaser:
         self.region_bounds = np.array(list(regions.values()), dtype=np.int64).reshape(-1, 3)
         self.fixed = {i for i in range(len(plan.values)) if i not in rebound} - set(plan.inputs) - set(plan.outputs)
         self.root: dict[int, int] = {}
+        self.viewed: dict[int, list[int]] = {}  # a dynamic out that may view its input: where its numbers may be
         self.holders: dict[int, list[tuple[int, int]]] = {}
         if features.VALUE_LISTS:
             for i, ev in enumerate(plan.values):
@@ -119,7 +122,12 @@ class Aliaser:
 
     def _written(self, a: Any) -> set[int]:
         """The values an instruction may write: its result slot (a list's items), its first argument
-        when it has no result slot or is an in-place op (`copy_`); every tensor a delegate gets."""
+        when it has no result slot or is an in-place op (`copy_`); a delegate's outputs (every tensor it gets when
+        its handle is not known)."""
+        if features.DELEGATES and isinstance(a, fb.DelegateCall) and self.delegate_writes is not None:
+            outs = self.delegate_writes(a)
+            if outs is not None:
+                return outs
         if not isinstance(a, fb.KernelCall):
             return set(checks.touched(self.plan, a))
         info = self.kernel(a)
@@ -149,15 +157,30 @@ class Aliaser:
             self.root[o] = root
         return True
 
-    def _can_alias(self, pc: int, o: int, view: np.ndarray, root: int) -> bool:
-        obj = self.objects[o]
-        if o not in self.fixed or self.first.get(o) != pc or not isinstance(obj, np.ndarray):
+    def may_view(self, pc: int, call: fb.KernelCall, info: Any) -> bool:
+        """Whether the one out of the layout copy at pc, a dynamically shaped tensor, may hold a view of its input
+        instead of a copy (steady.Rebinding decides at run time, when the view is C-contiguous of out's dtype):
+        the conditions of the module docstring on the planned bytes (a dynamic tensor's bound), for every memory
+        the input's numbers may be in (its own, or, when it may be such a view itself, its input's; a method
+        input's array, which only the caller's copy writes); never for a method input or output."""
+        nparams = len(info.params)
+        if len(call.args) != nparams + 1 or call.args[nparams] != call.args[nparams - 1]:
             return False
-        if view.shape != obj.shape or view.dtype != obj.dtype or not view.flags.c_contiguous:
+        o, src = call.args[nparams], call.args[0]
+        if o in self.plan.inputs or o in self.plan.outputs or o in self.holders:
             return False
-        own, source = self._region(o), self._region(root)
-        if own is None or self.writers.get(o) != {pc} or self._read_over(o, own, pc):
+        own, owners = self._region(o), self.viewed.get(src, [self.root.get(src, src)])
+        if own is None or self.first.get(o) != pc or self.writers.get(o) != {pc} or self._read_over(o, own, pc):
             return False
+        for r in owners:
+            source = self._region(r)
+            if (source is None and r not in self.plan.inputs) or not self._untouched(pc, o, r, own, source):
+                return False
+        self.viewed[o] = [o, *owners]
+        return True
+
+    def _untouched(self, pc: int, o: int, root: int, own: Region | None, source: Region | None) -> bool:
+        """From pc to o's last use, nothing writes root, and no other value over o's or root's bytes is touched."""
         for q in range(pc + 1, self.last[o] + 1):
             if root in self.writes[q]:
                 return False
@@ -168,6 +191,17 @@ class Aliaser:
                 if _overlap(mine, own) or _overlap(self._region(self.root.get(v, v)), source):
                     return False
         return True
+
+    def _can_alias(self, pc: int, o: int, view: np.ndarray, root: int) -> bool:
+        obj = self.objects[o]
+        if o not in self.fixed or self.first.get(o) != pc or not isinstance(obj, np.ndarray):
+            return False
+        if view.shape != obj.shape or view.dtype != obj.dtype or not view.flags.c_contiguous:
+            return False
+        own, source = self._region(o), self._region(root)
+        if own is None or self.writers.get(o) != {pc} or self._read_over(o, own, pc):
+            return False
+        return self._untouched(pc, o, root, own, source)
 
     def _read_over(self, o: int, own: Region, pc: int) -> bool:
         """Whether another value over o's planned bytes is read after pc before anything writes it."""

@@ -49,6 +49,9 @@ class DelegateHandle(Protocol):
     arg_count: how many values its DelegateCall passes (inputs and outputs, in its order);
     output_positions: which of them it writes; planned_bytes: the working memory it holds,
     which counts against the method's memory limit (`load_method(max_planned_bytes=...)`).
+    A handle may also offer `steady(args) -> Step | None`: what runs a call with the very tuple of its last
+    `execute` again (None for another tuple), which the method runs while the call's arrays stay the same objects
+    and the outputs it returned were those passed; with `quiet` true, under `np.errstate(all="ignore")`.
     """
 
     arg_count: int

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections import Counter
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -117,15 +118,17 @@ class Binder:
             self.rebound = rebound_values(self.plan, instructions)
             self.unknown = checks.varying(self.plan, self.rebound)
         if not features.CONTROL_FLOW or not any(isinstance(i.instr_args, _JUMPS) for i in instructions):
-            self.aliaser = aliasing.Aliaser(self.plan, instructions, self.values.objects, self._info, self.rebound)
+            self.aliaser = aliasing.Aliaser(self.plan, instructions, self.values.objects, self._info, self.rebound,
+                                            self._delegate_writes)
         steps = []
+        called = Counter(i.instr_args.delegate_index for i in instructions if isinstance(i.instr_args, fb.DelegateCall))
         for pc, ins in enumerate(instructions):
             a = ins.instr_args
             where = f"instruction {pc}"
             if isinstance(a, fb.KernelCall):
                 steps.append(self.kernel_step(a, where, pc))
             elif features.DELEGATES and isinstance(a, fb.DelegateCall):
-                steps.append(_delegate_step(self, a, where))
+                steps.append(_delegate_step(self, a, where, called[a.delegate_index] > 1))
             elif features.CONTROL_FLOW and isinstance(a, (fb.MoveCall, fb.JumpFalseCall)):
                 steps.append(control_flow.step(self.values, a, pc, instructions, where))
             else:  # FreeCall (check_instruction_indices rejected the rest): planned memory needs no freeing
@@ -137,6 +140,13 @@ class Binder:
         if not 0 <= op_index < len(ops):
             raise InvalidProgram(f"{where}: operator index {op_index} is out of range ({len(ops)} operators)")
         return canonical_name(ops[op_index].name or "", ops[op_index].overload or "")
+
+    def _delegate_writes(self, call: fb.DelegateCall) -> set[int] | None:
+        """The values a delegate call writes: the arguments at its handle's output positions (None: unknown)."""
+        handle = self.delegates.get(call.delegate_index)
+        if handle is None or len(call.args) != handle.arg_count:
+            return None
+        return {call.args[p] for p in handle.output_positions}
 
     def _info(self, call: fb.KernelCall) -> KernelInfo | None:
         """The kernel of a call, None when it names no operator this runtime has (bind says so)."""
@@ -165,7 +175,7 @@ class Binder:
             fast = self._fast_step(info, call, pc)
             if fast is not None:
                 return fast
-        rebinding = self._steady_step(info, args, ret, store)
+        rebinding = self._steady_step(info, args, ret, store, call, pc)
         if rebinding is not None:
             return rebinding
         call_fn = self._caller(info.fn, args[:nparams])
@@ -185,9 +195,11 @@ class Binder:
                 return False
         return True
 
-    def _steady_step(self, info: KernelInfo, args: list[int], ret: int | None, store: Any) -> Step | None:
+    def _steady_step(self, info: KernelInfo, args: list[int], ret: int | None, store: Any, call: fb.KernelCall,
+                     pc: int) -> Step | None:
         """A step bound again when the call's arguments change (etbuild.runtime.steady), for a call some of whose
-        arguments change at run time and whose result is its out argument itself or a pure view; else None."""
+        arguments change at run time and whose result is its out argument itself or a pure view; else None. A
+        layout copy whose out may hold a view of its input (aliasing.Aliaser.may_view) stores that view."""
         if not features.LIVE_VALUES or not steady.applies(info):
             return None
         nparams = len(info.params)
@@ -196,7 +208,19 @@ class Binder:
             return None
         if info.fast is not None and hasattr(info.fn, "__wrapped__"):  # its fast path skips common.quiet
             self.quiet = True
-        return steady.Rebinding(info, self.values.objects, args[:nparams], info.params, varying, ret, store)
+        may_view = info.view is not None and self.aliaser is not None and pc >= 0 \
+            and self.aliaser.may_view(pc, call, info)
+        step = steady.Rebinding(info, self.values.objects, args[:nparams], info.params, varying, ret, store, may_view)
+        self.values.watch(self._watched(varying | ({ret} if info.pure and ret is not None else set())), step)
+        return step
+
+    def _watched(self, varying: set[int]) -> list[int]:
+        """The values whose stores may change what these varying arguments hold: each, and an int list's items."""
+        watched = list(varying)
+        for i in varying:
+            if features.VALUE_LISTS and isinstance(self.plan.values[i].val, fb.IntList):
+                watched.extend(list_items(self.plan, i))
+        return watched
 
     def _varying(self, arg_idx: list[int]) -> set[int]:
         """The arguments whose object, or (int lists) whose items, may change at run time."""
@@ -268,8 +292,9 @@ def _number_store(store: Callable[[Any], None], slot: str, where: str) -> Callab
     return store_number
 
 
-def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str) -> Step:
-    """Call the delegate's handle; outputs whose arrays change (dynamic shapes) are stored back."""
+def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str, shared: bool = False) -> Step:
+    """Call the delegate's handle; outputs whose arrays change (dynamic shapes) are stored back. A delegate that no
+    other instruction calls runs its handle's steady step while its arrays stay the same (steady.DelegateCall)."""
     handle = binder.delegates.get(call.delegate_index)
     if handle is None:
         raise InvalidProgram(f"{where}: delegate index {call.delegate_index} is out of range")
@@ -279,6 +304,12 @@ def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str) -> Step:
     stores = [(k, binder.values.setter(args[p])) for k, p in enumerate(handle.output_positions)
               if args[p] in binder.rebound]
     objs = binder.values.objects
+    if not shared and hasattr(handle, "steady"):
+        binder.quiet = binder.quiet or bool(getattr(handle, "quiet", True))  # its steady step runs unguarded
+        varying = [i for i in args if i in binder.rebound]
+        step = steady.DelegateCall(handle, objs, args, varying, stores)
+        binder.values.watch(varying, step)
+        return step
     if not features.LIVE_VALUES or binder.rebound.isdisjoint(args):
         fixed = tuple(objs[i] for i in args)  # a tuple: the handle may skip re-checking the same arrays
         return functools.partial(handle.execute, fixed)

@@ -9,7 +9,7 @@ checked against the memory it points into.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -185,6 +185,7 @@ class Values:
     def __init__(self, plan: fb.ExecutionPlan, objects: list[Any]) -> None:
         self.plan = plan
         self.objects = objects
+        self.watchers: dict[int, list[Any]] = {}  # value -> the steps to mark dirty when it changes (see watch)
         self.dependents: dict[int, list[tuple[list[Any], int]]] = {}
         if not (features.LIVE_VALUES and features.VALUE_LISTS):
             return
@@ -194,14 +195,24 @@ class Values:
                     if j >= 0:
                         self.dependents.setdefault(j, []).append((objects[i], pos))
 
+    def watch(self, indices: Iterable[int], step: Any) -> None:
+        """Set `step.dirty = True` whenever one of these values gets another object (etbuild.runtime.steady: a
+        step that is not dirty still sees the objects it last checked)."""
+        for i in set(indices):
+            self.watchers.setdefault(i, []).append(step)
+
     def setter(self, i: int) -> Callable[[Any], None]:
-        """A function that stores a new object for value i (and in every list holding it)."""
+        """A function that stores a new object for value i (and in every list holding it), marking the steps
+        that watch value i dirty when it is another object than the one there."""
         if not features.LIVE_VALUES:
             raise features.missing("LIVE_VALUES", f"value {i}")
-        objects, deps = self.objects, self.dependents.get(i, [])
+        objects, deps, watchers = self.objects, self.dependents.get(i, []), self.watchers.setdefault(i, [])
 
         def store(obj: Any) -> None:
-            objects[i] = obj
+            if objects[i] is not obj:
+                objects[i] = obj
+                for step in watchers:
+                    step.dirty = True
             for lst, pos in deps:
                 lst[pos] = obj
 

@@ -104,6 +104,11 @@ class Artifacts:
         return self.root / "verify.json"
 
     @property
+    def tokenizer(self) -> Path:
+        """A language model's tokenizer.json, copied beside the `.pte` by emit (when its folder has one)."""
+        return self.root / "tokenizer.json"
+
+    @property
     def bpte(self) -> Path:
         """The bundled program `verify: {bundle: true}` writes beside the `.pte`."""
         return self.root / f"{self.name}.bpte"

@@ -157,7 +157,7 @@ def llm_outputs(recipe: Recipe, a: Artifacts) -> list[Path]:
         return []
     from etbuild.llm.runner import tokenizer_file
 
-    return [a.root / "tokenizer.json"] if tokenizer_file(recipe.section("model")["kwargs"]) else []
+    return [a.tokenizer] if tokenizer_file(recipe.section("model")["kwargs"]) else []
 
 
 def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) -> dict[str, StageCall]:

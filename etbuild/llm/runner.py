@@ -45,7 +45,8 @@ class Runner(torch.nn.Module):
 
 
 def decoder(path: str | None = None, config: Mapping[str, Any] | None = None, max_context: int = 128,
-            max_prefill: int = 32, seed: int = 0, attention: str = "portable", **_: Any) -> torch.nn.Module:
+            max_prefill: int = 32, seed: int = 0, attention: str = "portable", kv_cache: str = "float32",
+            **_: Any) -> torch.nn.Module:
     """The recipe factory of `model.llm`: the folder's model (or the config's, random from `seed`) as a Runner."""
     folder = None if path is None else Path(path)
     data = read_config(folder, config)
@@ -54,7 +55,7 @@ def decoder(path: str | None = None, config: Mapping[str, Any] | None = None, ma
         load_weights(model, folder)
     check_tokenizer(folder, data)
     if attention == "custom":
-        return CustomRunner(model, max_context).eval()
+        return CustomRunner(model, max_context, kv_cache).eval()
     return Runner(model, max_context).eval()
 
 

@@ -79,15 +79,19 @@ _QUANTIZING = frozenset({
 
 
 _SET_GRAD_ENABLED = torch.ops.higher_order.wrap_with_set_grad_enabled
+FLOAT32_NAMESPACES = frozenset({"llama"})
+"""Operators that run on float32 values: ExecuTorch's `llama::` kernels (when its library is loaded in
+the process, they replace etbuild's eager ones) take no float64 tensors."""
 
 
 class Float64(Interpreter):
     """Runs a converted graph with its float ops in float64: floats are cast to float32 only
     where they are quantized (as the program's values are), and back to float64 after. The
     assertions torch.export leaves in the graph (`_assert_tensor_metadata(x, dtype=float32)`
-    around a rotary table's cast) see float32 too: they check the float32 program's values.
+    around a rotary table's cast) see float32 too: they check the float32 program's values (except
+    one that asserts float64: a value the program holds in float64, as an int8 KV cache's scales).
     A region export wrapped in `wrap_with_set_grad_enabled` runs in float64 as well; any other
-    higher-order region runs on float32 values, as the program's does."""
+    higher-order region, and the `FLOAT32_NAMESPACES` operators, run on float32 values, as the program's do."""
 
     def run_node(self, n: Node) -> Any:
         result = super().run_node(n)
@@ -98,10 +102,21 @@ class Float64(Interpreter):
             enabled, body, *operands = args
             with torch.set_grad_enabled(enabled):
                 return Float64(body).run(*operands)
-        if target in _QUANTIZING or isinstance(target, HigherOrderOperator) or (
-                isinstance(target, OpOverload) and is_assertion(target)):
+        if target in _QUANTIZING or isinstance(target, HigherOrderOperator) or (isinstance(target, OpOverload) and (
+                _float32_kernel(target) or is_assertion(target) and not _asserts_float64(args, kwargs))):
             args = torch.utils._pytree.tree_map(_float32, args)  # other regions run as the float32 program does
         return super().call_function(target, args, kwargs)
+
+
+def _float32_kernel(target: OpOverload) -> bool:
+    """A `FLOAT32_NAMESPACES` operator that writes none of its arguments (a cache update keeps writing the
+    float64 copy of the cache that this run reads)."""
+    return target.namespace in FLOAT32_NAMESPACES and not target._schema.is_mutable
+
+
+def _asserts_float64(args: Any, kwargs: Any) -> bool:
+    """Whether an `_assert_tensor_metadata(x, sizes, strides, dtype)` asks for float64."""
+    return kwargs.get("dtype", args[3] if len(args) > 3 else None) is torch.float64
 
 
 def _float32(x: Any) -> Any:

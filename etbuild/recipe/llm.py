@@ -132,8 +132,8 @@ def _lengths(doc: Doc, llm: dict[str, Any]) -> dict[str, int]:
     return lengths
 
 
-SECTION = {"attention": ("portable", "custom"), "kv_cache": ("float32",)}
-"""Accepted values: attention `custom` calls ExecuTorch's llama:: operators. Not built yet: kv_cache `int8`."""
+SECTION = {"attention": ("portable", "custom"), "kv_cache": ("float32", "int8")}
+"""Accepted values: attention `custom` calls ExecuTorch's llama:: operators; kv_cache `int8` (per token) needs it."""
 
 
 def _section(doc: Doc) -> dict[str, Any]:
@@ -144,13 +144,16 @@ def _section(doc: Doc) -> dict[str, Any]:
     out: dict[str, Any] = {"attention": "portable", "kv_cache": "float32", "metadata": {}}
     for key, value in section.items():
         if key in SECTION and value not in SECTION[key]:
-            message = f"expected {' or '.join(SECTION[key])} (the values built so far); got {value!r}"
+            message = f"expected {' or '.join(SECTION[key])}; got {value!r}"
             raise _error(doc, ("llm", key), message)
         if key == "metadata" and not (isinstance(value, dict) and set(value) <= {"bos", "eos"}):
             raise _error(doc, ("llm", key), "expected a mapping with bos (an id) and eos (a list of ids)")
         if key not in out:
             raise _error(doc, ("llm", key), "unknown key; expected attention, kv_cache, metadata")
         out[key] = value
+    if out["kv_cache"] == "int8" and out["attention"] != "custom":
+        message = "expected llm.attention: custom beside it (the int8 cache is written with llama::update_cache)"
+        raise _error(doc, ("llm", "kv_cache"), message)
     return out
 
 

@@ -10,6 +10,7 @@ and leaves no release directory. The directory:
     products/<p>/<p>.pte                  with verify.json, select.json, memory.json from its build,
     products/<p>/verify-<runtime>.json    and its verification on each runtime it ships with
     products/<p>/<p>.bpte                 its bundled program, when the recipe asks for one (gated too)
+    products/<p>/tokenizer.json           a language model's tokenizer, which its runner reads beside the `.pte`
     runtimes/<r>/<wheel>.whl              installable with pip (needs numpy and flatbuffers)
     runtimes/<r>/selected_operators.yaml  ExecuTorch's selective-build format
     SHA256SUMS                            every file above
@@ -168,8 +169,17 @@ def _write_products(
             "recipe": p.written, "pte": f"products/{p.name}/{a.pte.name}", "pte_bytes": a.pte.stat().st_size,
             "runtimes": [g.name for g in release.runtimes_of(p.name)],
             "budget": {k: v for k, v in vars(p.budget).items() if v is not None}, **copy_bundle(a, folder),
+            **_copy_tokenizer(a, folder),
         }
     return summary
+
+
+def _copy_tokenizer(a: Artifacts, folder: Path) -> dict[str, str]:
+    """A language model's tokenizer.json travels with its `.pte` (the runner reads both); its summary entry."""
+    if not a.tokenizer.is_file():
+        return {}
+    shutil.copyfile(a.tokenizer, folder / a.tokenizer.name)
+    return {"tokenizer": f"products/{folder.name}/{a.tokenizer.name}"}
 
 
 def _write_runtimes(out: Path, runtimes: dict[str, BuiltRuntime]) -> None:

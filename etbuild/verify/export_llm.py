@@ -26,8 +26,12 @@ from etbuild.errors import StageError, UsageError
 QMODES = {
     "fp32": {},
     "8da4w": {"qmode": "8da4w", "group_size": 32, "embedding_quantize": "4,32"},
+    "fp32-kv8": {},
 }
 """The quantization settings of each program form export_llm builds (its `quantization:` section)."""
+MODEL_SETTINGS = {"fp32-kv8": {"quantize_kv_cache": True}}
+"""The forms' settings of its `model:` section besides the KV cache and custom SDPA: `fp32-kv8` is the int8 KV
+cache (`llama::custom_quantized_sdpa` over int8 caches with per-token scales and zero points)."""
 
 
 @dataclass(frozen=True)
@@ -102,7 +106,8 @@ def export_config(shape: LlamaShape, qmode: str, params: Path, checkpoint: Path,
     config: dict[str, object] = {
         "base": {"model_class": shape.model_class, "params": str(params), "checkpoint": str(checkpoint),
                  "metadata": metadata},
-        "model": {"use_kv_cache": True, "use_sdpa_with_kv_cache": True, "dtype_override": "fp32"},
+        "model": {"use_kv_cache": True, "use_sdpa_with_kv_cache": True, "dtype_override": "fp32",
+                  **MODEL_SETTINGS.get(qmode, {})},
         "backend": {"xnnpack": {"enabled": True, "extended_ops": True}},
         "export": {"max_seq_length": shape.max_seq_len, "max_context_length": shape.max_context_len,
                    "output_dir": str(output.parent), "output_name": output.name},
@@ -125,7 +130,7 @@ def default_cache() -> Path:
 
 
 def export_llm(shape: LlamaShape, qmode: str = "fp32", cache: Path | None = None) -> Path:
-    """The `.pte` export_llm builds for `shape` in form `qmode` (`fp32` or `8da4w`), built once per cache key.
+    """The `.pte` export_llm builds for `shape` in form `qmode` (`QMODES`), built once per cache key.
 
     The folder beside the `.pte` holds its checkpoint (`params.json`, `meta.pth`). Built in a temporary folder
     and renamed into place, so an interrupted build leaves nothing a later call would take for a result; a failed

@@ -4,8 +4,9 @@ A float program must give Hugging Face's `generate(do_sample=False)` tokens: the
 continuation (`verify.tokens`, default 32) of a fixed prompt is fed back one token a call
 (teacher forcing on exactly the sequence greedy decoding sees), and the program's argmax after
 each position must be the next greedy token; then free greedy generation gives the same tokens.
-A quantized program is judged against the float model over a fixed random sequence of
-`POSITIONS` tokens (the cache length when shorter): the share of positions whose argmax
+A quantized program (a quantized scheme, or an int8 KV cache) is judged against the float model
+over a fixed random sequence of `POSITIONS` tokens (the cache length when shorter): the share of
+positions whose argmax
 agrees (`agreement`, gated by `verify.agreement`, default `AGREEMENT`) and the logits' SNR. The
 calls run in order on one loaded method, in the runtime a `Runner` gives.
 """
@@ -37,7 +38,8 @@ def llm_check(recipe: Recipe, pte: Path, run: Runner, run_samples: RunSamples) -
     model = build_model(recipe)
     vocab = int(model.language_model().config.vocab_size)
     generator = torch.Generator().manual_seed(int(cfg["seed"]))
-    if recipe.quantize is None:
+    exact = recipe.quantize is None and kwargs.get("kv_cache", "float32") == "float32"
+    if exact:
         tokens = min(int(cfg.get("tokens", TOKENS)), kwargs["max_context"] - PROMPT)
         prompt = torch.randint(0, vocab, (PROMPT,), generator=generator).tolist()
         greedy = _hf_greedy(model.language_model(), prompt, tokens)
@@ -46,15 +48,20 @@ def llm_check(recipe: Recipe, pte: Path, run: Runner, run_samples: RunSamples) -
         sequence = torch.randint(0, vocab, (min(POSITIONS, kwargs["max_context"]),), generator=generator).tolist()
     samples = [(np.array([[t]], dtype=np.int64), np.array([i], dtype=np.int64)) for i, t in enumerate(sequence)]
     actual = np.stack([out[0].reshape(-1) for out in run_samples(run, pte, samples, "forward")])
-    reference = _eager(build_model(recipe), samples)
+    reference = _eager(_float_cache(build_model(recipe)), samples)
     report = _agreement(actual, reference)
-    if recipe.quantize is None:
+    if exact:
         matched = [int(a) == g for a, g in zip(actual[PROMPT - 1:].argmax(-1), greedy)]
         report.update(greedy_tokens=greedy, matched=sum(matched), tokens=len(greedy), passed=all(matched))
     else:
         threshold = float(cfg.get("agreement", AGREEMENT))
         report.update(threshold=threshold, passed=report["agreement"] >= threshold)
     return report
+
+
+def _float_cache(model: torch.nn.Module) -> torch.nn.Module:
+    """The model with a float KV cache: an int8-cache program is judged against the float model."""
+    return model.with_float_cache() if getattr(model, "int8_cache", False) else model
 
 
 def _hf_greedy(model: torch.nn.Module, prompt: list[int], tokens: int) -> list[int]:

@@ -2,4 +2,4 @@
 and scaled dot-product attention over the filled part of it. Numpy, torch-free; importing this package registers
 every kernel."""
 
-from etbuild.kernels.llm import cache, sdpa  # noqa: F401
+from etbuild.kernels.llm import cache, quantized_sdpa, sdpa  # noqa: F401

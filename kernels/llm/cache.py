@@ -19,9 +19,10 @@ def _check_shapes(op: str, value: np.ndarray, cache: np.ndarray) -> None:
     if value.ndim != 4 or cache.ndim != 4:
         raise KernelError(f"{op}: value and cache must be 4-d [B, S, H, D], got {list(value.shape)} and "
                           f"{list(cache.shape)}")
-    if value.dtype != cache.dtype:
+    if value.dtype is not cache.dtype and value.dtype != cache.dtype:
         raise KernelError(f"{op}: value is {value.dtype}, the cache {cache.dtype}")
-    if (value.shape[0], *value.shape[2:]) != (cache.shape[0], *cache.shape[2:]):
+    v, c = value.shape, cache.shape
+    if v[0] != c[0] or v[2] != c[2] or v[3] != c[3]:
         raise KernelError(f"{op}: value {list(value.shape)} does not fit cache {list(cache.shape)} "
                           "(dims 0, 2 and 3 must match)")
 
@@ -39,7 +40,7 @@ def update_cache_out(value: np.ndarray, cache: np.ndarray, start_pos: int, out: 
     _check_shapes("llama::update_cache", value, cache)
     check_position("llama::update_cache", start_pos, value.shape[1], cache.shape[1])
     cache[:, start_pos:start_pos + value.shape[1]] = value
-    return resize(out, (1,))
+    return out if out.shape == (1,) else resize(out, (1,))
 
 
 @kernel("llama::update_cache_with_indices.out", dtypes=REAL_DTYPES)

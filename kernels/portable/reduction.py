@@ -7,6 +7,7 @@ bool sums and products accumulate in int64 unless a `dtype` code says otherwise.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 
@@ -93,42 +94,58 @@ def prod_out(x: np.ndarray, dtype: int | None, out: np.ndarray) -> np.ndarray:
     return _reduce(np.prod, x, None, False, _acc_dtype(x, dtype), out)
 
 
+# aten::mean as ExecuTorch's portable kernel computes it (op_mean.cpp, checked against its runtime): per output,
+# the reduced elements summed one after another in index order, in the output dtype (float32 for float16), then
+# divided by the count in that dtype. numpy's add.reduce sums pairwise and in SIMD lanes: other last bits.
+
+
+def _mean_plan(x: np.ndarray, axes: tuple[int, ...], ct: np.dtype) -> tuple[np.ndarray, np.ndarray]:
+    """x with the reduced axes moved last and flattened into one, [outer, count] (a view when it can be), and
+    the count as a scalar of the accumulation dtype."""
+    acc = opmath(ct)
+    kept = [a for a in range(x.ndim) if a not in axes]
+    count = math.prod(x.shape[a] for a in axes)
+    rows = x.transpose(kept + list(axes)).reshape(math.prod(x.shape[a] for a in kept), count)
+    return rows, acc.type(np.float32(count))
+
+
+def _sequential_means(rows: np.ndarray, count: np.generic, scratch: np.ndarray, means: np.ndarray) -> None:
+    """means[i] = (rows[i, 0] + rows[i, 1] + ... in order, in scratch's dtype) / count; rows [outer, count > 0]."""
+    np.add.accumulate(rows, axis=1, dtype=scratch.dtype, out=scratch)
+    np.divide(scratch[:, -1], count, out=means)
+
+
 def _mean_fast(x: np.ndarray, dim: list[int] | None, keepdim: bool, dtype: int | None,
                out: np.ndarray) -> Callable[[], None] | None:
-    """mean_out's one-reduce path (`_sum_into`, then np.mean's division) bound at load, when it is the path
-    mean_out takes for these arrays: a native float dtype, no cast, C-contiguous x and out of the result's shape."""
+    """mean_out bound at load for a native float dtype, no cast, C-contiguous x reduced over its last axes
+    into a C-contiguous out of the result's shape: the same sums and division into preallocated scratch."""
     ct = numpy_dtype(dtype) if dtype is not None else x.dtype
     if ct != x.dtype or ct not in NATIVE or out.dtype != ct or not (x.flags.c_contiguous and out.flags.c_contiguous):
         return None
     axes = reduce_axes(dim, x.ndim)
-    count = math.prod(x.shape[a] for a in axes)
     shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape)) if keepdim else \
         tuple(n for a, n in enumerate(x.shape) if a not in axes)
-    if not count or out.shape != shape:
+    if axes != tuple(range(x.ndim - len(axes), x.ndim)) or out.shape != shape or not x.size:
         return None
-    divisor = np.intp(count)
-
-    def mean() -> None:
-        np.add.reduce(x, axis=axes, dtype=ct, keepdims=keepdim, out=out)
-        np.true_divide(out, divisor, out=out, casting="unsafe")
-
-    return mean
+    rows, count = _mean_plan(x, axes, ct)
+    return functools.partial(_sequential_means, rows, count, np.empty(rows.shape, ct), out.reshape(-1))
 
 
 @kernel("aten::mean.out", dtypes=FLOAT_DTYPES, fast=_mean_fast)
 @quiet
 def mean_out(x: np.ndarray, dim: list[int] | None, keepdim: bool, dtype: int | None, out: np.ndarray) -> np.ndarray:
+    """The mean over dim in ExecuTorch's order (above); an empty reduction gives NaN."""
     ct = numpy_dtype(dtype) if dtype is not None else x.dtype
-    if ct == x.dtype and ct in NATIVE:
-        axes = reduce_axes(dim, x.ndim)
-        count = 1
-        for axis in axes:
-            count *= x.shape[axis]
-        if count and _sum_into(x, axes, keepdim, ct, out):  # (np.mean warns on an empty slice)
-            # np.mean's own division: by the count as an np.intp, in place, cast back into out.
-            np.true_divide(out, np.intp(count), out=out, casting="unsafe")
-            return out
-    return _reduce(np.mean, x, dim, keepdim, ct, out)
+    axes = reduce_axes(dim, x.ndim)
+    rows, count = _mean_plan(x, axes, ct)
+    means = np.empty(rows.shape[0], count.dtype)
+    if rows.shape[1]:
+        _sequential_means(rows, count, np.empty(rows.shape, count.dtype), means)
+    else:
+        means.fill(np.nan)
+    shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape)) if keepdim else \
+        tuple(n for a, n in enumerate(x.shape) if a not in axes)
+    return store(out, means.reshape(shape))
 
 
 def _extreme(fn: Callable[..., np.ndarray], x: np.ndarray, dim: Dims, keepdim: bool, out: np.ndarray) -> np.ndarray:

@@ -33,6 +33,12 @@ def int4() -> Path:
     return tiny_program("8da4w")
 
 
+@pytest.fixture(scope="module")
+def kv8() -> Path:
+    """export_llm's program with its int8 KV cache (`quantize_kv_cache`: `llama::custom_quantized_sdpa`)."""
+    return tiny_program("fp32-kv8")
+
+
 def teacher_forced(forward, tokens: list[int]) -> list[int]:  # noqa: ANN001
     """The argmax after each token, fed one at a time at its position."""
     return [int(np.argmax(forward(np.asarray([[t]], np.int64), np.asarray([i], np.int64))[0])) for i, t in
@@ -62,6 +68,22 @@ def test_8da4w_teacher_forced_agreement(int4: Path) -> None:
     theirs = teacher_forced(executorch_forward(int4), tokens)
     agreement = np.mean(np.asarray(ours) == np.asarray(theirs))
     assert agreement >= 0.98, agreement
+
+
+def test_int8_kv_cache_program_follows_executorch_runtime(kv8: Path) -> None:
+    from etbuild.runtime.format.pte import read_program
+
+    program, _ = read_program(kv8.read_bytes())
+    assert "llama::custom_quantized_sdpa" in {op.name for plan in program.execution_plan for op in plan.operators}
+    ours, theirs = Program.load(kv8).load_method("forward"), executorch_forward(kv8)
+    tokens = token_sequence(TINY.max_context_len, seed=2)
+    calls = [(tokens[:12], 0)] + [([t], i) for i, t in enumerate(tokens[12:], 12)]  # a chunk, then one a call
+    for chunk, position in calls:
+        args = (np.asarray([chunk], np.int64), np.asarray([position], np.int64))
+        a, b = ours(*args)[0], theirs(*args)[0]
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4 * float(np.abs(b).max()))
+        assert int(a.argmax()) == int(b.argmax())
+    assert list(load_runner(kv8).generate(tokens[:20], 16)) == list(executorch_runner(kv8).generate(tokens[:20], 16))
 
 
 def test_prefill_in_chunks_gives_the_logits_of_one_call(fp32: Path) -> None:

@@ -23,3 +23,18 @@ def test_family_builds_and_gives_hugging_face_tokens(tmp_path, family):
     assert result.exit_code == 0, result.failed
     report = json.loads((tmp_path / "build" / family / "verify.json").read_text())["llm"]
     assert (report["matched"], report["executorch"]["matched"]) == (32, 32)
+
+
+def test_gemma_with_xnnpack_is_delegated_as_llama_is(tmp_path):
+    """Gemma's tanh GELU runs in the delegates (eight XNNPACK nodes), so its forward splits as Llama's does."""
+    reports = {}
+    for family in ("gemma", "llama3"):
+        recipe = write_llm_recipe(tmp_path, family, {"config": FAMILIES[family], "max_context": 64, "max_prefill": 8},
+                                  llm={"attention": "custom"}, backends=[{"name": "xnnpack"}])
+        result = build([recipe], tmp_path / "build", stream=io.StringIO())
+        assert result.exit_code == 0, result.failed
+        report = json.loads((tmp_path / "build" / family / "verify.json").read_text())["llm"]
+        assert (report["matched"], report["executorch"]["matched"]) == (32, 32)
+        reports[family] = json.loads((tmp_path / "build" / family / "partition.json").read_text())["methods"]["forward"]
+    assert reports["gemma"]["delegates"] == reports["llama3"]["delegates"]
+    assert not any(o["operator"].startswith("aten::gelu") for o in reports["gemma"]["outside"])

@@ -123,3 +123,24 @@ def test_pow_by_a_small_exponent_is_torch_s_bits_and_binds_no_np_power(exponent:
     in_place = x.copy()
     info.fast(in_place, exponent, in_place)()
     assert in_place.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("bits", [4, 8])
+def test_an_embedding_fast_path_checks_its_indices_on_every_call(bits: int) -> None:
+    """The lookup is bound to the indices' array; a row outside the table read later is a KernelError."""
+    from etbuild.errors import KernelError
+
+    name = "embedding_4bit" if bits == 4 else "embedding_byte"
+    info = REGISTRY[f"quantized_decomposed::{name}.dtype_out"]
+    rng = np.random.default_rng(0)
+    weight = rng.integers(0, 256, (6, 8), dtype=np.uint8)  # 4 bits: 16 columns
+    scales = rng.random((6, 2), dtype=np.float32)
+    indices, out = np.array([[1, 5]], np.int64), np.empty((1, 2, 16 if bits == 4 else 8), np.float32)
+    step = info.fast(weight, scales, None, -8, 7, indices, None, out)
+    assert step is not None
+    step()
+    assert out.tobytes() == info.fn(weight, scales, None, -8, 7, indices, None, out.copy()).tobytes()
+    for bad in (6, -1):
+        indices[0, 1] = bad
+        with pytest.raises(KernelError, match="index out of range for a table of 6 rows"):
+            step()

@@ -129,7 +129,7 @@ def test_warm_compiles_every_loop_or_does_nothing(setting: str) -> None:
     compiled, every, disabled = proc.stdout.splitlines()
     assert {"gelu", "sigmoid", "snap_to_grid", "snap_rows_qdint8", "layer_norm"} <= set(eval(every))
     # helpers compiled into the loops calling them, never bound alone
-    called_inside = {"row_moments", "_depthwise_tap", "_add_clamp", "_qdint8_params", "_nibble_sums", "_gelu1",
+    called_inside = {"row_moments", "_depthwise_tap", "_add_clamp", "_qdint8_params", "_nibble_sums8", "_gelu1",
                      "_exp_le0", "_scaled_max", "_shifted_exps"}
     assert eval(compiled) == (sorted(set(eval(every)) - called_inside) if setting == "1" else [])
     assert disabled == str(setting == "0")

@@ -142,3 +142,123 @@ def test_a_delegate_with_dynamic_arguments_is_prepared_once_per_shape(monkeypatc
         passed.append(handle._frozen)
     assert counts == [1, 2, 2, 2, 3, 4, 4]
     assert passed[2] is not None and passed[3] is passed[2] and passed[6] is passed[5]
+
+
+def _norm_linear_program() -> tuple[torch.nn.Module, bytes]:
+    from etbuild.pipeline import compile_exported
+    from etbuild.recipe import BackendConfig
+
+    model = NormLinear().eval()
+    n = torch.export.Dim("n", min=1, max=16)
+    exported = torch.export.export(model, (torch.randn(1, 2, 8),), dynamic_shapes=({1: n},))
+    return model, compile_exported({"forward": exported}, backends=(BackendConfig("xnnpack", {}),)).pte
+
+
+def test_a_steady_delegate_call_runs_only_its_bound_steps(monkeypatch):
+    """While the call's arrays stay the same objects the method runs the handle's steady step, not `execute`;
+    a new token count executes (and binds) again; outputs are bit for bit those of `execute` on every call."""
+    from etbuild.backends.xnnpack.runtime.delegate import XnnpackDelegate
+    from etbuild.runtime import binding
+    from etbuild.runtime.steady import DelegateCall
+
+    model, data = _norm_linear_program()
+    method = Program.from_bytes(data).load_method()
+    with monkeypatch.context() as m:  # every call through `execute`, as a delegate called twice is
+        full = binding._delegate_step
+        m.setattr(binding, "_delegate_step", lambda b, a, w, shared=False: full(b, a, w, True))
+        plain = Program.from_bytes(data).load_method()
+    (step,) = [s for s in method.steps if isinstance(s, DelegateCall)]
+    assert not any(isinstance(s, DelegateCall) for s in plain.steps)
+    executed: list[int] = []
+    execute = XnnpackDelegate.execute
+    monkeypatch.setattr(XnnpackDelegate, "execute", lambda self, args: executed.append(1) or execute(self, args))
+    counts = []
+    for count in (3, 3, 3, 3, 5, 5, 2):
+        x = torch.randn(1, count, 8)
+        mark = len(executed)
+        got = method(x.numpy())[0]
+        counts.append(len(executed) - mark)
+        assert got.tobytes() == plain(x.numpy())[0].tobytes()
+        with torch.no_grad():
+            np.testing.assert_allclose(got, model(x).numpy(), rtol=1e-5, atol=1e-5)
+    assert counts == [1, 1, 0, 0, 1, 1, 1]  # the second call of a count stores nothing new: from the third, bound
+    assert step.binds == 5
+
+
+def test_a_steady_step_takes_no_key_until_a_value_it_watches_changes(monkeypatch):
+    """A call of the same shapes gives no value another object, so the bound steps run without computing their
+    keys; a store of another object into a value a step reads marks that step dirty: it takes its key once."""
+    from etbuild.runtime.steady import DelegateCall
+
+    data = compile_module(Layouts().eval(), _inputs(6, 0), dynamic_shapes=(_dynamic(), None)).pte
+    _, linear = _norm_linear_program()
+    methods = [(Program.from_bytes(data).load_method(), lambda k: _inputs(6, k)),
+               (Program.from_bytes(linear).load_method(), lambda k: (torch.randn(1, 3, 8),))]
+    for m, inputs in methods:
+        for k in range(3):
+            m(*[t.numpy() for t in inputs(k)])
+        steps = [s for s in m.steps if isinstance(s, (DelegateCall, Rebinding))]
+        keys: list[object] = []
+        for s in steps:
+            monkeypatch.setattr(s, "key", lambda _k=s.key, _s=s, _seen=keys: _seen.append(_s) or _k())
+        x = [t.numpy() for t in inputs(5)]
+        want = m(*x)[0]
+        assert steps and not keys and not any(s.dirty for s in steps)
+        watched = next(i for i, w in m.values.watchers.items() if w)
+        store = m.values.setter(watched)
+        first = m.values.objects[watched]
+        store(first.copy() if isinstance(first, np.ndarray) else first + 1)  # another object
+        store(first)
+        dirty = [s for s in steps if s.dirty]
+        assert dirty == m.values.watchers[watched]
+        assert m(*x)[0].tobytes() == want.tobytes() and keys == dirty
+
+
+class Windows(torch.nn.Module):
+    """Two slices of one dynamic tensor that stays alive: the first may be a view of it."""
+
+    def forward(self, x: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
+        h = x * 2
+        return h[:, 1:].squeeze(0) * 3 + h[:, :-1].squeeze(0) * pos[0]
+
+
+def test_a_dynamic_layout_copy_becomes_a_view_where_the_plan_allows(monkeypatch):
+    """The slice's out holds a view of its input (no copy per call) while bound; after two changes in a row (the
+    last call) it copies until its arguments hold still. Outputs stay bit for bit those of every call through its
+    kernel, across shape changes, and match torch."""
+    model = Windows().eval()
+    data = compile_module(model, _inputs(6, 0), dynamic_shapes=(_dynamic(), None)).pte
+    method = Program.from_bytes(data).load_method()
+    viewing = [s for s in method.steps if isinstance(s, Rebinding) and s.may_view]
+    assert viewing
+    step = viewing[0]
+    plain = _outputs(data, False, monkeypatch)
+    views = []
+    for k, n in enumerate(SHAPES):
+        x, pos = _inputs(n, k)
+        got = method(x.numpy(), pos.numpy())[0]
+        assert got.tobytes() == plain[k].tobytes()
+        with torch.no_grad():
+            np.testing.assert_allclose(got, model(x, pos).numpy(), rtol=1e-6, atol=1e-6)
+        out = method.values.objects[step.arg_idx[-1]]
+        views.append(step.viewing and np.shares_memory(out, method.values.objects[step.arg_idx[0]]))
+    assert views == [True] * 6 + [False]
+
+
+def test_arguments_that_change_at_every_call_are_not_bound_until_they_hold_still(monkeypatch):
+    """Shapes 6, 4, 3, 3, 3 (the first call is a change too): from the second change in a row the steps stay unbound
+    (their kernels run); the next call of the same shape binds them again; outputs bit for bit those of every call
+    through its kernel."""
+    data = compile_module(Layouts().eval(), _inputs(6, 0), dynamic_shapes=(_dynamic(), None)).pte
+    method = Program.from_bytes(data).load_method()
+    steps = [s for s in method.steps if isinstance(s, Rebinding) and not s.info.pure]
+    shapes = (6, 4, 3, 3, 3)
+    with monkeypatch.context() as m:
+        m.setattr(Binder, "_steady_step", lambda *_: None)
+        plain = Program.from_bytes(data).load_method()
+    states = []
+    for k, n in enumerate(shapes):
+        x = [t.numpy() for t in _inputs(n, k)]
+        assert method(*x)[0].tobytes() == plain(*x)[0].tobytes()
+        states.append(sum(s.bound is not None or s.viewing for s in steps))
+    assert states[1] == states[2] == 0 and states[0] == states[3] == states[4] > 0

@@ -534,3 +534,37 @@ def test_hardswish_is_one_xnnpack_node_and_decomposed_where_no_delegate_takes_it
     names = {op.name for op in program.execution_plan[0].operators}
     assert "aten::hardswish" not in names and "aten::clamp" in names, names
     _check_in_both_runtimes(module, inputs, excluded.pte)
+
+
+class TanhGeluMlp(torch.nn.Module):
+    """Gemma's MLP: gelu(gate(x), approximate='tanh') * up(x), then down."""
+
+    def __init__(self, dim: int = 24, hidden: int = 40) -> None:
+        super().__init__()
+        self.gate, self.up, self.down = (torch.nn.Linear(dim, hidden), torch.nn.Linear(dim, hidden),
+                                         torch.nn.Linear(hidden, dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(torch.nn.functional.gelu(self.gate(x), approximate="tanh") * self.up(x))
+
+
+def test_tanh_gelu_is_taken_as_xnnpack_nodes_in_one_delegate():
+    torch.manual_seed(0)
+    module, inputs = TanhGeluMlp(), (torch.randn(3, 7, 24) * 3,)
+    compiled = _compile(module, inputs)
+    method = compiled.report.methods[0]
+    assert (len(method.partitions), method.outside) == (1, ())
+    assert method.partitions[0].backend_nodes["Tanh"] == 1
+    _check_in_both_runtimes(module, inputs, compiled.pte)
+
+
+def test_tanh_gelu_with_a_dynamic_token_count():
+    torch.manual_seed(0)
+    module = TanhGeluMlp()
+    exported = torch.export.export(module.eval(), (torch.randn(1, 5, 24),),
+                                   dynamic_shapes=({1: torch.export.Dim("n", min=1, max=16)},))
+    compiled = compile_exported({"forward": exported}, backends=XNNPACK)
+    method = compiled.report.methods[0]
+    assert len(method.partitions) == 1 and {o.operator for o in method.outside} == {"aten::sym_size.int"}
+    for n in (1, 9, 16):
+        _check_in_both_runtimes(module, (torch.randn(1, n, 24) * 3,), compiled.pte)

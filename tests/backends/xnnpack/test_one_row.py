@@ -35,7 +35,7 @@ def _product(weights: np.ndarray, scales: np.ndarray, codes: np.ndarray, zero: f
     n = weights.shape[1]
     out = np.full(n, np.nan, F)
     LOOPS.qd8_qb4w_matvec(f.nibbles, f.scales, f.ksum, codes.astype(np.int32), np.array([zero, scale], F),
-                          bias, np.empty(n, np.int32), np.empty(n, np.int16), np.empty(n, np.uint32), out)
+                          bias, np.empty(n, np.int32), np.empty(n, np.int16), np.empty(n, np.int16), out)
     return out
 
 

@@ -29,7 +29,10 @@ def test_config_recipe_expands_into_the_runner_contract(tmp_path):
     ({"path": "nowhere"}, {}, "model.llm.path: expected a Hugging Face folder with config.json;"),
     ({"config": TINY, "path": "x"}, {}, "model.llm: expected exactly one of path (a Hugging Face folder) and config"),
     ({"config": TINY}, {"llm": {"attention": "flash"}},
-     "llm.attention: expected portable or custom (the values built so far); got 'flash'"),
+     "llm.attention: expected portable or custom; got 'flash'"),
+    ({"config": TINY}, {"llm": {"kv_cache": "int4"}}, "llm.kv_cache: expected float32 or int8; got 'int4'"),
+    ({"config": TINY}, {"llm": {"kv_cache": "int8"}},
+     "llm.kv_cache: expected llm.attention: custom beside it (the int8 cache is written with llama::update_cache)"),
 ])
 def test_bad_llm_sections_are_recipe_errors_naming_the_key(tmp_path, llm, sections, message):
     with pytest.raises(RecipeError, match=None) as info:

@@ -181,13 +181,35 @@ def emit_clamp(node: Node, e: Emitter) -> None:
 
 def _check_gelu(node: Node, c: Checker) -> str | None:
     approximate = node.kwargs.get("approximate", "none")
-    return None if approximate == "none" else f"approximate={approximate!r}"
+    return None if approximate in ("none", "tanh") else f"approximate={approximate!r}"
 
 
 @rule(aten.gelu.default, check=_check_gelu)
 def emit_gelu(node: Node, e: Emitter) -> None:
     h = e.held(node.args[0])
-    e.put(node, e.b.unary("Gelu", h.id, h.dims), h.perm)
+    if node.kwargs.get("approximate", "none") == "tanh":
+        e.put(node, _tanh_gelu(e, h.id, h.dims), h.perm)
+    else:
+        e.put(node, e.b.unary("Gelu", h.id, h.dims), h.perm)
+
+
+GELU_KAPPA = 0.044715
+GELU_BETA = math.sqrt(2 / math.pi)
+
+
+def _tanh_gelu(e: Emitter, x: int, dims: tuple[int, ...]) -> int:
+    """GELU's tanh form, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (Gemma's, GPT-2's), which XNNPACK has no
+    node for (its Gelu is the erf form), as eight Multiply / Add / Tanh nodes in torch's order of operations."""
+    b = e.b
+
+    def scalar(value: float) -> int:
+        return b.constant(np.array([value], np.float32))
+
+    cube = b.binary("Multiply", b.binary("Multiply", x, x, dims), x, dims)
+    inner = b.binary("Multiply", b.binary("Add", x, b.binary("Multiply", cube, scalar(GELU_KAPPA), dims), dims),
+                     scalar(GELU_BETA), dims)
+    one_plus = b.binary("Add", b.unary("Tanh", inner, dims), scalar(1.0), dims)
+    return b.binary("Multiply", b.binary("Multiply", x, scalar(0.5), dims), one_plus, dims)
 
 
 def _check_pow(node: Node, c: Checker) -> str | None:

@@ -98,9 +98,12 @@ class Unary(Op):
         return [shapes[0]]
 
     def bind(self, ins: Sequence[np.ndarray], outs: Sequence[np.ndarray]) -> Step:
-        if isinstance(self.fn, np.ufunc) or self.fn is _copy:
-            return functools.partial(self.fn, ins[0], outs[0])
         x, o = ins[0], outs[0]
+        exact = _xnnpack_bits(self.fn, x, o)
+        if exact is not None:
+            return exact
+        if isinstance(self.fn, np.ufunc) or self.fn is _copy:
+            return functools.partial(self.fn, x, o)
         fused = native.loops() if self.fn in (_gelu, _sigmoid) else None
         pair = native.flat_pair(x, o) if fused is not None else None
         if pair is not None and self.fn is _gelu:  # the compiled loop: one pass
@@ -112,6 +115,20 @@ class Unary(Op):
         if self.fn is _gelu and x.flags.c_contiguous and o.flags.c_contiguous and not np.may_share_memory(x, o):
             return _gelu_step(x, o)
         return blocks(self.fn, x, o)  # several passes: block by block
+
+
+def _xnnpack_bits(fn: UnaryFn, x: np.ndarray, o: np.ndarray) -> Step | None:
+    """Sigmoid, rsqrt, sin or cos as XNNPACK's AVX512F microkernels compute them (the same bits as ExecuTorch's
+    runtime, kernels/native_xnn.py), when the CPU has AVX512F, numba is there and x, o are flat-viewable float32;
+    else None (the caller's forms: σ by tanh, 1/√x correctly rounded, numpy's sin and cos)."""
+    xnn = native.xnn_loops() if fn in (_sigmoid, _rsqrt, np.sin, np.cos) else None
+    pair = native.flat_pair(x, o) if xnn is not None else None
+    if pair is None:
+        return None
+    if fn is _sigmoid:
+        return functools.partial(xnn.sigmoid, *pair, xnn.EXP2_TABLE, np.empty(o.size, F))
+    loop = {_rsqrt: xnn.rsqrt, np.sin: xnn.sin, np.cos: xnn.cos}[fn]
+    return functools.partial(loop, *pair)
 
 
 def _gelu_step(x: np.ndarray, o: np.ndarray) -> Step:

@@ -124,7 +124,7 @@ class FullyConnected(Op):
             return functools.partial(fused.fma_matvec, self.packed, x[0], bias, o[0])
         if self.codes is not None and self.int4 is not None:
             w, c = self.int4, self.codes
-            scratch = np.empty(self.n, np.int32), np.empty(self.n, np.int16), np.empty(self.n, np.uint32)
+            scratch = np.empty(self.n, np.int32), np.empty(self.n, np.int16), np.empty(self.n, np.int16)
             return functools.partial(fused.qd8_qb4w_matvec, w.nibbles, w.scales, w.ksum, c.codes, c.params, bias,
                                      *scratch, o[0])
         acc = np.empty(self.n, np.float32)
