@@ -11,7 +11,7 @@ transformers builds no mask (custom_sdpa is causal).
 
 `llm.kv_cache: int8` (`QuantizedSequenceCache`) keeps each cache as int8 values with a float32 scale
 and an int8 zero point per token and head (`[1, max_context, H_kv, 1]`), a quarter of the float
-cache's bytes (plus 5 / 4·D for the parameters), as ExecuTorch's quantized KV cache does: new keys and
+cache's bytes plus 5 bytes a token and head, as ExecuTorch's quantized KV cache does: new keys and
 values are quantized per token (`quantized_decomposed::choose_qparams_per_token_asymmetric` →
 `quantize_per_token`) and written with `update_cache`; attention then reads the earlier positions
 dequantized (`dequantize_per_token` of positions `0 … start - 1` only) followed by the new tokens' own
@@ -43,6 +43,9 @@ class SequenceCache:
         return self.keys[layer], self.values[layer]
 
 
+INT8_MIN, INT8_MAX = -128, 127
+
+
 class QuantizedSequenceCache(SequenceCache):
     """Int8 caches with per-token scales and zero points; `update` returns the float keys and values of
     positions `0 … start + n - 1`."""
@@ -51,7 +54,7 @@ class QuantizedSequenceCache(SequenceCache):
                  start: Any, prefix: Any) -> None:
         super().__init__(keys, values, start)
         self.params = params  # per layer: key scales, key zero points, value scales, value zero points
-        self.prefix = prefix  # `start` again, as a size of its own (see CustomRunner.forward)
+        self.prefix = prefix  # `start` again, as a size of its own (see CustomRunner._cache)
 
     def update(self, key: torch.Tensor, value: torch.Tensor, layer: int, *_: Any) -> tuple[torch.Tensor, torch.Tensor]:
         key_scales, key_zeros, value_scales, value_zeros = self.params[layer]
@@ -73,9 +76,6 @@ class QuantizedSequenceCache(SequenceCache):
         torch.ops.llama.update_cache(scale.to(torch.float32), scales, self.start)
         torch.ops.llama.update_cache(zero.to(torch.int8), zeros, self.start)
         return torch.cat([earlier, new], dim=1)
-
-
-INT8_MIN, INT8_MAX = -128, 127
 
 
 def attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
