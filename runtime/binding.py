@@ -118,10 +118,11 @@ class Binder:
             self.rebound = rebound_values(self.plan, instructions)
             self.unknown = checks.varying(self.plan, self.rebound)
         if not features.CONTROL_FLOW or not any(isinstance(i.instr_args, _JUMPS) for i in instructions):
+            writes = functools.partial(_delegate_writes, self.delegates) if features.DELEGATES else None
             self.aliaser = aliasing.Aliaser(self.plan, instructions, self.values.objects, self._info, self.rebound,
-                                            self._delegate_writes)
+                                            writes)
         steps = []
-        called = Counter(i.instr_args.delegate_index for i in instructions if isinstance(i.instr_args, fb.DelegateCall))
+        called = _delegate_calls(instructions) if features.DELEGATES else Counter()
         for pc, ins in enumerate(instructions):
             a = ins.instr_args
             where = f"instruction {pc}"
@@ -140,13 +141,6 @@ class Binder:
         if not 0 <= op_index < len(ops):
             raise InvalidProgram(f"{where}: operator index {op_index} is out of range ({len(ops)} operators)")
         return canonical_name(ops[op_index].name or "", ops[op_index].overload or "")
-
-    def _delegate_writes(self, call: fb.DelegateCall) -> set[int] | None:
-        """The values a delegate call writes: the arguments at its handle's output positions (None: unknown)."""
-        handle = self.delegates.get(call.delegate_index)
-        if handle is None or len(call.args) != handle.arg_count:
-            return None
-        return {call.args[p] for p in handle.output_positions}
 
     def _info(self, call: fb.KernelCall) -> KernelInfo | None:
         """The kernel of a call, None when it names no operator this runtime has (bind says so)."""
@@ -290,6 +284,20 @@ def _number_store(store: Callable[[Any], None], slot: str, where: str) -> Callab
         store(result)
 
     return store_number
+
+
+def _delegate_calls(instructions: list[fb.Instruction]) -> Counter[int]:
+    """How many instructions call each delegate."""
+    return Counter(i.instr_args.delegate_index for i in instructions if isinstance(i.instr_args, fb.DelegateCall))
+
+
+def _delegate_writes(delegates: Mapping[int, Any], call: fb.DelegateCall) -> set[int] | None:
+    """The values a delegate call writes: the arguments at its handle's output positions (None: unknown). Module
+    functions, not methods, so that a runtime without delegates ships neither (nor reads DelegateCall)."""
+    handle = delegates.get(call.delegate_index)
+    if handle is None or len(call.args) != handle.arg_count:
+        return None
+    return {call.args[p] for p in handle.output_positions}
 
 
 def _delegate_step(binder: Binder, call: fb.DelegateCall, where: str, shared: bool = False) -> Step:
