@@ -1,5 +1,6 @@
 """The inputs a method is calibrated on: the arrays of `quantize.calibration.data`, or samples
-drawn from the recipe's inputs (a language model's: token sequences, `etbuild.llm.calibration`).
+drawn from the recipe's inputs (a language model's: token sequences, `etbuild.llm.calibration`, when
+they reach the result: an int8-static module or GPTQ weights).
 
 The `.npz` holds one array per input, named `in0`, `in1`, … (`<method>.in0`, … when the
 recipe has several methods), each stacking the samples along a new leading axis: an input
@@ -18,16 +19,26 @@ import numpy as np
 import torch
 
 from etbuild.model import TORCH_DTYPES, sample_inputs
+from etbuild.quantize.flow import GPTQ
+from etbuild.quantize.schemes import INT4, STATIC
 from etbuild.recipe import InputSpec, MethodSpec, Recipe
 from etbuild.recipe.llm import is_llm
 
 DATA_KEY = "quantize.calibration.data"
 
 
+def _calibrates(recipe: Recipe) -> bool:
+    """Whether the calibration inputs reach the quantized model: an int8-static module's ranges, or the inputs
+    GPTQ compensates its int4 linears on (a dynamic or weight-only scheme with rounded weights reads none)."""
+    q = recipe.quantize
+    schemes = (q.scheme, *(o.scheme for o in q.modules)) if q else ()
+    return STATIC in schemes or (INT4 in schemes and q is not None and q.weights == GPTQ)
+
+
 def calibration_inputs(recipe: Recipe, method: str) -> list[tuple[torch.Tensor, ...]]:
     """The calibration samples of one method, as input tuples."""
     cfg = recipe.quantize.calibration if recipe.quantize else None
-    if is_llm(recipe) and (cfg is None or cfg.data is None):
+    if is_llm(recipe) and (cfg is None or cfg.data is None) and _calibrates(recipe):
         from etbuild.llm.calibration import calibration_calls
 
         return list(calibration_calls(recipe))

@@ -62,3 +62,13 @@ def test_bad_calibration_text_is_a_recipe_error(tmp_path, text, tokenizer, messa
         calibration_calls(recipe)
     assert message.format(tmp=tmp_path.resolve().as_posix()) in str(info.value)
     assert "c.yaml:" in str(info.value)
+
+
+def test_rounded_int4_linears_read_no_sequences(tmp_path):
+    """Nothing reads calibration under a dynamic scheme with rounded weights: the recipe's plain samples run."""
+    quantize = {**INT4, "weights": "rounded"}
+    recipe = load_recipe(write_llm_recipe(tmp_path, "r", {"config": TINY, "max_context": 128, "max_prefill": 48},
+                                          quantize=quantize, backends=[{"name": "xnnpack"}]))
+    calls = calibration_inputs(recipe, "forward")
+    assert len(calls) == recipe.quantize.calibration.samples  # not 32 sequences in chunks of max_prefill
+    assert all(t.shape[1] <= 48 for t, _ in calls) and sum(t.shape[1] for t, _ in calls) < 32 * SEQUENCE
