@@ -48,10 +48,10 @@ def _compiled() -> ModuleType | None:
 
 
 def xnn_loops() -> ModuleType | None:
-    """XNNPACK's AVX512F sigmoid and reciprocal square root loops (module `native_xnn`, bit for bit ExecuTorch's
-    runtime on such a CPU), or None without numba, when disabled, or on a CPU without AVX512F (there XNNPACK
-    picks other microkernels, and the XNNPACK runtime keeps its own forms: see backends/xnnpack/runtime/ops/
-    elementwise.py)."""
+    """XNNPACK's AVX512F sigmoid, reciprocal square root, sine and cosine loops (module `native_xnn`, bit for
+    bit ExecuTorch's runtime on such a CPU), or None without numba, when disabled, or on a CPU without AVX512F
+    (there XNNPACK picks other microkernels, and the XNNPACK runtime keeps its own forms: see
+    backends/xnnpack/runtime/ops/elementwise.py)."""
     return _xnn_compiled() if enabled() and loops() is not None else None
 
 
@@ -104,6 +104,8 @@ def warm() -> None:
     if xnn is not None:
         xnn.sigmoid(x, out, xnn.EXP2_TABLE, out.copy())
         xnn.rsqrt(x, out)
+        xnn.sin(x, out)
+        xnn.cos(x, out)
 
 
 def warm_convolution(fused: ModuleType) -> None:

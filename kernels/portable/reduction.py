@@ -109,6 +109,11 @@ def _mean_plan(x: np.ndarray, axes: tuple[int, ...], ct: np.dtype) -> tuple[np.n
     return rows, acc.type(np.float32(count))
 
 
+def _reduced_shape(shape: tuple[int, ...], axes: tuple[int, ...], keepdim: bool) -> tuple[int, ...]:
+    """The shape of a reduction of `shape` over `axes`: those dims 1 (keepdim) or gone."""
+    return tuple(1 if a in axes else n for a, n in enumerate(shape) if keepdim or a not in axes)
+
+
 def _sequential_means(rows: np.ndarray, count: np.generic, scratch: np.ndarray, means: np.ndarray) -> None:
     """means[i] = (rows[i, 0] + rows[i, 1] + ... in order, in scratch's dtype) / count; rows [outer, count > 0]."""
     np.add.accumulate(rows, axis=1, dtype=scratch.dtype, out=scratch)
@@ -123,8 +128,7 @@ def _mean_fast(x: np.ndarray, dim: list[int] | None, keepdim: bool, dtype: int |
     if ct != x.dtype or ct not in NATIVE or out.dtype != ct or not (x.flags.c_contiguous and out.flags.c_contiguous):
         return None
     axes = reduce_axes(dim, x.ndim)
-    shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape)) if keepdim else \
-        tuple(n for a, n in enumerate(x.shape) if a not in axes)
+    shape = _reduced_shape(x.shape, axes, keepdim)
     if axes != tuple(range(x.ndim - len(axes), x.ndim)) or out.shape != shape or not x.size:
         return None
     rows, count = _mean_plan(x, axes, ct)
@@ -143,8 +147,7 @@ def mean_out(x: np.ndarray, dim: list[int] | None, keepdim: bool, dtype: int | N
         _sequential_means(rows, count, np.empty(rows.shape, count.dtype), means)
     else:
         means.fill(np.nan)
-    shape = tuple(1 if a in axes else n for a, n in enumerate(x.shape)) if keepdim else \
-        tuple(n for a, n in enumerate(x.shape) if a not in axes)
+    shape = _reduced_shape(x.shape, axes, keepdim)
     return store(out, means.reshape(shape))
 
 
