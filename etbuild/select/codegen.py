@@ -172,7 +172,7 @@ def runtime_sources(contents: Contents, source: str) -> dict[str, tuple[str, str
             text, origin = mod.text, _generated_origin(mod.name)
         else:
             origin = "schema/program.fbs" if mod.name == MIRROR_MODULE else mod.name
-            body = render(shaker.kept_statements(mod.name))
+            body = render(shaker.kept_statements(mod.name), in_place=True)  # the shaker is ours alone
             text = env.get_template("module.py.j2").render(origin=origin, body=body)
         files[mod.path] = (text, origin)
     schema = shaker.modules[SCHEMA_MODULE]

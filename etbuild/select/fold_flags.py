@@ -26,25 +26,38 @@ Constants = Mapping[str, Mapping[str, Value]]
 def fold_constants(tree: ast.Module, module: str, is_package: bool, constants: Constants) -> ast.Module:
     """The module with its reads of `constants` replaced by their values and what they decide folded."""
     flags = {f"{m}.{name}": value for m, names in constants.items() for name, value in names.items()}
-    paths = _import_paths(tree, module, is_package)
-    if not any(f == p or f.startswith(f"{p}.") for f in flags for p in paths.values()):
+
+    def reads_flags(paths: Mapping[str, str]) -> bool:
+        return any(f == p or f.startswith(f"{p}.") for f in flags for p in paths.values())
+
+    imported = _imported_paths(tree, module, is_package)
+    if not reads_flags(imported):
+        return tree  # imports no flag's module: left as written (without walking the whole tree)
+    paths = _unshadowed(tree, imported)
+    if not reads_flags(paths):
         return tree  # reads no flag: left as written
     folded = _Fold(module, paths, flags).visit(tree)
     assert isinstance(folded, ast.Module)
     return folded
 
 
-def _import_paths(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
-    """Top-level import aliases -> the dotted path each is bound to, for those nothing else rebinds."""
+def _imported_paths(tree: ast.Module, module: str, is_package: bool) -> dict[str, str]:
+    """Top-level import aliases -> the dotted path each is bound to, for those bound to one path only."""
     paths: dict[str, set[str]] = {}
-    other = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
     for node in tree.body:
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias, path in alias_paths(node, module, is_package):
                 paths.setdefault(alias, set()).add(path)
-        else:
+    return {alias: next(iter(path)) for alias, path in paths.items() if len(path) == 1}
+
+
+def _unshadowed(tree: ast.Module, paths: Mapping[str, str]) -> dict[str, str]:
+    """The aliases of `paths` that nothing else rebinds (no other top-level binding, no `global`)."""
+    other = {n for node in ast.walk(tree) if isinstance(node, ast.Global) for n in node.names}
+    for node in tree.body:
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
             other |= bound_names(node)
-    return {alias: path.pop() for alias, path in paths.items() if len(path) == 1 and alias not in other}
+    return {alias: path for alias, path in paths.items() if alias not in other}
 
 
 class _Fold(ast.NodeTransformer):
