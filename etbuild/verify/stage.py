@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import tempfile
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +36,7 @@ import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten
 
-from etbuild.errors import EtbuildError, StageError, VerificationError
+from etbuild.errors import EtbuildError, InternalError, StageError, VerificationError
 from etbuild.fsutil import write_json
 from etbuild.model import build_model, call_method, sample_inputs
 from etbuild.quantize import checks
@@ -43,6 +44,7 @@ from etbuild.recipe import Recipe
 from etbuild.recipe.llm import is_llm
 from etbuild.runtime.format.pte import read_program
 from etbuild.stages.export import export_method
+from etbuild.verify import oracle_fork
 from etbuild.verify.bundle import write_recipe_bundle
 from etbuild.verify.compare import compare, describe
 from etbuild.verify.intermediate import compare_intermediate
@@ -53,6 +55,9 @@ from etbuild.verify.trimmed import run_trimmed
 
 Runner = Callable[[Path, Path, Path, str], None]
 """Runs a program's samples: (pte, inputs .npz, outputs .npz, method)."""
+
+Outputs = list[list[np.ndarray]]
+"""Per sample, the outputs of one method (flattened), in order."""
 
 
 def trimmed_runner(runtime: Path) -> Runner:
@@ -65,9 +70,7 @@ def trimmed_runner(runtime: Path) -> Runner:
     return run
 
 
-def run_samples(
-    run: Runner, pte: Path, samples: list[tuple[Any, ...]], method: str = "forward"
-) -> list[list[np.ndarray]]:
+def run_samples(run: Runner, pte: Path, samples: list[tuple[Any, ...]], method: str = "forward") -> Outputs:
     """Outputs of each sample, in order on one loaded method, from a runner."""
     with tempfile.TemporaryDirectory(prefix="etbuild-verify-") as tmp:
         ins, outs = Path(tmp) / "in.npz", Path(tmp) / "out.npz"
@@ -82,30 +85,37 @@ def _numpy(x: Any) -> Any:
     return x.detach().numpy() if isinstance(x, torch.Tensor) else np.asarray(x)
 
 
-Eager = tuple[list[tuple[Any, ...]], list[list[np.ndarray]]]
+Eager = tuple[list[tuple[Any, ...]], Outputs]
 """A method's verify samples and eager torch's outputs for them, from one fresh model."""
+
+
+def verify_samples(recipe: Recipe, method: str) -> list[tuple[Any, ...]]:
+    """The method's verify inputs (`verify.samples` of them, drawn with `verify.seed`)."""
+    return sample_inputs(recipe, recipe.verify.samples, recipe.verify.seed, method)
+
+
+def eager_run(recipe: Recipe, method: str, samples: list[tuple[Any, ...]]) -> Outputs:
+    """Eager torch's outputs for the samples, in order on one fresh model."""
+    model = build_model(recipe)
+    return [[_numpy(t) for t in tree_flatten(call_method(recipe, model, method, s))[0]] for s in samples]
 
 
 def eager_outputs(recipe: Recipe, method: str) -> Eager:
     """The method's samples (`verify.samples`, `verify.seed`) and eager torch's outputs, in order on fresh state."""
-    cfg = recipe.verify
-    samples = sample_inputs(recipe, cfg.samples, cfg.seed, method)
-    model = build_model(recipe)
-    return samples, [[_numpy(t) for t in tree_flatten(call_method(recipe, model, method, s))[0]] for s in samples]
+    samples = verify_samples(recipe, method)
+    return samples, eager_run(recipe, method, samples)
 
 
 def verify_method(
-    recipe: Recipe, pte: Path, run: Runner, method: str, quantized: Path | None = None, intermediates: bool = True,
-    eager: Eager | None = None,
+    recipe: Recipe, pte: Path, method: str, eager: Eager, actual: Outputs, quantized: Path | None = None,
+    intermediates: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """One method, run by `run`, against eager torch on fresh state: per output (and, when no
-    output varies and `intermediates`, the last intermediate value that does); for a quantized
-    method (`quantized` names its converted `.pt2`) against the converted model, with the
-    accuracy gate against the float model as the second result. `eager`: the method's
-    `eager_outputs` when the caller has them (eager torch then does not run again)."""
+    """One method's outputs from a runtime (`actual`) against eager torch's on fresh state (`eager`):
+    per output (and, when no output varies and `intermediates`, the last intermediate value that
+    does); for a quantized method (`quantized` names its converted `.pt2`) against the converted
+    model, with the accuracy gate against the float model as the second result."""
     cfg = recipe.verify
-    samples, expected = eager or eager_outputs(recipe, method)
-    actual = run_samples(run, pte, samples, method)
+    samples, expected = eager
     if len(actual[0]) != len(expected[0]):
         got, want = len(actual[0]), len(expected[0])
         raise StageError(f"{pte} method {method} returns {got} outputs; the model returns {want}")
@@ -129,20 +139,19 @@ def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Pat
     """Compare every method of the program, run in `runtime`, with eager torch (a quantized
     one, whose converted methods `quantized` names, also with its converted model); a program
     with delegates, or quantized, also in ExecuTorch's runtime (`executorch`), when the oracle is installed."""
-    cfg = recipe.verify
-    eager = {m.name: eager_outputs(recipe, m.name) for m in recipe.model.methods}  # once, for every runtime
-    results = _results(recipe, pte, trimmed_runner(runtime), quantized, eager=eager)
-    methods = {name: r["outputs"] for name, (r, _) in results.items()}
-    intermediates = {name: r["intermediate"] for name, (r, _) in results.items() if "intermediate" in r}
-    report = {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "bound": "rtol * max|eager| + atol",
-              "methods": methods, "constant_outputs": _constant_outputs(methods), "intermediates": intermediates}
-    report["passed"] = _passed(methods) and all(c["passed"] for c in intermediates.values())
-    if quantized:
-        report["accuracy"] = {name: gate for name, (_, gate) in results.items()}
-        report["passed"] = report["passed"] and all(g["passed"] for g in report["accuracy"].values())
-    if quantized or has_delegates(pte):
-        report["executorch"] = _in_executorch(recipe, pte, quantized, eager)
-        report["passed"] = report["passed"] and report["executorch"].get("passed", True)
+    samples = {m.name: verify_samples(recipe, m.name) for m in recipe.model.methods}
+    in_executorch = bool(quantized) or has_delegates(pte)
+    # The trimmed runtime runs in a subprocess while eager torch runs here, once for both runtimes;
+    # ExecuTorch's runs first (in forks of this process, before any other thread starts) or beside
+    # ours in subprocesses. Each result is awaited, and its error raised, where it is compared.
+    with ThreadPoolExecutor(max_workers=2, thread_name_prefix="etbuild-verify") as pool:
+        theirs = _executorch_runs(pool, pte, samples) if in_executorch and executorch_installed() else None
+        ours = _started(pool, trimmed_runner(runtime), pte, samples)
+        eager = {name: (s, eager_run(recipe, name, s)) for name, s in samples.items()}
+        report = _report(recipe, pte, quantized, eager, ours)
+        if in_executorch:
+            report["executorch"] = _in_executorch(recipe, pte, quantized, eager, theirs)
+            report["passed"] = report["passed"] and report["executorch"].get("passed", True)
     if is_llm(recipe):
         report["llm"] = llm_check(recipe, pte, trimmed_runner(runtime), run_samples)
         if executorch_installed():
@@ -152,13 +161,54 @@ def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Pat
     return report
 
 
+Runs = Mapping[str, "Future[Outputs]"]
+"""Per method, a runtime's outputs for its verify samples, on their way."""
+
+
+def _started(pool: ThreadPoolExecutor, run: Runner, pte: Path, samples: Mapping[str, list[tuple[Any, ...]]]) -> Runs:
+    """Each method's samples run by `run` in the pool (a runner waits on its subprocess)."""
+    return {name: pool.submit(run_samples, run, pte, s, name) for name, s in samples.items()}
+
+
+def _executorch_runs(pool: ThreadPoolExecutor, pte: Path, samples: Mapping[str, list[tuple[Any, ...]]]) -> Runs:
+    """ExecuTorch's runs of every method: now, in forks of this process (`oracle_fork`; while the pool
+    has started no thread), or on the pool in subprocesses of their own."""
+    if not oracle_fork.usable(pte):
+        return _started(pool, run_samples_in_executorch, pte, samples)
+    runs: dict[str, Future[Outputs]] = {}
+    for name, s in samples.items():
+        runs[name] = Future()
+        try:
+            runs[name].set_result(run_samples(oracle_fork.run, pte, s, name))
+        except EtbuildError as exc:  # raised where it is compared, after our runtime's own errors
+            runs[name].set_exception(exc)
+    return runs
+
+
+def _report(recipe: Recipe, pte: Path, quantized: Mapping[str, Path] | None, eager: Mapping[str, Eager],
+            ours: Runs) -> dict[str, Any]:
+    """The comparison of our runtime's outputs with eager torch's (and the accuracy gate when quantized)."""
+    cfg = recipe.verify
+    results = _results(recipe, pte, quantized, eager, ours)
+    methods = {name: r["outputs"] for name, (r, _) in results.items()}
+    intermediates = {name: r["intermediate"] for name, (r, _) in results.items() if "intermediate" in r}
+    report = {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "bound": "rtol * max|eager| + atol",
+              "methods": methods, "constant_outputs": _constant_outputs(methods), "intermediates": intermediates}
+    report["passed"] = _passed(methods) and all(c["passed"] for c in intermediates.values())
+    if quantized:
+        report["accuracy"] = {name: gate for name, (_, gate) in results.items()}
+        report["passed"] = report["passed"] and all(g["passed"] for g in report["accuracy"].values())
+    return report
+
+
 Results = dict[str, tuple[dict[str, Any], dict[str, Any] | None]]
 
 
-def _results(recipe: Recipe, pte: Path, run: Runner, quantized: Mapping[str, Path] | None,
-             intermediates: bool = True, eager: Mapping[str, Eager] | None = None) -> Results:
-    return {m.name: verify_method(recipe, pte, run, m.name, quantized[m.name] if quantized else None, intermediates,
-                                  (eager or {}).get(m.name))
+def _results(recipe: Recipe, pte: Path, quantized: Mapping[str, Path] | None, eager: Mapping[str, Eager],
+             runs: Runs, intermediates: bool = True) -> Results:
+    """verify_method of every method, in the recipe's order, each with its runtime outputs once they are in."""
+    return {m.name: verify_method(recipe, pte, m.name, eager[m.name], runs[m.name].result(),
+                                  quantized[m.name] if quantized else None, intermediates)
             for m in recipe.model.methods}
 
 
@@ -173,11 +223,14 @@ def _constant_outputs(methods: dict[str, list[dict[str, Any]]]) -> list[str]:
 
 
 def _in_executorch(recipe: Recipe, pte: Path, quantized: Mapping[str, Path] | None,
-                   eager: Mapping[str, Eager] | None = None) -> dict[str, Any]:
-    """The same output comparison with the program run in ExecuTorch's runtime, or why it was skipped."""
+                   eager: Mapping[str, Eager] | None = None, runs: Runs | None = None) -> dict[str, Any]:
+    """The same output comparison with the program run in ExecuTorch's runtime (`runs`, the runs
+    `verify` started), or why it was skipped."""
     if not executorch_installed():
         return {"skipped": "the executorch oracle is not installed (pip install -e '.[interop]')"}
-    results = _results(recipe, pte, run_samples_in_executorch, quantized, intermediates=False, eager=eager)
+    if eager is None or runs is None:
+        raise InternalError("comparing in ExecuTorch's runtime needs eager torch's outputs and the runs verify started")
+    results = _results(recipe, pte, quantized, eager, runs, intermediates=False)
     methods = {name: r["outputs"] for name, (r, _) in results.items()}
     return {"methods": methods, "passed": _passed(methods)}
 
