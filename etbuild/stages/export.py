@@ -2,7 +2,8 @@
 
 Takes: a Recipe (model factory, kwargs, weights, and per method its example inputs and
 dynamic dims). Gives: `export/<method>.pt2`, the ATen-dialect ExportedProgram of
-`model.<method>(*example_inputs)`, saved with `torch.export.save`. Before tracing, each
+`model.<method>(*example_inputs)`, saved with `torch.export.save` (and handed to the next stage
+when it runs in this process: `etbuild.stages.handoff`). Before tracing, each
 method runs once eagerly on a model of its own (`etbuild.model.check_runs`): inputs the model
 cannot take are a RecipeError naming the input here, not a traceback in verify.
 """
@@ -17,10 +18,10 @@ import torch
 from torch.export import ExportedProgram
 
 from etbuild.errors import StageError
-from etbuild.fsutil import atomic_path
 from etbuild.lowering.mutated_constants import constants_to_state, snapshot_tensors
 from etbuild.model import build_model, check_runs, dynamic_shapes, example_inputs, method_callable
 from etbuild.recipe import Recipe
+from etbuild.stages import handoff
 
 
 class MethodModule(torch.nn.Module):
@@ -58,9 +59,8 @@ def export_method(recipe: Recipe, model: torch.nn.Module, method: str) -> Export
 
 def run_export(recipe: Recipe, outs: Mapping[str, Path]) -> None:
     """Run the model once (`check_runs`), then export every method and save each atomically."""
+    handoff.clear()
     check_runs(recipe)
     model = build_model(recipe)
     for method, out in outs.items():
-        ep = export_method(recipe, model, method)
-        with atomic_path(out) as tmp:
-            torch.export.save(ep, str(tmp))
+        handoff.save(export_method(recipe, model, method), out)  # lower, next in this process, takes it

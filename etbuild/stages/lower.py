@@ -27,7 +27,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch.export import ExportedProgram
 
 from etbuild.devtools.etrecord import EtrecordCapture
@@ -53,6 +52,7 @@ from etbuild.lowering.steps import Pipeline, Step, each_method
 from etbuild.lowering.to_program import to_program
 from etbuild.lowering.zero_points import drop_zero_points
 from etbuild.recipe.config import BackendConfig
+from etbuild.stages import handoff
 
 LOWERING = Pipeline("lower", (
     Step("decompose", "ATen → core ATen with torch's default decomposition table (what a backend of the recipe "
@@ -123,7 +123,7 @@ def run_lower(
         dump(step, form)
         record(step, form)
 
-    methods = {name: torch.export.load(str(path)) for name, path in export_paths.items()}
+    methods = {name: handoff.load(path) for name, path in export_paths.items()}
     lowered = lower(methods, after, backends)
     if lowered.report is not None:
         write_partition_report(lowered.report, out.parent)

@@ -1,0 +1,50 @@
+"""ExportedPrograms passed from the stage that saves them to the stage that loads them next, in one process.
+
+`save(ep, path)` writes a `.pt2` (atomically) and keeps the object; `load(path)` in the same
+process hands the object back instead of reading the file again (`torch.export.load` rebuilds the
+graph from its serialized form: about 0.5 s of CPU for a ResNet-18, more on a first load), once:
+the entry is taken out when handed over, since the taker may change it, and only while the file is
+the one written (same size, modification time and inode). Anywhere else (a `-n` worker, a Dask
+worker, a stage restored from the cache, a second load) `load` reads the file. The export stage
+calls `clear()` first, so a build of many recipes holds at most one recipe's programs.
+
+Lowering an ExportedProgram in memory or after its round trip gives the same bytes (every output
+of the recipes folder compared, docs/build-speed.md).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+from torch.export import ExportedProgram
+
+from etbuild.fsutil import atomic_path
+
+_KEPT: dict[Path, tuple[tuple[int, int, int], ExportedProgram]] = {}
+
+
+def _stamp(path: Path) -> tuple[int, int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns, st.st_ino
+
+
+def clear() -> None:
+    """Forget every program kept."""
+    _KEPT.clear()
+
+
+def save(ep: ExportedProgram, path: Path) -> None:
+    """Write the program to `path` with `torch.export.save`, and keep it for `load`."""
+    with atomic_path(path) as tmp:
+        torch.export.save(ep, str(tmp))
+    _KEPT[path.resolve()] = (_stamp(path), ep)
+
+
+def load(path: Path) -> ExportedProgram:
+    """The program `save` wrote to `path` in this process, if the file is still that one; else the file's."""
+    kept = _KEPT.pop(path.resolve(), None)
+    if kept is not None and kept[0] == _stamp(path):
+        return kept[1]
+    return torch.export.load(str(path))
