@@ -12,7 +12,9 @@ or a recipe file as it is; default: the whole tier), each in a fresh process, as
   `to_edge_transform_and_lower` with its XnnpackPartitioner, `to_executorch`, and serialize (the
   `.pte` buffer), with their imports timed apart as `startup`.
 The ratio is our stage total over their step total (imports apart on both sides), with the geometric
-mean over the models; `wall` ratios count the whole processes. Then the no-op build: `etbuild build`
+mean over the models; `wall` ratios count the whole processes, `cpu` ratios their CPU seconds (user +
+system, every process they wait for included: on a shared machine the load stretches wall time, CPU
+time much less). Then the no-op build: `etbuild build`
 of the whole recipes folder, built first, then timed three more times in fresh processes (`--noop-dir`
 keeps that build tree between runs). The load average is printed before and after.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import resource
 import statistics
 import subprocess
 import sys
@@ -50,32 +53,39 @@ def recipe_for(item: str, folder: Path, quantized: bool) -> Path:
     return write_recipe(item, folder, quantized=quantized, xnnpack=True)
 
 
+def children_cpu() -> float:
+    """CPU seconds (user + system) of this process's waited-for children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def ours(recipe: Path, build_dir: Path) -> dict[str, Any]:
-    """A clean `etbuild build --json` of one recipe in a fresh process: per-stage seconds, startup, wall."""
-    start = time.perf_counter()
+    """A clean `etbuild build --json` of one recipe in a fresh process: per-stage seconds, startup, wall, cpu."""
+    start, cpu = time.perf_counter(), children_cpu()
     done = subprocess.run([sys.executable, "-m", "etbuild.cli", "build", "--json", "--build-dir", str(build_dir),
                            str(recipe)], capture_output=True, text=True, cwd=ROOT)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, children_cpu() - cpu
     events = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
     stages = {e["stage"]: e["seconds"] for e in events if e["event"] == "end"}
     failed = [f"{e['task']}: {e['message'][:200]}" for e in events if e["event"] == "fail"]
     if done.returncode and not failed:
         failed = [done.stderr.strip()[-300:]]
     return {"stages": stages, "total": sum(stages.values()), "startup": wall - sum(stages.values()), "wall": wall,
-            "error": "; ".join(failed)}
+            "cpu": cpu, "error": "; ".join(failed)}
 
 
 def theirs(recipe: Path, out: Path) -> dict[str, Any]:
     """ExecuTorch's flow for the recipe's model in a fresh process (this file's `--executorch` mode)."""
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), children_cpu()
     done = subprocess.run([sys.executable, __file__, "--executorch", str(recipe), str(out)], capture_output=True,
                           text=True, cwd=ROOT)
-    wall = time.perf_counter() - start
+    wall, cpu = time.perf_counter() - start, children_cpu() - cpu
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
     if done.returncode or not lines:
-        return {"steps": {}, "total": None, "startup": None, "wall": wall, "error": done.stderr.strip()[-300:]}
+        return {"steps": {}, "total": None, "startup": None, "wall": wall, "cpu": cpu,
+                "error": done.stderr.strip()[-300:]}
     report = json.loads(lines[-1])
-    return {**report, "total": sum(report["steps"].values()), "wall": wall, "error": ""}
+    return {**report, "total": sum(report["steps"].values()), "wall": wall, "cpu": cpu, "error": ""}
 
 
 def executorch_child(recipe_path: Path, out: Path) -> None:
@@ -143,16 +153,17 @@ def _f(value: float | None, spec: str = ".2f") -> str:
 
 
 def table(rows: list[dict[str, Any]]) -> str:
-    """Per model: our stages, their steps, the ratio of the totals and of the whole processes."""
+    """Per model: our stages, their steps, the ratio of the totals and of the whole processes (wall, CPU)."""
     head = (f"| model | ours s: {' / '.join(OURS)} = total (+startup) | theirs s: {' / '.join(THEIRS)} = total "
-            "(+startup) | ours / theirs | wall ours / theirs |")
-    lines = [head, "|---|---|---|---|---|"]
+            "(+startup) | ours / theirs | wall ours / theirs | cpu s ours / theirs |")
+    lines = [head, "|---|---|---|---|---|---|"]
     for r in rows:
         o, t = r["ours"], r["theirs"]
         our_split = " / ".join(_f(o["stages"].get(s)) for s in OURS)
         their_split = " / ".join(_f(t.get("steps", {}).get(s)) for s in THEIRS)
         lines.append(f"| {r['name']} | {our_split} = **{_f(o['total'])}** (+{_f(o['startup'])}) | {their_split} = "
-                     f"**{_f(t['total'])}** (+{_f(t['startup'])}) | {_f(r['ratio'])}× | {_f(r['wall_ratio'])}× |")
+                     f"**{_f(t['total'])}** (+{_f(t['startup'])}) | {_f(r['ratio'])}× | {_f(r['wall_ratio'])}× | "
+                     f"{_f(o['cpu'], '.1f')} / {_f(t['cpu'], '.1f')} = {_f(r['cpu_ratio'])}× |")
     return "\n".join(lines)
 
 
@@ -164,7 +175,7 @@ def measure(item: str, tmp: Path, quantized: bool) -> dict[str, Any]:
     t = theirs(recipe, tmp / f"{name}.et.pte")
     ok = not o["error"] and not t["error"] and t["total"]
     return {"name": name, "ours": o, "theirs": t, "ratio": o["total"] / t["total"] if ok else None,
-            "wall_ratio": o["wall"] / t["wall"] if ok else None}
+            "wall_ratio": o["wall"] / t["wall"] if ok else None, "cpu_ratio": o["cpu"] / t["cpu"] if ok else None}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,8 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows))
     ratios = [r["ratio"] for r in rows if r["ratio"]]
     walls = [r["wall_ratio"] for r in rows if r["wall_ratio"]]
+    cpus = [r["cpu_ratio"] for r in rows if r["cpu_ratio"]]
     print(f"\ngeometric mean ours / theirs: {_f(geomean(ratios))}× over {len(ratios)} models "
-          f"(wall, imports included: {_f(geomean(walls))}×)")
+          f"(wall, imports included: {_f(geomean(walls))}×; cpu: {_f(geomean(cpus))}×)")
     for r in rows:
         for side in ("ours", "theirs"):
             if r[side]["error"]:
