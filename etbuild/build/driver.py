@@ -27,7 +27,7 @@ from doit.exceptions import UnmetDependency
 from etbuild.build.progress import Event, Sink, TextSink, event
 from etbuild.build.stage_table import STAGES
 from etbuild.build.stagerun import Executor, StageRunner
-from etbuild.build.state import BACKEND, DOIT_PLUGINS, STATE_FILE, prepared_tree
+from etbuild.build.state import BACKEND, DOIT_PLUGINS, STATE_FILE, MD5Checker, prepared_tree
 from etbuild.build.tasks import StageFailure, recipe_tasks
 from etbuild.cache import Cache, versions
 from etbuild.errors import InternalError, RecipeError, UsageError
@@ -138,7 +138,8 @@ def doit_namespace(
     tasks = [t for r in recipes for t in recipe_tasks(r, build_root, runner, dump_after)]
     namespace: dict[str, Any] = {
         "DOIT_CONFIG": {
-            "dep_file": str(build_root / STATE_FILE), "backend": BACKEND, "verbosity": 0,
+            "dep_file": str(build_root / STATE_FILE), "backend": BACKEND, "check_file_uptodate": MD5Checker,
+            "verbosity": 0,
             "default_tasks": [f"verify:{r.name}" for r in recipes],
             "continue": True,  # one recipe's failure does not stop the others
             **({"reporter": reporter} if reporter else {}),

@@ -128,3 +128,26 @@ def test_exit_codes_follow_the_error_class(project, capsys):
                       "verify: {samples: 3}\n")
     assert main(["build", str(recipe), "--build-dir", str(root)]) == 4  # verification
     assert "verify:drift" in capsys.readouterr().out
+
+
+def test_the_checker_records_what_doits_does_and_hashes_an_unchanged_file_once(tmp_path, monkeypatch):
+    from doit import dependency
+
+    from etbuild.build.state import MD5Checker
+
+    path = tmp_path / "big.bin"
+    path.write_bytes(os.urandom(1 << 16))
+    expected = dependency.MD5Checker().get_state(str(path), None)
+    hashed = []
+    real = dependency.get_file_md5
+    monkeypatch.setattr(dependency, "get_file_md5", lambda p: hashed.append(p) or real(p))
+    checker = MD5Checker()
+    assert MD5Checker.__name__ == dependency.MD5Checker.__name__  # doit records it; old records stay valid
+    assert checker.get_state(str(path), None) == expected
+    assert checker.get_state(str(path), None) == expected  # a second task reading the same file
+    assert checker.get_state(str(path), expected) is None  # doit's shortcut: recorded with this timestamp
+    assert len(hashed) == 1
+    path.write_bytes(os.urandom(1 << 16))
+    os.utime(path, ns=(10**18, 10**18))
+    assert checker.get_state(str(path), expected)[2] == real(str(path))
+    assert len(hashed) == 2
