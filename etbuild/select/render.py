@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import copy
 from collections.abc import Mapping
+from typing import Any
 
 from etbuild.errors import InternalError
 from etbuild.select.astscope import nonempty
@@ -39,6 +40,10 @@ def _defines(node: ast.stmt) -> str | None:
 # ---------------------------------------------------------------------------- output
 
 
+_HOLDS_STATEMENTS = (ast.stmt, ast.excepthandler, ast.match_case)
+"""The nodes that are, or hold, statements."""
+
+
 class _Strip(ast.NodeTransformer):
     """Removes string statements, function signature annotations and unevaluated variable annotations.
 
@@ -46,6 +51,9 @@ class _Strip(ast.NodeTransformer):
     and the annotations Python still evaluates without it (class-level ones, module-level `x: T`)
     become the strings it made of them, so nothing evaluates an annotation that did not before:
     forward references and names bound only under `if TYPE_CHECKING:` keep working.
+
+    It descends through statements only: everything it changes is a statement or a statement's
+    own field, and no expression holds a statement (an expression's nodes were half of the visits).
     """
 
     def __init__(self, lazy: bool) -> None:
@@ -53,12 +61,21 @@ class _Strip(ast.NodeTransformer):
         self.in_class = False
 
     def generic_visit(self, node: ast.AST) -> ast.AST:
-        super().generic_visit(node)
+        for _, value in ast.iter_fields(node):
+            if isinstance(value, list) and any(isinstance(v, _HOLDS_STATEMENTS) for v in value):
+                value[:] = [new for item in value for new in self._visited(item)]
         for name in ("body", "orelse", "finalbody"):
             stmts = getattr(node, name, None)
             if isinstance(stmts, list):
                 setattr(node, name, [s for s in stmts if not is_string_statement(s)])
         return nonempty(node)
+
+    def _visited(self, node: Any) -> list[Any]:
+        """What a statement list holds in place of `node` (a statement visited; other nodes as they are)."""
+        if not isinstance(node, _HOLDS_STATEMENTS):
+            return [node]
+        result = self.visit(node)
+        return [] if result is None else result if isinstance(result, list) else [result]
 
     def _function(self, node: ast.FunctionDef | ast.AsyncFunctionDef) -> ast.AST:
         outer, self.in_class = self.in_class, False
