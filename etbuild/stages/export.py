@@ -1,11 +1,10 @@
 """Export stage: the recipe's model → one `torch.export` ExportedProgram per method.
 
-Takes: a Recipe (model factory, kwargs, weights, and per method its example inputs and
-dynamic dims). Gives: `export/<method>.pt2`, the ATen-dialect ExportedProgram of
-`model.<method>(*example_inputs)`, saved with `torch.export.save` (and handed to the next stage
-when it runs in this process: `etbuild.stages.handoff`). Before tracing, each
-method runs once eagerly on a model of its own (`etbuild.model.check_runs`): inputs the model
-cannot take are a RecipeError naming the input here, not a traceback in verify.
+Takes: a Recipe (model factory, kwargs, weights, and per method its example inputs and dynamic
+dims). Gives: `export/<method>.pt2`, the ATen-dialect ExportedProgram of `model.<method>(*example_inputs)`,
+saved with `torch.export.save` (and handed to lower in this process: `etbuild.stages.handoff`).
+Before tracing, each method runs once eagerly on a model of its own (`etbuild.model.check_runs`):
+inputs the model cannot take are a RecipeError naming the input here, not a traceback in verify.
 """
 
 from __future__ import annotations
