@@ -2,14 +2,16 @@
 
 `save(ep, path)` writes a `.pt2` (atomically) and keeps the object; `load(path)` in the same
 process hands the object back instead of reading the file again (`torch.export.load` rebuilds the
-graph from its serialized form: about 0.5 s of CPU for a ResNet-18, more on a first load), once:
+graph from its serialized form: about 0.3 s for a ResNet-18, more on a first load), once:
 the entry is taken out when handed over, since the taker may change it, and only while the file is
 the one written (same size, modification time and inode). Anywhere else (a `-n` worker, a Dask
 worker, a stage restored from the cache, a second load) `load` reads the file. The export stage
 calls `clear()` first, so a build of many recipes holds at most one recipe's programs.
 
-Lowering an ExportedProgram in memory or after its round trip gives the same bytes (every output
-of the recipes folder compared, docs/build-speed.md).
+Lowering an ExportedProgram in memory or after its round trip gives the same program (every
+`.pte` of the recipes folder compared, docs/build-speed.md); the source frames `lowered.unplanned`
+keeps may number fx's generated code (`<eval_with_key>.N`) differently, as N counts the graph
+modules the process made before.
 """
 
 from __future__ import annotations
