@@ -90,7 +90,8 @@ def fall_back(recipe: Recipe, ep: ExportedProgram, plan: flow.Plan, model: Graph
     record: dict[str, Any] = {"threshold": threshold, "target": round(target, 4),
                               "positions": len(evaluation.samples), "uniform": uniform}
     if uniform["agreement"] >= target:
-        return Found(plan, model, (), True, {**record, "kept_float": [], "final": uniform, "passed": True})
+        return Found(plan, model, (), True, {**record, "kept_float": [], "final": uniform, "passed": True,
+                                              "evaluations": evaluation.count})
     layers = quantized_layers(model, flow.captured(ep))
     with swappable(model, layers) as swapper:
         def alone(layer: Layer) -> dict[str, Any]:
@@ -115,7 +116,7 @@ def fall_back(recipe: Recipe, ep: ExportedProgram, plan: flow.Plan, model: Graph
     if not holds(chosen):
         best = max(steps, key=lambda s: s["agreement"], default=uniform)
         return Found(plan, model, (), False, {**record, "kept_float": [], "final": uniform, "passed": False,
-                                               "best": best})
+                                               "best": best, "evaluations": evaluation.count})
     return _final(ep, plan, calibration, evaluation, order, chosen["kept"], holds, record)
 
 
@@ -158,7 +159,8 @@ def failure(record: dict[str, Any]) -> str:
     best = record["best"]
     return (f"next-token agreement with the float model reaches at best {best['agreement']} over "
             f"{record['positions']} positions of the search's sequence ({best.get('kept', 0)} layers kept float), "
-            f"below verify.agreement {record['threshold']} + margin {MARGIN}; the layers that cost the most: {worst}")
+            f"below its target {record['target']} (verify.agreement {record['threshold']} plus {MARGIN}, at most 1); "
+            f"the layers that cost the most: {worst}")
 
 
 def _layer_record(model: GraphModule, layer: Layer, measured: dict[str, Any], plan: flow.Plan) -> dict[str, Any]:
