@@ -34,15 +34,15 @@ def random_sequence(vocab: int, length: int, generator: torch.Generator) -> list
 
 
 def search_sequence(recipe: Recipe) -> list[int]:
-    """The agreement search's sequence: `POSITIONS` ids (at most `max_context`) drawn with `SEARCH_SEED` +
-    `verify.seed`."""
+    """The agreement search's sequence: `POSITIONS` ids (at most `max_context` - 1) drawn with `SEARCH_SEED` +
+    `verify.seed`.
+
+    One short of a cache of `POSITIONS` or fewer: the search runs the exported graph in torch, and an int8-cache
+    model's graph asserts a start position below `max_context` - 1 (export takes a token count of at least 2;
+    its program, which verify runs, takes the last position too)."""
     generator = torch.Generator().manual_seed(SEARCH_SEED + recipe.verify.seed)
-    return random_sequence(vocab_of(recipe), positions(recipe), generator)
-
-
-def positions(recipe: Recipe) -> int:
-    """How many positions an agreement is measured over: `POSITIONS`, or the cache length when shorter."""
-    return min(POSITIONS, int(recipe.model.kwargs["max_context"]))
+    length = min(POSITIONS, int(recipe.model.kwargs["max_context"]) - 1)
+    return random_sequence(vocab_of(recipe), length, generator)
 
 
 def vocab_of(recipe: Recipe) -> int:

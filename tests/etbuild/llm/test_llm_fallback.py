@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from etbuild.build.driver import build
-from etbuild.errors import RecipeError
+from etbuild.errors import RecipeError, VerificationError
 from etbuild.llm.agreement import one_token_calls, search_sequence, teacher_forced
 from etbuild.llm.calibration import GENERATED_SEED
 from etbuild.llm.fallback import keep_float
@@ -21,7 +21,8 @@ from etbuild.quantize import flow
 from etbuild.quantize.calibration import calibration_inputs
 from etbuild.quantize.modules import SchemeMap
 from etbuild.recipe import load_recipe
-from etbuild.stages.export import export_method
+from etbuild.stages.export import export_method, run_export
+from etbuild.stages.quantize import run_quantize
 from tests.llm_support import TINY, write_llm_recipe
 
 INT4 = {"scheme": "int8-dynamic-int4-weight", "group_size": 32, "embeddings": "int4"}
@@ -30,9 +31,12 @@ LLM = {"config": TINY, "max_context": 128, "max_prefill": 16}
 
 
 def test_the_search_sequence_is_not_verify_s_nor_calibration_s(tmp_path):
-    recipe = load_recipe(write_llm_recipe(tmp_path, "s", LLM, quantize=INT4, backends=XNNPACK,
-                                          verify={"fallback": "auto", "seed": 5}))
+    recipe = load_recipe(write_llm_recipe(tmp_path, "s", {**LLM, "max_context": 256}, quantize=INT4,
+                                          backends=XNNPACK, verify={"fallback": "auto", "seed": 5}))
     ours = search_sequence(recipe)
+    short = load_recipe(write_llm_recipe(tmp_path, "t", LLM, quantize=INT4, backends=XNNPACK,
+                                         verify={"fallback": "auto", "seed": 5}))
+    assert search_sequence(short) == ours[:127]  # a cache of 128: one position short (see search_sequence)
     verify = torch.randint(0, TINY["vocab_size"], (128,), generator=torch.Generator().manual_seed(5)).tolist()
     calibration = torch.randint(0, TINY["vocab_size"], (128,),
                                 generator=torch.Generator().manual_seed(GENERATED_SEED + 0)).tolist()
@@ -98,13 +102,18 @@ def test_a_layer_run_float_in_the_converted_graph_equals_converting_it_float_and
         return out
 
     kept = ["embedding", "linear_3", "linear_14"]
+    before = logits(uniform)
     with swappable(uniform, layers) as swapper:
         swapper.keep(set(kept))
         swapped = logits(uniform)
+        swapper.keep(set())  # every layer quantized, its weight dequantized once
+        np.testing.assert_array_equal(logits(uniform), before)
     converted = flow.quantize(ep, keep_float(plan, kept), calibration)
     np.testing.assert_array_equal(swapped, logits(converted))
-    assert not any("_etbuild_float_" in n.name for n in uniform.graph.nodes)  # undone
-    assert np.abs(logits(uniform) - swapped).max() > 1e-3
+    added = ("_etbuild_float_", "_etbuild_dequantized_")
+    assert not any(n.name.startswith(added) for n in uniform.graph.nodes)  # undone
+    np.testing.assert_array_equal(logits(uniform), before)
+    assert np.abs(before - swapped).max() > 1e-3
     rounded = flow.quantize(ep, replace(plan, weights=flow.ROUNDED), calibration)
     ints = {name: _int4_codes(model) for name, model in
             (("uniform", uniform), ("converted", converted), ("rounded", rounded))}
@@ -152,3 +161,43 @@ def test_fallback_keeps_layers_float_until_the_agreement_holds(tmp_path):
     assert [k["node"] for k in kept] == search["kept_float"]
     sizes = [(tmp_path / "build" / n / f"{n}.pte").stat().st_size for n in ("uniform", "auto")]
     assert sizes[0] < sizes[1] < 4 * sizes[0]
+
+
+@pytest.mark.slow
+def test_a_search_that_cannot_reach_the_threshold_names_the_best_agreement_and_the_costliest_layers(
+        tmp_path, one_thread):
+    """An int8 KV cache stays int8 with every layer float: on a sequence where the int8 cache alone flips a
+    next token, agreement 1.0 is out of reach. The stage fails after writing layers.json, saves no program, and
+    says how far it got and which layers cost the most."""
+    recipe = _int8_cache_recipe_that_misses_1(tmp_path)
+    exports, outs, layers = {"forward": tmp_path / "e.pt2"}, {"forward": tmp_path / "q.pt2"}, tmp_path / "layers.json"
+    run_export(recipe, exports)
+    with pytest.raises(VerificationError) as info:
+        run_quantize(recipe, exports, outs, layers)
+    record = json.loads(layers.read_text())["methods"]["forward"]["agreement_search"]
+    best, worst = record["best"], record["sensitivity"][:3]
+    assert not record["passed"] and record["kept_float"] == [] and not outs["forward"].exists()
+    assert best["agreement"] == max(s["agreement"] for s in record["steps"]) < 1.0
+    assert [s["kept"] for s in record["steps"]] == [1, 2, 4, 8, 16]  # doubling up to every layer
+    assert str(info.value) == (
+        f"{recipe.where('verify.fallback')}: verify.fallback: auto: next-token agreement with the float model "
+        f"reaches at best {best['agreement']} over 127 positions of the search's sequence ({best['kept']} layers "
+        "kept float), below its target 1.0 (verify.agreement 1.0 plus 0.02, at most 1); the layers that cost the "
+        "most: " + ", ".join(f"{s['module']} ({s['node']}: {s['agreement']} alone float)" for s in worst)
+        + f" (see {layers})")
+    assert "k.yaml:" in str(info.value)
+
+
+def _int8_cache_recipe_that_misses_1(tmp_path):
+    """The int8-cache 8da4w recipe (verify.agreement 1.0, fallback auto) with the first verify.seed whose search
+    sequence the eager int8-cache model does not follow exactly (the float cache's argmax differs somewhere)."""
+    for seed in range(1, 20):
+        recipe = load_recipe(write_llm_recipe(tmp_path, "k", LLM, llm={"attention": "custom", "kv_cache": "int8"},
+                                              quantize=INT4, backends=XNNPACK,
+                                              verify={"agreement": 1.0, "fallback": "auto", "seed": seed}))
+        int8 = build_model(recipe)
+        samples = one_token_calls(search_sequence(recipe))
+        if (teacher_forced(int8, samples).argmax(-1) != teacher_forced(int8.with_float_cache(), samples).argmax(
+                -1)).any():
+            return recipe
+    raise AssertionError("the int8 cache followed the float one on 19 sequences")
