@@ -164,8 +164,8 @@ def llm_outputs(recipe: Recipe, a: Artifacts) -> list[Path]:
 def quantize_sections(recipe: Recipe) -> tuple[str, ...]:
     """What quantize reads: with `verify.fallback: auto` also that and `verify.agreement` (the search's target)."""
     verify = recipe.section("verify")
-    search = tuple(f"verify.{key}" for key in ("fallback", "agreement") if key in verify) \
-        if verify.get("fallback") == "auto" else ()
+    keys = ("fallback", "agreement") if verify.get("fallback") == "auto" else ()
+    search = (f"verify.{key}" for key in keys if key in verify)
     return ("model", "quantize", "backends", "verify.samples", "verify.seed", *search)
 
 

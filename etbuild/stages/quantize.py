@@ -16,7 +16,9 @@ verify samples: `etbuild.quantize.program_judge`), measure against the float gra
 verify samples, and, when the gate fails with `accuracy.fallback: auto`, search observers per
 layer and then higher precision for the layers with the most accuracy per byte until it holds
 (`etbuild.quantize.fallback`). A gate that still fails is a VerificationError naming
-the layer that loses the most; `layers.json` is written first.
+the layer that loses the most; `layers.json` is written first. A language model's `forward` with
+`verify.fallback: auto` first keeps the layers that cost the most next-token agreement float
+(`etbuild.llm.fallback`; `agreement_search` in `layers.json`).
 """
 
 from __future__ import annotations

@@ -242,6 +242,10 @@ def _llm_failures(report: dict[str, Any] | None) -> list[str]:
         else:
             failures.append(f"next-token agreement{runtime} with the float model {check['agreement']} over "
                             f"{check['positions']} positions, below verify.agreement {check['threshold']}")
+    searched = (report or {}).get("fallback")
+    if failures and searched is not None:
+        failures[-1] += (f" (verify.fallback kept {len(searched['kept_float'])} layers float: agreement "
+                         f"{searched['final']['agreement']} on the quantize stage's own sequence)")
     return failures
 
 

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from etbuild.build.driver import build
+from etbuild.build.stage_table import quantize_sections
 from etbuild.errors import RecipeError, VerificationError
 from etbuild.llm.agreement import one_token_calls, search_sequence, teacher_forced
 from etbuild.llm.calibration import GENERATED_SEED
@@ -201,3 +202,12 @@ def _int8_cache_recipe_that_misses_1(tmp_path):
                 -1)).any():
             return recipe
     raise AssertionError("the int8 cache followed the float one on 19 sequences")
+
+
+def test_the_quantize_stage_is_keyed_on_the_search_s_target_only_when_it_searches(tmp_path):
+    keys = {}
+    for name, verify in (("plain", {"agreement": 0.9}), ("auto", {"agreement": 0.9, "fallback": "auto"})):
+        recipe = load_recipe(write_llm_recipe(tmp_path, name, LLM, quantize=INT4, backends=XNNPACK, verify=verify))
+        keys[name] = quantize_sections(recipe)
+    assert keys["plain"] == ("model", "quantize", "backends", "verify.samples", "verify.seed")
+    assert keys["auto"] == (*keys["plain"], "verify.fallback", "verify.agreement")
