@@ -158,7 +158,7 @@ def failure(record: dict[str, Any]) -> str:
                       for s in record.get("sensitivity", [])[:WORST_SHOWN]) or "none quantized"
     best = record["best"]
     return (f"next-token agreement with the float model reaches at best {best['agreement']} over "
-            f"{record['positions']} positions of the search's sequence ({best.get('kept', 0)} layers kept float), "
+            f"{record['positions']} positions of the search's sequence ({_layers(best.get('kept', 0))} kept float), "
             f"below its target {record['target']} (verify.agreement {record['threshold']} plus {MARGIN}, at most 1); "
             f"the layers that cost the most: {worst}")
 
@@ -168,6 +168,10 @@ def _layer_record(model: GraphModule, layer: Layer, measured: dict[str, Any], pl
     return {"node": layer.node, "module": module_path(node) or "<root>", "op": str(node.target).removeprefix("aten."),
             "precision": layer.precision, "bytes_added": layer.bytes_added(plan.per_channel, plan.group_size),
             **measured}
+
+
+def _layers(count: int) -> str:
+    return f"{count} layer" if count == 1 else f"{count} layers"
 
 
 def _snr(measured: dict[str, Any]) -> float:

@@ -28,7 +28,6 @@ WEIGHT_ARG = {aten.linear.default: 1, aten.embedding.default: 0}
 _WEIGHT_DEQUANTIZE = {qd.dequantize_per_channel_group.default: INT4, qd.dequantize_per_channel.default: INT8,
                       qd.dequantize_per_tensor.default: INT8}
 _FLOAT_PREFIX = "_etbuild_float_"
-_DEQUANTIZED_PREFIX = "_etbuild_dequantized_"
 
 
 @dataclass(frozen=True)
@@ -55,8 +54,6 @@ def quantized_layers(converted: GraphModule, captured: GraphModule) -> list[Laye
         weight = node.args[index] if index is not None and len(node.args) > index else None
         if not isinstance(weight, Node) or weight.target not in _WEIGHT_DEQUANTIZE or node.name not in originals:
             continue
-        if any(isinstance(a, Node) and a.op != "get_attr" for a in weight.args):
-            continue  # a weight computed at run time: not a stored constant
         source = originals[node.name].args[index]
         if isinstance(source, Node) and source.op == "get_attr":
             layers.append(Layer(node.name, _WEIGHT_DEQUANTIZE[weight.target], _attr(captured, str(source.target))))
@@ -74,32 +71,24 @@ def swappable(converted: GraphModule, layers: Sequence[Layer]) -> Iterator[Swapp
 
 
 class Swapper:
-    """Switches layers of a converted graph between their quantized and float forms.
-
-    Meanwhile every quantized layer reads its weight dequantized once (`_DEQUANTIZED_PREFIX`), not by a
-    dequantize op each call: the same values, and an evaluation of a 20 M-parameter model no longer
-    dequantizes every weight on every token."""
+    """Switches layers of a converted graph between their quantized and float forms."""
 
     def __init__(self, gm: GraphModule, layers: Sequence[Layer]) -> None:
         self.gm, self.nodes = gm, {n.name: n for n in gm.graph.nodes}
-        self.converted = {layer.node: self.nodes[layer.node].args for layer in layers}
-        self.quantized: dict[str, tuple[object, ...]] = {}
-        self.floats: dict[str, tuple[object, ...]] = {}
+        self.quantized = {layer.node: self.nodes[layer.node].args for layer in layers}
+        self.floats = {}
         for i, layer in enumerate(layers):
+            name = f"{_FLOAT_PREFIX}{i}"
+            gm.register_buffer(name, layer.weight)
             node = self.nodes[layer.node]
+            with gm.graph.inserting_before(node):
+                attr = gm.graph.get_attr(name)
             index = WEIGHT_ARG[node.target]
             args = list(node.args)
-            args[index] = self._constant(node, f"{_DEQUANTIZED_PREFIX}{i}", _dequantized(gm, node.args[index]))
-            self.quantized[layer.node] = tuple(args)
-            args[index] = self._constant(node, f"{_FLOAT_PREFIX}{i}", layer.weight)
+            args[index] = attr
             if index == 1:
                 args[0] = _float_input(args[0])
             self.floats[layer.node] = tuple(args)
-
-    def _constant(self, user: Node, name: str, value: torch.Tensor) -> Node:
-        self.gm.register_buffer(name, value)
-        with self.gm.graph.inserting_before(user):
-            return self.gm.graph.get_attr(name)
 
     def keep(self, names: frozenset[str] | set[str]) -> None:
         """Run the layers `names` float and the others quantized."""
@@ -108,21 +97,12 @@ class Swapper:
         self.gm.recompile()
 
     def undo(self) -> None:
-        """The graph as converted: the dequantize ops back, the added constants removed."""
-        for node, args in self.converted.items():
-            self.nodes[node].args = args
-        added = (_FLOAT_PREFIX, _DEQUANTIZED_PREFIX)
-        for node in [n for n in self.gm.graph.nodes if n.op == "get_attr" and str(n.target).startswith(added)]:
+        """The graph as converted: every layer quantized, the float weights removed."""
+        self.keep(set())
+        for node in [n for n in self.gm.graph.nodes if n.op == "get_attr" and str(n.target).startswith(_FLOAT_PREFIX)]:
             delattr(self.gm, str(node.target))
             self.gm.graph.erase_node(node)
         self.gm.recompile()
-
-
-def _dequantized(gm: GraphModule, weight: Node) -> torch.Tensor:
-    """The value of a weight's dequantize op, whose tensor arguments are constants (get_attr)."""
-    args = [_attr(gm, str(a.target)) if isinstance(a, Node) else a for a in weight.args]
-    with torch.no_grad():
-        return weight.target(*args, **weight.kwargs)
 
 
 def _float_input(value: Node | object) -> Node | object:

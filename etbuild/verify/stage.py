@@ -244,7 +244,8 @@ def _llm_failures(report: dict[str, Any] | None) -> list[str]:
                             f"{check['positions']} positions, below verify.agreement {check['threshold']}")
     searched = (report or {}).get("fallback")
     if failures and searched is not None:
-        failures[-1] += (f" (verify.fallback kept {len(searched['kept_float'])} layers float: agreement "
+        count = len(searched["kept_float"])
+        failures[-1] += (f" (verify.fallback kept {count} layer{'' if count == 1 else 's'} float: agreement "
                          f"{searched['final']['agreement']} on the quantize stage's own sequence)")
     return failures
 
