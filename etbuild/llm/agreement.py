@@ -1,6 +1,6 @@
 """Teacher-forced next-token agreement of a language model against its float model.
 
-A sequence of `POSITIONS` token ids (the cache length when shorter), drawn uniformly from the vocabulary by a
+A sequence of `POSITIONS` token ids (fewer for a short cache), drawn uniformly from the vocabulary by a
 seeded torch generator, is fed one token a call from position 0, as a runner decodes, so the KV cache carries
 the sequence; after each call the argmax of the logits is the model's next token. `agreement` is the share of
 positions whose argmax equals the float model's, with the logits' SNR against it. Verify judges a quantized
@@ -18,6 +18,7 @@ import torch
 
 from etbuild.model import build_model
 from etbuild.recipe import Recipe
+from etbuild.recipe.llm import vocab_size
 
 POSITIONS = 128
 AGREEMENT = 0.9
@@ -46,8 +47,7 @@ def search_sequence(recipe: Recipe) -> list[int]:
 
 
 def vocab_of(recipe: Recipe) -> int:
-    from etbuild.recipe.llm import vocab_size
-
+    """The model's vocabulary size (from its config), which token ids are drawn below."""
     return vocab_size(recipe.model.kwargs)
 
 
