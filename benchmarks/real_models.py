@@ -216,7 +216,10 @@ def delegation_row(name: str, root: Path, rounds: int, runs: int, thread_counts:
     if built.exit_code:
         return {"model": name, "error": "; ".join(built.failed.values())}
     ptes = {"ours": root / "build" / recipe.name / f"{recipe.name}.pte", "theirs": root / f"{recipe.name}.et.pte"}
-    executorch_build(recipe, ptes["theirs"], xnnpack_partitioner())
+    try:
+        executorch_build(recipe, ptes["theirs"], xnnpack_partitioner())
+    except Exception as exc:  # ExecuTorch's own flow: its failure is reported, not ours to fix
+        return {"model": name, "error": f"ExecuTorch's XNNPACK flow: {type(exc).__name__}: {str(exc)[:150]}"}
     inputs = root / f"{recipe.name}.inputs.npz"
     np.savez(inputs, **{f"in{k}": t.numpy() for k, t in enumerate(sample_inputs(recipe, 1, 7)[0])})
     row: dict[str, Any] = {"model": name, "threads": {}}
@@ -263,6 +266,8 @@ def delegation_main(args: argparse.Namespace) -> int:
         for name in args.names or list(ARCHITECTURES):
             rows.append(delegation_row(name, root, args.rounds, args.runs, args.thread_counts))
             print(delegation_table(rows[-1:], args.thread_counts).splitlines()[-1], file=sys.stderr, flush=True)
+            if args.json:  # each row as it comes: a long run stopped part-way keeps what it measured
+                args.json.write_text(json.dumps(rows, indent=1))
     print(f"ExecuTorch's runtime, one fresh process per timing (median of {args.runs} calls), "
           f"{args.rounds} alternating rounds; load = 1-minute load average before–after\n")
     print(delegation_table(rows, args.thread_counts))
