@@ -24,6 +24,8 @@ runtime, each timing (median of --runs calls after warm-up) in a fresh process
 `_unsafe_reset_threadpool`), ours and theirs alternating process by process for --rounds rounds at each
 of --thread-counts. Per model and thread count it reports both medians over the rounds, the median
 of the rounds' ratios (ours / theirs) and the machine's 1-minute load average before and after.
+Per model it also counts both programs' delegates and the XNNPACK node kinds whose counts differ (ours
+minus theirs): where the two graphs are the same, a ratio away from 1 is the machine, not the lowering.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -216,10 +219,14 @@ def delegation_row(name: str, root: Path, rounds: int, runs: int, thread_counts:
     if built.exit_code:
         return {"model": name, "error": "; ".join(built.failed.values())}
     ptes = {"ours": root / "build" / recipe.name / f"{recipe.name}.pte", "theirs": root / f"{recipe.name}.et.pte"}
-    executorch_build(recipe, ptes["theirs"], xnnpack_partitioner())
+    try:
+        executorch_build(recipe, ptes["theirs"], xnnpack_partitioner())
+    except Exception as exc:  # ExecuTorch's own flow: its failure is reported, not ours to fix
+        return {"model": name, "error": f"ExecuTorch's XNNPACK flow: {type(exc).__name__}: {str(exc)[:150]}"}
     inputs = root / f"{recipe.name}.inputs.npz"
     np.savez(inputs, **{f"in{k}": t.numpy() for k, t in enumerate(sample_inputs(recipe, 1, 7)[0])})
-    row: dict[str, Any] = {"model": name, "threads": {}}
+    row: dict[str, Any] = {"model": name, "threads": {}, "kinds": kinds_difference(ptes["ours"], ptes["theirs"]),
+                           "delegates": {who: len(delegate_kinds(pte)) for who, pte in ptes.items()}}
     for threads in thread_counts:
         load = [_load()]
         times: dict[str, list[float]] = {"ours": [], "theirs": []}
@@ -234,6 +241,25 @@ def delegation_row(name: str, root: Path, rounds: int, runs: int, thread_counts:
     return row
 
 
+def delegate_kinds(pte: Path) -> list[Counter[str]]:
+    """The XNNPACK node kinds of each delegate of `pte`'s forward, counted."""
+    from etbuild.backends.xnnpack.format.blob import read_blob
+    from etbuild.runtime import Program
+    from etbuild.runtime.delegates import processed_blob
+
+    program = Program.load(pte)
+    return [Counter(type(n.node).__name__ for n in read_blob(processed_blob(
+        program.data, program.program, program.header, d.processed, str(pte))).graph.xnodes)
+        for d in program.plan("forward").delegates]
+
+
+def kinds_difference(ours: Path, theirs: Path) -> dict[str, int]:
+    """Node kinds whose count differs between the two programs' delegates: ours minus theirs (what one side
+    runs inside XNNPACK that the other runs otherwise or not at all)."""
+    a, b = (sum(delegate_kinds(p), Counter()) for p in (ours, theirs))
+    return {k: a[k] - b[k] for k in sorted(a.keys() | b.keys()) if a[k] != b[k]}
+
+
 def _load() -> float:
     return float(Path("/proc/loadavg").read_text().split()[0])
 
@@ -241,7 +267,8 @@ def _load() -> float:
 def delegation_table(rows: list[dict[str, Any]], thread_counts: list[int]) -> str:
     """The `--delegation` report as a Markdown table."""
     cells = " | ".join(f"{t} thread{'s' if t > 1 else ''}: ours / ET µs, ratio, load" for t in thread_counts)
-    lines = [f"| model | {cells} |", "|---|" + "---|" * len(thread_counts)]
+    lines = [f"| model | {cells} | delegates ours / ET; node kinds ours − ET |",
+             "|---|" + "---|" * (len(thread_counts) + 1)]
     for row in rows:
         if "error" in row:
             lines.append(f"| {row['model']} | {row['error'][:200]} |")
@@ -251,6 +278,8 @@ def delegation_table(rows: list[dict[str, Any]], thread_counts: list[int]) -> st
             c = row["threads"][t]
             parts.append(f"{c['ours_us']:,.0f} / {c['theirs_us']:,.0f}, **{c['ratio']:.2f}×**, "
                          f"{c['load'][0]:.1f}–{c['load'][1]:.1f}")
+        kinds = ", ".join(f"{k} {n:+d}" for k, n in row["kinds"].items()) or "same"
+        parts.append(f"{row['delegates']['ours']} / {row['delegates']['theirs']}; {kinds}")
         lines.append(f"| {row['model']} | " + " | ".join(parts) + " |")
     return "\n".join(lines)
 
@@ -263,6 +292,8 @@ def delegation_main(args: argparse.Namespace) -> int:
         for name in args.names or list(ARCHITECTURES):
             rows.append(delegation_row(name, root, args.rounds, args.runs, args.thread_counts))
             print(delegation_table(rows[-1:], args.thread_counts).splitlines()[-1], file=sys.stderr, flush=True)
+            if args.json:  # each row as it comes: a long run stopped part-way keeps what it measured
+                args.json.write_text(json.dumps(rows, indent=1))
     print(f"ExecuTorch's runtime, one fresh process per timing (median of {args.runs} calls), "
           f"{args.rounds} alternating rounds; load = 1-minute load average before–after\n")
     print(delegation_table(rows, args.thread_counts))

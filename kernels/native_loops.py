@@ -290,25 +290,28 @@ def clamp(o: np.ndarray, lo: np.float32, hi: np.float32) -> None:
             o[j] = hi
 
 
-@jit
-def _add_clamp(src: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.float32, dst: np.ndarray) -> None:
-    """dst ← clamp(src + bias, lo, hi), all 1-D of one length (dst may be src): numpy's add then clip, the same
-    bits (a nan stays nan)."""
-    for j in range(bias.shape[0]):
-        v = src[j] + bias[j]
-        if v < lo:
-            v = lo
-        elif v > hi:
-            v = hi
-        dst[j] = v
+@numba.njit(inline="always", error_model="numpy")
+def _clamped(v: np.float32, lo: np.float32, hi: np.float32) -> np.float32:
+    """v clamped to [lo, hi] by comparisons, as numpy's clip does it (a nan stays nan). Inlined into its callers
+    with one return: with a return per branch, or as a cached function of its own, their loops no longer
+    vectorize ([2304, 48]: 26 µs against 16 µs)."""
+    if v < lo:
+        v = lo
+    elif v > hi:
+        v = hi
+    return v
 
 
 @jit
 def bias_clamp_rows(rows: np.ndarray, bias: np.ndarray, lo: np.float32, hi: np.float32) -> None:
     """rows ← clamp(rows + bias, lo, hi) in place, rows (R, N) C-contiguous and bias (N,): numpy's add then clip
-    (the same bits, a nan stays nan) in one pass."""
+    (the same bits, a nan stays nan) in one pass. Each row is read and written through one slice: a call per row
+    with the source and destination as two arguments kept LLVM from vectorizing it ([2304, 48]: 164 µs against
+    13 µs)."""
     for r in range(rows.shape[0]):
-        _add_clamp(rows[r], bias, lo, hi, rows[r])
+        o = rows[r]
+        for j in range(bias.shape[0]):
+            o[j] = _clamped(o[j] + bias[j], lo, hi)
 
 
 @jit
@@ -318,7 +321,9 @@ def bias_clamp_blocks(blocks: np.ndarray, bias: np.ndarray, lo: np.float32, hi: 
     nblocks, rows, nb = blocks.shape
     for b in range(nblocks):
         for r in range(rows):
-            _add_clamp(blocks[b, r], bias[b * nb : (b + 1) * nb], lo, hi, out[r, b * nb : (b + 1) * nb])
+            src, dst = blocks[b, r], out[r, b * nb : (b + 1) * nb]
+            for j in range(nb):
+                dst[j] = _clamped(src[j] + bias[b * nb + j], lo, hi)
 
 
 @jit_fma

@@ -8,7 +8,8 @@ A section name `section.field` keys on that one field.
 A recipe with a `quantize:` section has a quantize stage between export and lower, keyed on
 that section (with the calibration file's bytes), `model`, `backends` (`observer: auto` judges
 candidate calibrations by their lowered programs), and the `verify.samples` and `verify.seed` its
-per-layer report is measured on: changing the calibration data re-runs
+per-layer report is measured on (with `verify.fallback: auto`, also that and `verify.agreement`, the
+language-model search's target): changing the calibration data re-runs
 quantize and what follows, never export. Lower then reads `quantized/<method>.pt2` instead of
 `export/<method>.pt2`. A recipe without one has no quantize stage.
 
@@ -160,6 +161,14 @@ def llm_outputs(recipe: Recipe, a: Artifacts) -> list[Path]:
     return [a.tokenizer] if tokenizer_file(recipe.section("model")["kwargs"]) else []
 
 
+def quantize_sections(recipe: Recipe) -> tuple[str, ...]:
+    """What quantize reads: with `verify.fallback: auto` also that and `verify.agreement` (the search's target)."""
+    verify = recipe.section("verify")
+    keys = ("fallback", "agreement") if verify.get("fallback") == "auto" else ()
+    search = (f"verify.{key}" for key in keys if key in verify)
+    return ("model", "quantize", "backends", "verify.samples", "verify.seed", *search)
+
+
 def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) -> dict[str, StageCall]:
     """Every stage of one recipe, in STAGES order (quantize only when the recipe has the
     section); `dump_after` names lowering steps to dump."""
@@ -176,7 +185,7 @@ def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) ->
     calls = [
         call("export", (recipe, a.exports), (), exports, ("model",)),
         call("quantize", (recipe, a.exports, a.quantized, a.layers), exports,
-             [*a.quantized.values(), a.layers], ("model", "quantize", "backends", "verify.samples", "verify.seed")),
+             [*a.quantized.values(), a.layers], quantize_sections(recipe)),
         call("lower", (methods, a.lowered, a.debug_map, a.dump_dir, dump_after, recipe.backends),
              tuple(methods.values()), [a.lowered, a.debug_map, a.etrecord, *a.method_etrecords, *a.partition(recipe)],
              ("backends",), dumps),

@@ -38,6 +38,7 @@ def check(doc: Doc) -> None:
     _check_quantize(doc)
     _check_backends(doc)
     _check_memory(doc)
+    _check_verify_fallback(doc)
 
 
 def _lookup(data: Any, path: KeyPath) -> Any:
@@ -261,3 +262,27 @@ def _check_memory(doc: Doc) -> None:
             path = ("memory", "rules", i, "level")
             message = f"expected one of the levels {', '.join(names)}; got {rule['level']!r}"
             raise located_error(doc.where(path), path, message + did_you_mean(rule["level"], names))
+
+
+# ---------------------------------------------------------------------------- verify
+
+
+LLM_FACTORY = "etbuild.llm.runner:decoder"
+"""The factory `model.llm` expands into (`etbuild.recipe.llm.FACTORY`)."""
+
+
+def _check_verify_fallback(doc: Doc) -> None:
+    """`verify.fallback: auto` keeps a quantized language model's layers float: it needs `model.llm` and a
+    quantize section."""
+    path = ("verify", "fallback")
+    if (_lookup(doc.data, path) or "none") == "none":
+        return
+    if doc.data["model"].get("factory") != LLM_FACTORY:
+        problem = "the model is not a model.llm language model"
+    elif doc.data.get("quantize") is None:
+        problem = "the recipe has no quantize section"
+    else:
+        return
+    message = ("expected fallback auto only with a quantized language model (model.llm and a quantize section); "
+               + problem)
+    raise located_error(doc.where(path), path, message)

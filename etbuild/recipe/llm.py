@@ -19,14 +19,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from etbuild.llm.architectures import unsupported
-from etbuild.recipe.checks import INT4_SCHEME
+from etbuild.recipe.checks import INT4_SCHEME, LLM_FACTORY
 from etbuild.recipe.parse import Doc
 from etbuild.recipe.places import KeyPath, located_error
 
 if TYPE_CHECKING:
     from etbuild.recipe.config import Recipe
 
-FACTORY = "etbuild.llm.runner:decoder"
+FACTORY = LLM_FACTORY  # written in checks, which tells language models apart before Recipe exists
 MODEL_KEYS = ("factory", "kwargs", "weights", "inputs", "methods", "dynamic")
 """Keys that `model.llm` gives; a recipe with `model.llm` sets none of them."""
 

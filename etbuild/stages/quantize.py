@@ -16,7 +16,9 @@ verify samples: `etbuild.quantize.program_judge`), measure against the float gra
 verify samples, and, when the gate fails with `accuracy.fallback: auto`, search observers per
 layer and then higher precision for the layers with the most accuracy per byte until it holds
 (`etbuild.quantize.fallback`). A gate that still fails is a VerificationError naming
-the layer that loses the most; `layers.json` is written first.
+the layer that loses the most; `layers.json` is written first. A language model's `forward` with
+`verify.fallback: auto` first keeps the layers that cost the most next-token agreement float
+(`etbuild.llm.fallback`; `agreement_search` in `layers.json`).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from torch.export import ExportedProgram
 
 from etbuild.errors import VerificationError
 from etbuild.fsutil import atomic_path, write_json
+from etbuild.llm import fallback as llm_fallback
 from etbuild.model import dynamic_shapes, example_inputs, sample_inputs
 from etbuild.quantize import auto, fallback, flow, report
 from etbuild.quantize.accuracy import compare
@@ -52,6 +55,11 @@ def run_quantize(recipe: Recipe, exports: Mapping[str, Path], outs: Mapping[str,
     schemes = SchemeMap(cfg.scheme, cfg.modules, cfg.calibration.observer)
     results = {name: quantize_method(recipe, name, ep, schemes) for name, ep in methods.items()}
     write_json(layers_json, {**_settings(cfg), "methods": {name: r.record for name, r in results.items()}})
+    missed = [r.record["agreement_search"] for r in results.values() if not r.record.get(
+        "agreement_search", {"passed": True})["passed"]]
+    if missed:
+        raise VerificationError(f"{recipe.where('verify.fallback')}: verify.fallback: auto: "
+                                f"{llm_fallback.failure(missed[0])} (see {layers_json})")
     failed = [(name, r) for name, r in results.items() if not r.record["gate"]["passed"]]
     if failed:
         raise VerificationError(_gate_message(recipe, cfg, failed, layers_json))
@@ -79,6 +87,9 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
     chosen = auto.quantize(ep, plan, inputs.calibration, inputs.evaluation, reference,
                            _judge(recipe, method, ep, inputs.evaluation))
     plan, model, kept, search = chosen.plan, chosen.model, (), None
+    found = _agreement_search(recipe, ep, plan, model, inputs.calibration)
+    if found is not None:
+        plan, model, kept = found.plan, found.model, found.kept
     comparison = compare(reference, model, inputs.evaluation)
     value = _gate_value(gate, comparison)
     if gate is not None and gate.fallback == "auto" and not gate_holds(gate, value):
@@ -96,10 +107,20 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
         record["bias_correction"] = corrections.records
     if search is not None:
         record["search"] = search
+    if found is not None:
+        record["agreement_search"] = found.record
     record["gate"] = {"value": _shown(gate, value), "passed": gate is None or gate_holds(gate, value)}
     flow.restore_state(model, ep)
     exported = flow.reexport(model, example_inputs(recipe, method), dynamic_shapes(recipe, method))
     return MethodResult(exported, record)
+
+
+def _agreement_search(recipe: Recipe, ep: ExportedProgram, plan: flow.Plan, model: Any,
+                      calibration: Any) -> llm_fallback.Found | None:
+    """`verify.fallback: auto` on a language model's method with a KV cache: the layers it keeps float."""
+    if not llm_fallback.wanted(recipe) or not flow.mutated_buffers(ep):
+        return None
+    return llm_fallback.fall_back(recipe, ep, plan, model, calibration)
 
 
 def _judge(recipe: Recipe, method: str, ep: ExportedProgram, samples: Any) -> ProgramJudge | None:

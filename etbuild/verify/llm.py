@@ -7,12 +7,14 @@ each position must be the next greedy token; then free greedy generation gives t
 A quantized program (a quantized scheme, or an int8 KV cache) is judged against the float model
 over a fixed random sequence of `POSITIONS` tokens (the cache length when shorter): the share of
 positions whose argmax
-agrees (`agreement`, gated by `verify.agreement`, default `AGREEMENT`) and the logits' SNR. The
-calls run in order on one loaded method, in the runtime a `Runner` gives.
+agrees (`agreement`, gated by `verify.agreement`, default `AGREEMENT`) and the logits' SNR
+(`etbuild.llm.agreement`). The calls run in order on one loaded method, in the runtime a `Runner` gives.
+With `verify.fallback: auto`, `search_summary` adds what the quantize stage kept float to the report.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -20,13 +22,21 @@ from typing import Any
 import numpy as np
 import torch
 
+from etbuild.llm.agreement import (
+    AGREEMENT,
+    POSITIONS,
+    agreement,
+    float_model,
+    one_token_calls,
+    random_sequence,
+    teacher_forced,
+)
 from etbuild.model import build_model
 from etbuild.recipe import Recipe
 
-POSITIONS = 128
+__all__ = ["AGREEMENT", "POSITIONS", "llm_check", "search_summary"]
 PROMPT = 8
 TOKENS = 32
-AGREEMENT = 0.9
 
 Runner = Callable[[Path, Path, Path, str], None]
 RunSamples = Callable[[Runner, Path, list[tuple[Any, ...]], str], list[list[np.ndarray]]]
@@ -45,11 +55,10 @@ def llm_check(recipe: Recipe, pte: Path, run: Runner, run_samples: RunSamples) -
         greedy = _hf_greedy(model.language_model(), prompt, tokens)
         sequence = prompt + greedy[:-1]
     else:
-        sequence = torch.randint(0, vocab, (min(POSITIONS, kwargs["max_context"]),), generator=generator).tolist()
-    samples = [(np.array([[t]], dtype=np.int64), np.array([i], dtype=np.int64)) for i, t in enumerate(sequence)]
+        sequence = random_sequence(vocab, min(POSITIONS, kwargs["max_context"]), generator)
+    samples = one_token_calls(sequence)
     actual = np.stack([out[0].reshape(-1) for out in run_samples(run, pte, samples, "forward")])
-    reference = _eager(_float_cache(build_model(recipe)), samples)
-    report = _agreement(actual, reference)
+    report = agreement(actual, teacher_forced(float_model(recipe), samples))
     if exact:
         matched = [int(a) == g for a, g in zip(actual[PROMPT - 1:].argmax(-1), greedy)]
         report.update(greedy_tokens=greedy, matched=sum(matched), tokens=len(greedy), passed=all(matched))
@@ -59,26 +68,19 @@ def llm_check(recipe: Recipe, pte: Path, run: Runner, run_samples: RunSamples) -
     return report
 
 
-def _float_cache(model: torch.nn.Module) -> torch.nn.Module:
-    """The model with a float KV cache: an int8-cache program is judged against the float model."""
-    return model.with_float_cache() if getattr(model, "int8_cache", False) else model
-
-
 def _hf_greedy(model: torch.nn.Module, prompt: list[int], tokens: int) -> list[int]:
     with torch.no_grad():
         out = model.generate(torch.tensor([prompt]), max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)
     return [int(t) for t in out[0, len(prompt):]]
 
 
-def _eager(model: torch.nn.Module, samples: list[tuple[np.ndarray, ...]]) -> np.ndarray:
-    with torch.no_grad():
-        return np.stack([model(*map(torch.from_numpy, s)).numpy().reshape(-1) for s in samples])
-
-
-def _agreement(actual: np.ndarray, reference: np.ndarray) -> dict[str, Any]:
-    """Next-token agreement of the argmaxes and the SNR of `actual` against `reference`, over all positions."""
-    noise = float(np.sum((actual.astype(np.float64) - reference) ** 2))
-    signal = float(np.sum(reference.astype(np.float64) ** 2))
-    snr = float("inf") if noise == 0 else 10 * np.log10(signal / noise)
-    agreement = float(np.mean(actual.argmax(-1) == reference.argmax(-1)))
-    return {"positions": len(actual), "agreement": round(agreement, 4), "snr_db": round(snr, 2)}
+def search_summary(layers: Path) -> dict[str, Any] | None:
+    """What the quantize stage's agreement search (`verify.fallback: auto`) kept float, from its `layers.json`:
+    the layers (node, module), the agreement and SNR before and after on the search's own sequence
+    (None: no search ran)."""
+    record = json.loads(layers.read_text())["methods"].get("forward", {}).get("agreement_search")
+    if record is None:
+        return None
+    modules = {s["node"]: s["module"] for s in record.get("sensitivity", [])}
+    return {"kept_float": [{"node": n, "module": modules.get(n, "")} for n in record["kept_float"]],
+            "uniform": record["uniform"], "final": record["final"], "positions": record["positions"]}

@@ -48,7 +48,7 @@ from etbuild.verify import oracle_fork
 from etbuild.verify.bundle import write_recipe_bundle
 from etbuild.verify.compare import compare, describe
 from etbuild.verify.intermediate import compare_intermediate
-from etbuild.verify.llm import llm_check
+from etbuild.verify.llm import llm_check, search_summary
 from etbuild.verify.localise import describe_divergence, localise_recipe
 from etbuild.verify.oracle import executorch_installed, run_samples_in_executorch
 from etbuild.verify.trimmed import run_trimmed
@@ -254,6 +254,9 @@ def run_verify(
     (`first_divergence`) and the error.
     """
     report = verify(recipe, pte, runtime, quantized)
+    searched = search_summary(layers) if "llm" in report and layers is not None else None
+    if searched is not None:
+        report["llm"]["fallback"] = searched
     if recipe.verify.bundle:
         report["bundle"] = write_recipe_bundle(recipe, pte, pte.with_suffix(".bpte"), report, quantized)
     if not report["passed"] and not quantized and exports is not None and debug_map is not None:
@@ -292,6 +295,11 @@ def _llm_failures(report: dict[str, Any] | None) -> list[str]:
         else:
             failures.append(f"next-token agreement{runtime} with the float model {check['agreement']} over "
                             f"{check['positions']} positions, below verify.agreement {check['threshold']}")
+    searched = (report or {}).get("fallback")
+    if failures and searched is not None:
+        count = len(searched["kept_float"])
+        failures[-1] += (f" (verify.fallback kept {count} layer{'' if count == 1 else 's'} float: agreement "
+                         f"{searched['final']['agreement']} on the quantize stage's own sequence)")
     return failures
 
 

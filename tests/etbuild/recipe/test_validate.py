@@ -15,7 +15,7 @@ def test_unknown_key_suggests_the_nearest() -> None:
 def test_unknown_key_without_a_near_miss_lists_the_keys() -> None:
     assert error_of(GOOD + "verify: {zzz: 1}\n") == (
         "recipes/x.yaml:5:10: verify.zzz: unknown key 'zzz';"
-        " expected one of samples, rtol, atol, seed, bundle, tokens, agreement"
+        " expected one of samples, rtol, atol, seed, bundle, tokens, agreement, fallback"
     )
 
 
