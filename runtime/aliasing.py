@@ -122,8 +122,9 @@ class Aliaser:
 
     def _written(self, a: Any) -> set[int]:
         """The values an instruction may write: its result slot (a list's items), its first argument
-        when it has no result slot or is an in-place op (`copy_`); a delegate's outputs (every tensor it gets when
-        its handle is not known)."""
+        when it has no result slot or is an in-place op (`copy_`), the arguments its kernel says it writes in place
+        (`mutates`: `update_cache`'s cache); a delegate's outputs (every tensor it gets when its handle is not
+        known)."""
         if features.DELEGATES and isinstance(a, fb.DelegateCall) and self.delegate_writes is not None:
             outs = self.delegate_writes(a)
             if outs is not None:
@@ -139,7 +140,7 @@ class Aliaser:
         out = set(_items(self.plan, a.args[nparams])) if len(a.args) > nparams else set()
         if len(a.args) <= nparams or info.name.partition(".")[0].endswith("_"):
             out.add(a.args[0])
-        return out
+        return out | {a.args[i] for i in info.mutates}
 
     def try_alias(self, pc: int, call: fb.KernelCall, info: Any, views: list[np.ndarray]) -> bool:
         """Make the outs of the layout copy at pc views of its input when that is safe (see the module)."""

@@ -96,6 +96,7 @@ class KernelInfo:
     fast: KernelFn | None = None
     view: KernelFn | None = None
     pure: bool = False
+    mutates: tuple[int, ...] = ()
 
     @property
     def params(self) -> str:
@@ -113,6 +114,7 @@ def kernel(
     fast: KernelFn | None = None,
     view: KernelFn | None = None,
     pure: bool = False,
+    mutates: tuple[int, ...] = (),
 ) -> Callable[[KernelFn], KernelFn]:
     """Register fn as the kernel for `name`; `dtypes` are the dtypes it claims (of its inputs,
     or of its output for creation ops such as `full` and `arange`).
@@ -123,6 +125,8 @@ def kernel(
     tensor's rank, not its sizes), so a malformed program is refused before it runs.
     pure: the kernel returns a view of its input determined by its arguments alone (`et_view`): a call with the
     same arguments as the previous one may keep the previous result (etbuild.runtime.steady).
+    mutates: the parameters (by index) the kernel writes in place besides its result (`llama::update_cache`
+    writes its cache): what reads them later must see the write (etbuild.runtime.aliasing).
     """
     if "::" not in name:
         raise ValueError(f"kernel name {name!r} must be 'namespace::op.overload'")
@@ -131,7 +135,8 @@ def kernel(
         if name in _REGISTRY:
             raise ValueError(f"kernel {name} is already registered by {_REGISTRY[name].module}")
         kinds = argument_kinds(name, fn)
-        _REGISTRY[name] = KernelInfo(name, fn, fn.__module__, tuple(dtypes), kinds, check, fast, view, pure)
+        _REGISTRY[name] = KernelInfo(name, fn, fn.__module__, tuple(dtypes), kinds, check, fast, view, pure,
+                                     tuple(mutates))
         return fn
 
     return register

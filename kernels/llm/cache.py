@@ -34,7 +34,7 @@ def check_position(op: str, start_pos: int, length: int, capacity: int) -> None:
                                f"which holds positions 0…{capacity - 1}")
 
 
-@kernel("llama::update_cache.out", dtypes=REAL_DTYPES)
+@kernel("llama::update_cache.out", dtypes=REAL_DTYPES, mutates=(1,))
 def update_cache_out(value: np.ndarray, cache: np.ndarray, start_pos: int, out: np.ndarray) -> np.ndarray:
     """cache[:, start_pos : start_pos + S] = value, in place."""
     _check_shapes("llama::update_cache", value, cache)
@@ -43,7 +43,7 @@ def update_cache_out(value: np.ndarray, cache: np.ndarray, start_pos: int, out: 
     return out if out.shape == (1,) else resize(out, (1,))
 
 
-@kernel("llama::update_cache_with_indices.out", dtypes=REAL_DTYPES)
+@kernel("llama::update_cache_with_indices.out", dtypes=REAL_DTYPES, mutates=(1,))
 def update_cache_with_indices_out(value: np.ndarray, cache: np.ndarray, start_pos: int, indices: np.ndarray,
                                   out: np.ndarray) -> np.ndarray:
     """cache[b, indices[b, s]] = value[b, s], in place; `start_pos` is not read (as in ExecuTorch's kernel)."""

@@ -126,3 +126,31 @@ def test_fast_steps_keep_floating_point_warnings_off():
         warnings.simplefilter("error")  # an overflow warning would fail the call
         (out,) = method(np.full(4, -1e30, np.float32))
     assert (out == 1).all()
+
+
+class CacheSnapshot(torch.nn.Module):
+    """A copy of a cache's slice taken before `llama::update_cache` writes the cache in place, read after it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.register_buffer("cache", torch.zeros(1, 4, 1, 2))
+
+    def forward(self, value: torch.Tensor) -> torch.Tensor:
+        before = self.cache[:, 1:3].clone().reshape(-1)
+        torch.ops.llama.update_cache(value, self.cache, 1)
+        return before * 2 + self.cache[:, 1:3].reshape(-1)
+
+
+def test_a_copy_of_state_a_kernel_writes_in_place_stays_a_copy():
+    """update_cache writes its cache argument (its `mutates`): a layout copy of the cache read after it must not
+    become a view of the cache (it would see the new values)."""
+    from etbuild.llm import custom_ops
+
+    custom_ops.define()
+    value = torch.ones(1, 2, 1, 2)
+    method = Program.from_bytes(compile_module(CacheSnapshot(), (value,)).pte).load_method()
+    eager = CacheSnapshot()
+    for scale in (1, 3):  # the second call reads the cache the first one wrote
+        with torch.no_grad():
+            expected = eager(value * scale).numpy()
+        np.testing.assert_array_equal(method((value * scale).numpy())[0], expected)
