@@ -87,9 +87,9 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
     chosen = auto.quantize(ep, plan, inputs.calibration, inputs.evaluation, reference,
                            _judge(recipe, method, ep, inputs.evaluation))
     plan, model, kept, search = chosen.plan, chosen.model, (), None
-    found = _agreement_search(recipe, ep, plan, model, inputs.calibration)
-    if found is not None:
-        plan, model, kept = found.plan, found.model, found.kept
+    sequence_search = _agreement_search(recipe, ep, plan, model, inputs.calibration)
+    if sequence_search is not None:
+        plan, model, kept = sequence_search.plan, sequence_search.model, sequence_search.kept
     comparison = compare(reference, model, inputs.evaluation)
     value = _gate_value(gate, comparison)
     if gate is not None and gate.fallback == "auto" and not gate_holds(gate, value):
@@ -107,8 +107,8 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
         record["bias_correction"] = corrections.records
     if search is not None:
         record["search"] = search
-    if found is not None:
-        record["agreement_search"] = found.record
+    if sequence_search is not None:
+        record["agreement_search"] = sequence_search.record
     record["gate"] = {"value": _shown(gate, value), "passed": gate is None or gate_holds(gate, value)}
     flow.restore_state(model, ep)
     exported = flow.reexport(model, example_inputs(recipe, method), dynamic_shapes(recipe, method))
