@@ -43,12 +43,12 @@ def search_sequence(recipe: Recipe) -> list[int]:
     its program, which verify runs, takes the last position too)."""
     generator = torch.Generator().manual_seed(SEARCH_SEED + recipe.verify.seed)
     length = min(POSITIONS, int(recipe.model.kwargs["max_context"]) - 1)
-    return random_sequence(vocab_of(recipe), length, generator)
+    return random_sequence(vocab_size(recipe.model.kwargs), length, generator)
 
 
-def vocab_of(recipe: Recipe) -> int:
-    """The model's vocabulary size (from its config), which token ids are drawn below."""
-    return vocab_size(recipe.model.kwargs)
+def threshold(recipe: Recipe) -> float:
+    """The recipe's `verify.agreement` (default `AGREEMENT`)."""
+    return float(recipe.section("verify").get("agreement", AGREEMENT))
 
 
 def one_token_calls(sequence: list[int]) -> Samples:

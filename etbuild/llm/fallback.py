@@ -29,7 +29,7 @@ import numpy as np
 from torch.export import ExportedProgram
 from torch.fx import GraphModule
 
-from etbuild.llm.agreement import AGREEMENT, agreement, float_model, one_token_calls, search_sequence, teacher_forced
+from etbuild.llm.agreement import agreement, float_model, one_token_calls, search_sequence, teacher_forced, threshold
 from etbuild.llm.swap import Layer, quantized_layers, swappable
 from etbuild.quantize import flow
 from etbuild.quantize.fallback.search import first_passing
@@ -83,11 +83,11 @@ def fall_back(recipe: Recipe, ep: ExportedProgram, plan: flow.Plan, model: Graph
               calibration: Sequence[Any]) -> Found:
     """Keep the fewest, most sensitive layers of `model` (converted under `plan`) float that bring its
     agreement to `verify.agreement` + `MARGIN`; `calibration` converts the final plan again."""
-    threshold = verify_agreement(recipe)
-    target = min(1.0, threshold + MARGIN)
+    gate = threshold(recipe)
+    target = min(1.0, gate + MARGIN)
     evaluation = Evaluation(recipe, ep)
     uniform = evaluation.measure(model, "uniform")
-    record: dict[str, Any] = {"threshold": threshold, "target": round(target, 4),
+    record: dict[str, Any] = {"threshold": gate, "target": round(target, 4),
                               "positions": len(evaluation.samples), "uniform": uniform}
     if uniform["agreement"] >= target:
         return Found(plan, model, (), True, {**record, "kept_float": [], "final": uniform, "passed": True,
@@ -145,11 +145,6 @@ def wanted(recipe: Recipe) -> bool:
 def keep_float(plan: flow.Plan, nodes: Sequence[str]) -> flow.Plan:
     """`plan` with `nodes` kept float too."""
     return replace(plan, choices=replace(plan.choices, keep_float=plan.keep_float | frozenset(nodes)))
-
-
-def verify_agreement(recipe: Recipe) -> float:
-    """The recipe's `verify.agreement` (default `AGREEMENT`)."""
-    return float(recipe.section("verify").get("agreement", AGREEMENT))
 
 
 def failure(record: dict[str, Any]) -> str:

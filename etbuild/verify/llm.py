@@ -7,7 +7,7 @@ each position must be the next greedy token; then free greedy generation gives t
 A quantized program (a quantized scheme, or an int8 KV cache) is judged against the float model
 over a fixed random sequence of `POSITIONS` tokens (the cache length when shorter): the share of
 positions whose argmax
-agrees (`agreement`, gated by `verify.agreement`, default `AGREEMENT`) and the logits' SNR
+agrees (`agreement`, gated by `verify.agreement`, default `etbuild.llm.agreement.AGREEMENT`) and the logits' SNR
 (`etbuild.llm.agreement`). The calls run in order on one loaded method, in the runtime a `Runner` gives.
 With `verify.fallback: auto`, `search_summary` adds what the quantize stage kept float to the report.
 """
@@ -23,18 +23,18 @@ import numpy as np
 import torch
 
 from etbuild.llm.agreement import (
-    AGREEMENT,
     POSITIONS,
     agreement,
     float_model,
     one_token_calls,
     random_sequence,
     teacher_forced,
+    threshold,
 )
 from etbuild.model import build_model
 from etbuild.recipe import Recipe
 
-__all__ = ["AGREEMENT", "POSITIONS", "llm_check", "search_summary"]
+__all__ = ["POSITIONS", "llm_check", "search_summary"]
 PROMPT = 8
 TOKENS = 32
 
@@ -63,8 +63,8 @@ def llm_check(recipe: Recipe, pte: Path, run: Runner, run_samples: RunSamples) -
         matched = [int(a) == g for a, g in zip(actual[PROMPT - 1:].argmax(-1), greedy)]
         report.update(greedy_tokens=greedy, matched=sum(matched), tokens=len(greedy), passed=all(matched))
     else:
-        threshold = float(cfg.get("agreement", AGREEMENT))
-        report.update(threshold=threshold, passed=report["agreement"] >= threshold)
+        gate = threshold(recipe)
+        report.update(threshold=gate, passed=report["agreement"] >= gate)
     return report
 
 
