@@ -1,4 +1,5 @@
-"""ExportedPrograms passed from the stage that saves them to the stage that loads them next, in one process.
+"""ExportedPrograms passed from the stage that saves them to the stage that loads them next, in one process
+(export to quantize or to lower).
 
 `save(ep, path)` writes a `.pt2` (atomically) and keeps the object; `load(path)` in the same
 process hands the object back instead of reading the file again (`torch.export.load` rebuilds the

@@ -42,6 +42,7 @@ from etbuild.quantize.metrics import db, gate_holds, gate_value
 from etbuild.quantize.modules import MODULE_STACK, SchemeMap, graph_modules, unmatched_glob
 from etbuild.quantize.program_judge import ProgramJudge
 from etbuild.recipe import QuantizeConfig, Recipe
+from etbuild.stages import handoff
 
 METHOD_MODULE = "etbuild.stages.export.MethodModule"
 """The wrapper export puts around a method other than forward; its model sits at `model.`."""
@@ -50,7 +51,7 @@ METHOD_MODULE = "etbuild.stages.export.MethodModule"
 def run_quantize(recipe: Recipe, exports: Mapping[str, Path], outs: Mapping[str, Path], layers_json: Path) -> None:
     """Quantize every method, save each `.pt2` atomically, write `layers.json`."""
     cfg = _config(recipe)
-    methods = {name: _model_relative(torch.export.load(str(path))) for name, path in exports.items()}
+    methods = {name: _model_relative(handoff.load(path)) for name, path in exports.items()}
     _check_globs(recipe, cfg, methods)
     schemes = SchemeMap(cfg.scheme, cfg.modules, cfg.calibration.observer)
     results = {name: quantize_method(recipe, name, ep, schemes) for name, ep in methods.items()}
