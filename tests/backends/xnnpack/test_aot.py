@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 import torch
 
+from etbuild.backends.xnnpack.aot.ops.norm import SMALL_LAYER_NORM
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.build.driver import build
 from etbuild.lowering.partition_svg import partition_svg
@@ -77,7 +78,7 @@ def _check_in_both_runtimes(module: torch.nn.Module, inputs: tuple[torch.Tensor,
 
 def test_a_transformer_block_is_one_delegate_with_nothing_outside():
     torch.manual_seed(0)
-    module, inputs = Block(), (torch.randn(2, 5, 32),)
+    module, inputs = Block(), (torch.randn(2, 64, 32),)  # LayerNorms over 4096 elements: decomposed inside
     compiled = _compile(module, inputs)
     method = compiled.report.methods[0]
     assert (len(method.partitions), method.outside, method.delegated_nodes) == (1, (), method.compute_nodes)
@@ -89,9 +90,20 @@ def test_a_transformer_block_is_one_delegate_with_nothing_outside():
     _check_against_eager(module, inputs, compiled.pte, atol=1e-5)
 
 
-def test_without_decompose_layer_norm_stays_outside_and_splits_the_block():
+def test_a_layer_norm_over_few_elements_stays_outside_for_the_portable_kernel():
     torch.manual_seed(0)
     module, inputs = Block(), (torch.randn(2, 5, 32),)
+    compiled = _compile(module, inputs)
+    method = compiled.report.methods[0]
+    assert [o.operator for o in method.outside] == ["aten::native_layer_norm"] * 2
+    assert method.outside[0].reason.startswith(f"a layer_norm over fewer than {SMALL_LAYER_NORM} elements")
+    assert len(method.partitions) == 2
+    _check_in_both_runtimes(module, inputs, compiled.pte)
+
+
+def test_without_decompose_layer_norm_stays_outside_and_splits_the_block():
+    torch.manual_seed(0)
+    module, inputs = Block(), (torch.randn(2, 64, 32),)
     compiled = _compile(module, inputs, (BackendConfig("xnnpack", {"decompose": False}),))
     method = compiled.report.methods[0]
     reasons = {o.operator: o.reason for o in method.outside}
