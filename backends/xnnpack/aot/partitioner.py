@@ -4,7 +4,7 @@ torch's CapabilityBasedPartitioner grows groups so that contracting each one to 
 call leaves the graph acyclic; here groups are then ordered by their first call in graph
 order and list their calls in graph order, so neither the hash seed nor set order changes
 a build (RELEASE.md: ExecuTorch #19045). A group with fewer calls than `min_nodes`, or that
-only relabels bytes (views, permutes of nothing computed, copies), is left out with its reason.
+only relabels bytes (views, permutes of nothing computed, copies, fills), is left out with its reason.
 """
 
 from __future__ import annotations
@@ -56,5 +56,5 @@ def _rejected(group: list[Node], min_nodes: int) -> str | None:
     if len(calls) < min_nodes:
         return f"its partition has {len(calls)} call(s), fewer than option min_nodes ({min_nodes})"
     if all(n.target in FREE for n in calls):
-        return "its partition only relabels bytes (views, copies): not worth a delegate call"
+        return "its partition only relabels bytes (views, copies, fills): not worth a delegate call"
     return None

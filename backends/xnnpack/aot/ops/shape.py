@@ -264,5 +264,6 @@ def emit_full(node: Node, e: Emitter) -> None:
 FREE = frozenset({
     *VIEWS, aten.permute.default, aten.permute_copy.default, aten.expand.default, aten.expand_copy.default,
     aten.clone.default, aten.alias.default, aten._to_copy.default, aten.alias_copy.default, aten.contiguous.default,
+    aten.full.default,
 })
-"""Operators that only relabel or copy bytes: a partition of nothing else is not worth a delegate call."""
+"""Operators that only relabel, copy or fill bytes: a partition of nothing else is not worth a delegate call."""
