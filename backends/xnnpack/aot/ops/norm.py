@@ -4,7 +4,7 @@ layer_norm over the last k dims (R elements per row), with the `decompose` optio
     mean = FC(x, 1/R)          d = x - mean          var = FC(d², 1/R)
     y = d · rsqrt(var + eps) · weight + bias
 so a transformer block needs no operator outside the delegate. A layer_norm over fewer than
-SMALL_LAYER_NORM elements (a few tokens) stays outside: each of those eight nodes is spread over
+SMALL_LAYER_NORM elements (a few tokens) stays outside: each of its nine nodes is spread over
 XNNPACK's thread pool, and on a tensor that small the pool's hand-offs cost more than the pass
 (14-35% of a 16-token model at two threads), where the portable kernel does it in one pass, as it
 does in ExecuTorch's own XNNPACK programs. An inference BatchNorm that
@@ -31,7 +31,7 @@ SMALL_LAYER_NORM = 4096  # elements (16 KB of float32); measured in docs/models.
 def _check_layer_norm(node: Node, c: Checker) -> str | None:
     if math.prod(shape_of(node.args[0])) < SMALL_LAYER_NORM:
         return (f"a layer_norm over fewer than {SMALL_LAYER_NORM} elements: one pass in the portable kernel, "
-                "eight nodes each spread over the thread pool in XNNPACK")
+                "nine nodes each spread over the thread pool in XNNPACK")
     for k in (2, 3):
         if node.args[k] is not None and not c.is_constant(node.args[k]):
             return "a weight or bias computed at run time"
