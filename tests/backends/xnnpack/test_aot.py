@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from etbuild.backends.xnnpack.aot.ops.norm import SMALL_LAYER_NORM
+from etbuild.backends.xnnpack.aot.ops.base import SMALL
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.build.driver import build
 from etbuild.lowering.partition_svg import partition_svg
@@ -96,7 +96,7 @@ def test_a_layer_norm_over_few_elements_stays_outside_for_the_portable_kernel():
     compiled = _compile(module, inputs)
     method = compiled.report.methods[0]
     assert [o.operator for o in method.outside] == ["aten::native_layer_norm"] * 2
-    assert method.outside[0].reason.startswith(f"a layer_norm over fewer than {SMALL_LAYER_NORM} elements")
+    assert method.outside[0].reason.startswith(f"a layer_norm of fewer than {SMALL} elements")
     assert len(method.partitions) == 2
     _check_in_both_runtimes(module, inputs, compiled.pte)
 

@@ -10,6 +10,7 @@ Every rule's check runs after the common ones in `support.py` (dtypes, static sh
 
 from __future__ import annotations
 
+import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -26,6 +27,18 @@ if TYPE_CHECKING:
 
 aten = torch.ops.aten
 MAX_RANK = 6  # XNN_MAX_TENSOR_DIMS
+SMALL = 4096
+"""Elements (16 KB of float32) under which a node that only moves or normalizes data is left to the portable
+kernels: XNNPACK splits every node over its thread pool, and on so little work the hand-offs cost more than
+the pass (docs/models.md, "Small tensors at two threads")."""
+
+
+def small(value: Node, what: str) -> str | None:
+    """Why `what`, whose work is `value`'s elements, stays outside: fewer than SMALL of them (None: it need not)."""
+    if math.prod(shape_of(value)) >= SMALL:
+        return None
+    return (f"a {what} of fewer than {SMALL} elements: one pass in the portable kernel, "
+            "a node split over the thread pool in XNNPACK")
 
 
 @dataclass(frozen=True)

@@ -4,10 +4,9 @@ layer_norm over the last k dims (R elements per row), with the `decompose` optio
     mean = FC(x, 1/R)          d = x - mean          var = FC(d², 1/R)
     y = d · rsqrt(var + eps) · weight + bias
 so a transformer block needs no operator outside the delegate. A layer_norm over fewer than
-SMALL_LAYER_NORM elements (a few tokens) stays outside: each of its nine nodes is spread over
-XNNPACK's thread pool, and on a tensor that small the pool's hand-offs cost more than the pass
-(14-35% of a 16-token model at two threads), where the portable kernel does it in one pass, as it
-does in ExecuTorch's own XNNPACK programs. An inference BatchNorm that
+`SMALL` elements (a few tokens) stays outside: each of its nine nodes is split over XNNPACK's
+thread pool, which on so small a tensor costs more than the portable kernel's one pass (14-35% of
+a 16-token model at two threads), as in ExecuTorch's own XNNPACK programs. An inference BatchNorm that
 lowering could not fold into a convolution is y = x · scale + shift per channel.
 """
 
@@ -21,17 +20,15 @@ from torch.fx import Node
 
 from etbuild.backends.xnnpack.aot import layout as lay
 from etbuild.backends.xnnpack.aot.emitter import Emitter, as_float32
-from etbuild.backends.xnnpack.aot.ops.base import Checker, aten, only_first_used, rule, shape_of
+from etbuild.backends.xnnpack.aot.ops.base import Checker, aten, only_first_used, rule, shape_of, small
 from etbuild.backends.xnnpack.aot.ops.elementwise import with_constant
 from etbuild.backends.xnnpack.aot.ops.pooling import reduce_rows
 
-SMALL_LAYER_NORM = 4096  # elements (16 KB of float32); measured in docs/models.md, "LayerNorm over few tokens"
-
 
 def _check_layer_norm(node: Node, c: Checker) -> str | None:
-    if math.prod(shape_of(node.args[0])) < SMALL_LAYER_NORM:
-        return (f"a layer_norm over fewer than {SMALL_LAYER_NORM} elements: one pass in the portable kernel, "
-                "nine nodes each spread over the thread pool in XNNPACK")
+    too_small = small(node.args[0], "layer_norm")
+    if too_small is not None:
+        return too_small
     for k in (2, 3):
         if node.args[k] is not None and not c.is_constant(node.args[k]):
             return "a weight or bias computed at run time"

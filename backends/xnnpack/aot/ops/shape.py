@@ -18,7 +18,7 @@ from torch.fx import Node
 from etbuild.backends.xnnpack.aot import layout as lay
 from etbuild.backends.xnnpack.aot.builder import is_dynamic
 from etbuild.backends.xnnpack.aot.emitter import Emitter
-from etbuild.backends.xnnpack.aot.ops.base import Checker, arg, aten, normalize_dim, rule, shape_of
+from etbuild.backends.xnnpack.aot.ops.base import Checker, arg, aten, normalize_dim, rule, shape_of, small
 from etbuild.backends.xnnpack.aot.quant import VIEWS, per_tensor, result_quant, static
 from etbuild.backends.xnnpack.format import graph as g
 
@@ -140,7 +140,11 @@ def emit_slice(node: Node, e: Emitter) -> None:
     e.alias(node, _slice(e, x, dim, start, max(0, end - start)))
 
 
-@rule(aten.select.int, aten.select_copy.int)
+def _check_select(node: Node, c: Checker) -> str | None:
+    return small(node, "select")  # ExecuTorch's partitioner takes no select: its programs copy on one thread
+
+
+@rule(aten.select.int, aten.select_copy.int, check=_check_select)
 def emit_select(node: Node, e: Emitter) -> None:
     x = node.args[0]
     shape = e.shape(x)
