@@ -101,6 +101,50 @@ def test_a_layer_norm_over_few_elements_stays_outside_for_the_portable_kernel():
     _check_in_both_runtimes(module, inputs, compiled.pte)
 
 
+class FusedHeads(torch.nn.Module):
+    """A fused q/k/v projection read back with three selects, as bloom's attention does."""
+
+    def __init__(self, dim: int = 16) -> None:
+        super().__init__()
+        self.qkv, self.out = torch.nn.Linear(dim, 3 * dim), torch.nn.Linear(dim, dim)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, d = x.shape
+        qkv = self.qkv(x).reshape(b, t, 3, d)
+        return self.out(qkv[:, :, 0] * qkv[:, :, 1] + qkv[:, :, 2])
+
+
+@pytest.mark.parametrize("tokens", [4, 256])
+def test_a_select_of_few_elements_stays_outside_and_a_large_one_inside(tokens):
+    torch.manual_seed(0)
+    module, inputs = FusedHeads(), (torch.randn(1, tokens, 16),)
+    compiled = _compile(module, inputs)
+    method = compiled.report.methods[0]
+    outside = [(o.operator, o.reason) for o in method.outside]
+    if tokens * 16 < SMALL:
+        assert outside == [("aten::select.int", f"a select of fewer than {SMALL} elements: one pass in the "
+                            "portable kernel, a node split over the thread pool in XNNPACK")] * 3
+    else:
+        assert outside == [] and len(method.partitions) == 1
+    _check_in_both_runtimes(module, inputs, compiled.pte)
+
+
+class ConstantBeside(torch.nn.Module):
+    """A cumulative sum (no XNNPACK node) beside a constant filled at run time: nothing XNNPACK would compute."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.cumsum(x, dim=1), torch.full((4, 8), 2.0)
+
+
+def test_a_partition_that_only_fills_a_constant_is_not_a_delegate():
+    compiled = _compile(ConstantBeside(), (torch.randn(3, 8),))
+    method = compiled.report.methods[0]
+    reasons = {o.operator: o.reason for o in method.outside}
+    assert reasons["aten::full"] == ("its partition only relabels bytes (views, copies, fills): "
+                                     "not worth a delegate call")
+    assert not method.partitions
+
+
 def test_without_decompose_layer_norm_stays_outside_and_splits_the_block():
     torch.manual_seed(0)
     module, inputs = Block(), (torch.randn(2, 64, 32),)
