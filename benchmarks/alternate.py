@@ -17,17 +17,17 @@ import statistics
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from timing import executorch_fresh_us  # noqa: E402
+from timing import executorch_fresh_us  # benchmarks/timing.py (the script's folder is on sys.path)
 
 
-def alternate(inputs: Path, ptes: list[Path], rounds: int, runs: int, threads: int) -> dict[Path, list[float]]:
-    """Each program's per-round median µs, the programs alternating round by round."""
+def alternate(inputs: Path, ptes: list[Path], rounds: int, runs: int, threads: int,
+              warmup: int = 5) -> dict[Path, list[float]]:
+    """Each program's per-round median µs, the programs alternating round by round (the order reversed every
+    other round)."""
     times: dict[Path, list[float]] = {pte: [] for pte in ptes}
     for r in range(rounds):
         for pte in ptes if r % 2 == 0 else ptes[::-1]:
-            times[pte].append(executorch_fresh_us(pte, inputs, runs, warmup=5, threads=threads))
+            times[pte].append(executorch_fresh_us(pte, inputs, runs, warmup=warmup, threads=threads))
     return times
 
 

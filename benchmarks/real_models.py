@@ -45,7 +45,8 @@ from typing import Any
 
 import numpy as np
 import torch
-from timing import executorch_fresh_us, median_us  # benchmarks/timing.py (the script's folder is on sys.path)
+from alternate import alternate  # benchmarks/alternate.py (the script's folder is on sys.path)
+from timing import median_us  # benchmarks/timing.py
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tier's zoo lives in the tests package: one definition for both
@@ -225,14 +226,13 @@ def delegation_row(name: str, root: Path, rounds: int, runs: int, thread_counts:
         return {"model": name, "error": f"ExecuTorch's XNNPACK flow: {type(exc).__name__}: {str(exc)[:150]}"}
     inputs = root / f"{recipe.name}.inputs.npz"
     np.savez(inputs, **{f"in{k}": t.numpy() for k, t in enumerate(sample_inputs(recipe, 1, 7)[0])})
-    row: dict[str, Any] = {"model": name, "threads": {}, "kinds": kinds_difference(ptes["ours"], ptes["theirs"]),
-                           "delegates": {who: len(delegate_kinds(pte)) for who, pte in ptes.items()}}
+    kinds = {who: delegate_kinds(pte) for who, pte in ptes.items()}
+    row: dict[str, Any] = {"model": name, "threads": {}, "kinds": kinds_difference(kinds["ours"], kinds["theirs"]),
+                           "delegates": {who: len(counts) for who, counts in kinds.items()}}
     for threads in thread_counts:
         load = [_load()]
-        times: dict[str, list[float]] = {"ours": [], "theirs": []}
-        for r in range(rounds):
-            for who in ("ours", "theirs") if r % 2 == 0 else ("theirs", "ours"):
-                times[who].append(executorch_fresh_us(ptes[who], inputs, runs, warmup=3, threads=threads))
+        timed = alternate(inputs, [ptes["ours"], ptes["theirs"]], rounds, runs, threads, warmup=3)
+        times = {who: timed[pte] for who, pte in ptes.items()}
         load.append(_load())
         ratios = [a / b for a, b in zip(times["ours"], times["theirs"])]
         row["threads"][threads] = {"ours_us": statistics.median(times["ours"]),
@@ -253,10 +253,10 @@ def delegate_kinds(pte: Path) -> list[Counter[str]]:
         for d in program.plan("forward").delegates]
 
 
-def kinds_difference(ours: Path, theirs: Path) -> dict[str, int]:
-    """Node kinds whose count differs between the two programs' delegates: ours minus theirs (what one side
-    runs inside XNNPACK that the other runs otherwise or not at all)."""
-    a, b = (sum(delegate_kinds(p), Counter()) for p in (ours, theirs))
+def kinds_difference(ours: list[Counter[str]], theirs: list[Counter[str]]) -> dict[str, int]:
+    """Node kinds whose count differs between two programs' delegates (`delegate_kinds`): ours minus theirs (what
+    one side runs inside XNNPACK that the other runs otherwise or not at all)."""
+    a, b = (sum(kinds, Counter()) for kinds in (ours, theirs))
     return {k: a[k] - b[k] for k in sorted(a.keys() | b.keys()) if a[k] != b[k]}
 
 
