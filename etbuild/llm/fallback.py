@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 from torch.export import ExportedProgram
-from torch.fx import GraphModule
+from torch.fx import GraphModule, Node
 
 from etbuild.llm.agreement import agreement, float_model, one_token_calls, search_sequence, teacher_forced, threshold
 from etbuild.llm.swap import Layer, quantized_layers, swappable
@@ -111,7 +111,8 @@ def fall_back(recipe: Recipe, ep: ExportedProgram, plan: flow.Plan, model: Graph
             return bool(step["agreement"] >= target)
 
         chosen = first_passing(kept, 1, len(order), holds) if order else {"kept": 0, **uniform}
-    record.update(sensitivity=[_layer_record(model, layer, measured, plan) for layer, measured in ranked],
+    nodes = {n.name: n for n in model.graph.nodes}
+    record.update(sensitivity=[_layer_record(nodes[layer.node], layer, measured, plan) for layer, measured in ranked],
                   steps=steps)
     if not holds(chosen):
         best = max(steps, key=lambda s: s["agreement"], default=uniform)
@@ -158,8 +159,7 @@ def failure(record: dict[str, Any]) -> str:
             f"the layers that cost the most: {worst}")
 
 
-def _layer_record(model: GraphModule, layer: Layer, measured: dict[str, Any], plan: flow.Plan) -> dict[str, Any]:
-    node = next(n for n in model.graph.nodes if n.name == layer.node)
+def _layer_record(node: Node, layer: Layer, measured: dict[str, Any], plan: flow.Plan) -> dict[str, Any]:
     return {"node": layer.node, "module": module_path(node) or "<root>", "op": str(node.target).removeprefix("aten."),
             "precision": layer.precision, "bytes_added": layer.bytes_added(plan.per_channel, plan.group_size),
             **measured}

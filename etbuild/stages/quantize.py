@@ -56,8 +56,8 @@ def run_quantize(recipe: Recipe, exports: Mapping[str, Path], outs: Mapping[str,
     schemes = SchemeMap(cfg.scheme, cfg.modules, cfg.calibration.observer)
     results = {name: quantize_method(recipe, name, ep, schemes) for name, ep in methods.items()}
     write_json(layers_json, {**_settings(cfg), "methods": {name: r.record for name, r in results.items()}})
-    missed = [r.record["agreement_search"] for r in results.values() if not r.record.get(
-        "agreement_search", {"passed": True})["passed"]]
+    searches = (r.record.get("agreement_search") for r in results.values())
+    missed = [search for search in searches if search is not None and not search["passed"]]
     if missed:
         raise VerificationError(f"{recipe.where('verify.fallback')}: verify.fallback: auto: "
                                 f"{llm_fallback.failure(missed[0])} (see {layers_json})")
