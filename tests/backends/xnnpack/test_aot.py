@@ -624,3 +624,28 @@ def test_tanh_gelu_with_a_dynamic_token_count():
     assert len(method.partitions) == 1 and {o.operator for o in method.outside} == {"aten::sym_size.int"}
     for n in (1, 9, 16):
         _check_in_both_runtimes(module, (torch.randn(1, n, 24) * 3,), compiled.pte)
+
+
+class TrailingMean(torch.nn.Module):
+    """RMSNorm's core: x scaled by the mean of its squares over trailing dims."""
+
+    def __init__(self, dims: tuple[int, ...], keepdim: bool) -> None:
+        super().__init__()
+        self.dims, self.keepdim = dims, keepdim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        mean = x.pow(2).mean(self.dims, keepdim=self.keepdim)
+        return x * torch.rsqrt(mean + 1e-6) if self.keepdim else torch.rsqrt(mean + 1e-6)
+
+
+@pytest.mark.parametrize("dims, keepdim, reshapes", [((-1,), True, 0), ((-1,), False, 1), ((-2, -1), True, 2)])
+def test_a_mean_over_the_last_dim_reads_the_rows_as_they_are(dims, keepdim, reshapes):
+    """FullyConnected reads rows of its last dim under any leading dims: a mean over the last dim needs no
+    reshape before it, nor one after it for the broadcast (without keepdim, one to drop the reduced dim; over
+    two dims, one to join them and one to broadcast back)."""
+    torch.manual_seed(0)
+    module, inputs = TrailingMean(dims, keepdim), (torch.randn(2, 5, 16),)
+    compiled = _compile(module, inputs)
+    (partition,) = compiled.report.methods[0].partitions
+    assert partition.backend_nodes.get("StaticReshape", 0) == reshapes
+    _check_in_both_runtimes(module, inputs, compiled.pte)

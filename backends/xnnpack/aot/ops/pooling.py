@@ -134,7 +134,11 @@ def emit_reduce(node: Node, e: Emitter) -> None:
         return
     kept = [d for d in range(len(shape)) if d not in dims]
     count = math.prod(shape[d] for d in dims)
-    xid = e.get(x, (*kept, *dims), (math.prod(shape[d] for d in kept), count))
+    # FullyConnected reads rows of its last dim whatever the dims before it: a reduction over trailing dims
+    # keeps the leading ones (no reshape before, none after for keepdim's broadcast)
+    trailing = dims == list(range(len(kept), len(shape)))
+    rows = [shape[d] for d in kept] if trailing else [math.prod(shape[d] for d in kept)]
+    xid = e.get(x, (*kept, *dims), (*rows, count))
     scale = 1.0 / count if node.target is aten.mean.dim else 1.0
     out = reduce_rows(e, xid, count, scale)
     e.put(node, out)
