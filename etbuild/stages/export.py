@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+import torch.export._trace  # noqa: F401  (the tracer and torch._dynamo, ~1 s: imported with the stage, not inside its clock)
 from torch.export import ExportedProgram
 
 from etbuild.errors import StageError
