@@ -8,12 +8,17 @@ sequence that judges it), the KV cache put back (`flow.restore_state`) before an
    is kept float;
 2. sensitivity: each quantized layer (linears; the embedding table and the output head when quantized) run
    float alone (`etbuild.llm.swap`: the same graph reading the float weight, which is what converting again
-   with it kept float computes), ranked by the logits' SNR it gives, highest first (agreement over a few
-   hundred positions moves in steps of one position, so it breaks few ties; SNR separates every layer);
+   with it kept float computes) over the sequence's first `RANK_POSITIONS` positions, ranked by the logits'
+   SNR it gives, highest first (agreement over a few hundred positions moves in steps of one position, so it
+   breaks few ties; SNR separates every layer);
 3. the fewest of the ranked layers kept float that reach the target: 1, 2, 4, … then halving back
    (`fallback.search.first_passing`), each measured with those layers float;
 4. the plan with them in `Plan.keep_float` converted again (GPTQ still compensates the int4 linears that
-   stay) and measured; if it misses the target (an estimate under `int8-static`), more layers are kept.
+   stay) and measured; if it misses the target, more layers are kept.
+
+Under `int8-static` the swap leaves each layer's output quantized, so it says little about keeping the
+layer float (the activations' error stays): there step 3 converts again for every count it tries, which
+costs a calibration each. The ranking is still the swap's.
 
 Every evaluation is a log line (`logging`, this module's logger) and a step in the record.
 """
@@ -40,8 +45,14 @@ from etbuild.recipe.llm import is_llm
 MARGIN = 0.02
 """What the search aims above `verify.agreement` on its own sequence (about 2.5 of 128 positions): verify
 measures another sequence, in the program's runtime."""
+RANK_POSITIONS = 32
+"""The ranking runs each layer float over the first this many positions of the search's sequence, a quarter of
+the 128 the steps and the final plan are measured over: it takes one evaluation per quantized layer, the bulk of
+the search's cost."""
 WORST_SHOWN = 3
 """How many of the layers that cost the most a failure names."""
+STATIC_NOTE = ("; under int8-static the other calls whose activations it quantizes (residual adds, the norms' and "
+               "RoPE's multiplies) stay int8 whichever layers are kept float")
 LOG = logging.getLogger(__name__)
 
 
@@ -66,11 +77,12 @@ class Evaluation:
         self.reference = teacher_forced(float_model(recipe), self.samples)
         self.count = 0
 
-    def measure(self, model: GraphModule, what: str) -> dict[str, Any]:
-        """Agreement and SNR of `model` against the float model; its buffers as exported before and after."""
+    def measure(self, model: GraphModule, what: str, positions: int | None = None) -> dict[str, Any]:
+        """Agreement and SNR of `model` against the float model over the sequence's first `positions` positions
+        (default: all); its buffers as exported before and after."""
         flow.restore_state(model, self.ep)
         try:
-            result = agreement(teacher_forced(model, self.samples), self.reference)
+            result = agreement(teacher_forced(model, self.samples[:positions]), self.reference[:positions])
         finally:
             flow.restore_state(model, self.ep)
         self.count += 1
@@ -88,33 +100,39 @@ def fall_back(recipe: Recipe, ep: ExportedProgram, plan: flow.Plan, model: Graph
     evaluation = Evaluation(recipe, ep)
     uniform = evaluation.measure(model, "uniform")
     record: dict[str, Any] = {"threshold": gate, "target": round(target, 4),
-                              "positions": len(evaluation.samples), "uniform": uniform}
+                              "positions": len(evaluation.samples),
+                              "rank_positions": min(RANK_POSITIONS, len(evaluation.samples)), "uniform": uniform}
     if uniform["agreement"] >= target:
         return Found(plan, model, (), True, {**record, "kept_float": [], "final": uniform, "passed": True,
                                               "evaluations": evaluation.count})
     layers = quantized_layers(model, flow.captured(ep))
+    steps: list[dict[str, Any]] = []
+    holds = _holds(target)
     with swappable(model, layers) as swapper:
         def alone(layer: Layer) -> dict[str, Any]:
             swapper.keep({layer.node})
-            return evaluation.measure(model, f"{layer.node} float")
+            return evaluation.measure(model, f"{layer.node} float", RANK_POSITIONS)
 
         ranked = sorted(((layer, alone(layer)) for layer in layers), key=lambda item: -_snr(item[1]))
         order = [layer.node for layer, _ in ranked]
-        steps: list[dict[str, Any]] = []
 
         def kept(k: int) -> dict[str, Any]:
             swapper.keep(set(order[:k]))
             steps.append({"kept": k, **evaluation.measure(model, f"{k} kept float")})
             return steps[-1]
 
-        def holds(step: dict[str, Any]) -> bool:
-            return bool(step["agreement"] >= target)
-
-        chosen = first_passing(kept, 1, len(order), holds) if order else {"kept": 0, **uniform}
+        # under int8-static the swap leaves each layer's output quantized: only converting again tells
+        by_conversion = plan.static and bool(order)
+        if by_conversion:
+            chosen = {"kept": 1}
+        elif order:
+            chosen = first_passing(kept, 1, len(order), holds)
+        else:
+            chosen = {"kept": 0, **uniform}
     nodes = {n.name: n for n in model.graph.nodes}
     record.update(sensitivity=[_layer_record(nodes[layer.node], layer, measured, plan) for layer, measured in ranked],
-                  steps=steps)
-    if not holds(chosen):
+                  steps=steps, static=plan.static)
+    if not by_conversion and not holds(chosen):
         best = max(steps, key=lambda s: s["agreement"], default=uniform)
         return Found(plan, model, (), False, {**record, "kept_float": [], "final": uniform, "passed": False,
                                                "best": best, "evaluations": evaluation.count})
@@ -127,15 +145,21 @@ def _final(ep: ExportedProgram, plan: flow.Plan, calibration: Sequence[Any], eva
     def converted(k: int) -> tuple[flow.Plan, GraphModule, dict[str, Any]]:
         chosen = keep_float(plan, order[:k])
         model = flow.quantize(ep, chosen, calibration)
-        return chosen, model, {"kept": k, **evaluation.measure(model, f"converted, {k} kept float")}
+        measured = {"kept": k, **evaluation.measure(model, f"converted, {k} kept float")}
+        record["steps"].append({**measured, "converted": True})
+        return chosen, model, measured
 
     final_plan, model, final = first_passing(converted, count, len(order), lambda found: holds(found[2]))
     kept = tuple(node for node in order if node in final_plan.keep_float and node not in plan.keep_float)
     passed = holds(final)
     record.update(kept_float=list(kept), final=final, passed=passed, evaluations=evaluation.count)
     if not passed:
-        record["best"] = final
+        record["best"] = max(record["steps"], key=lambda step: step["agreement"])
     return Found(final_plan, model, kept, passed, record)
+
+
+def _holds(target: float) -> Callable[[dict[str, Any]], bool]:
+    return lambda step: bool(step["agreement"] >= target)
 
 
 def wanted(recipe: Recipe) -> bool:
@@ -150,13 +174,14 @@ def keep_float(plan: flow.Plan, nodes: Sequence[str]) -> flow.Plan:
 
 def failure(record: dict[str, Any]) -> str:
     """What a search that missed says: the best agreement it reached and the layers that cost the most."""
-    worst = ", ".join(f"{s['module']} ({s['node']}: {s['agreement']} alone float)"
+    worst = ", ".join(f"{s['module']} ({s['node']}: {s['agreement']})"
                       for s in record.get("sensitivity", [])[:WORST_SHOWN]) or "none quantized"
     best = record["best"]
     return (f"next-token agreement with the float model reaches at best {best['agreement']} over "
             f"{record['positions']} positions of the search's sequence ({_layers(best.get('kept', 0))} kept float), "
             f"below its target {record['target']} (verify.agreement {record['threshold']} plus {MARGIN}, at most 1); "
-            f"the layers that cost the most: {worst}")
+            f"the layers that cost the most (agreement with each alone float, over the first "
+            f"{record['rank_positions']} positions): {worst}" + (STATIC_NOTE if record.get("static") else ""))
 
 
 def _layer_record(node: Node, layer: Layer, measured: dict[str, Any], plan: flow.Plan) -> dict[str, Any]:

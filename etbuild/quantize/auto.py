@@ -32,7 +32,7 @@ from torch.fx import GraphModule
 from etbuild.quantize import flow
 from etbuild.quantize.fallback.graph import Outputs, outputs, snr_db_of
 from etbuild.quantize.metrics import db
-from etbuild.quantize.schemes import AUTO_CANDIDATES, MINMAX, STATIC
+from etbuild.quantize.schemes import AUTO_CANDIDATES, MINMAX
 
 UNCORRECTED = " uncorrected"
 """The suffix of a candidate measured with its bias corrections undone."""
@@ -55,7 +55,7 @@ def quantize(ep: Any, plan: flow.Plan, calibration: Any, verify: Any, reference:
     schemes = plan.schemes
     if not schemes.uses_auto:
         return Chosen(plan, flow.quantize(ep, plan, calibration), None)
-    if not _static(plan):
+    if not plan.static:
         resolved = replace(plan, schemes=schemes.resolving_auto(MINMAX))
         return Chosen(resolved, flow.quantize(ep, resolved, calibration), None)
     expected = outputs(reference, verify)
@@ -88,8 +88,3 @@ def quantize(ep: Any, plan: flow.Plan, calibration: Any, verify: Any, reference:
     if judge is not None:
         record |= {"judged_by": "program", "program_snr_db": programs}
     return Chosen(chosen_plan, model, record)
-
-
-def _static(plan: flow.Plan) -> bool:
-    """Whether any module of the plan is int8-static (has calibrated activations)."""
-    return STATIC in (plan.schemes.default, *(o.scheme for o in plan.schemes.overrides))

@@ -25,7 +25,7 @@ from etbuild.quantize import bias_correction, gptq, weights
 from etbuild.quantize.ao import convert_pt2e, prepare_pt2e
 from etbuild.quantize.modules import SchemeMap
 from etbuild.quantize.quantizer import Choices, EtbuildQuantizer
-from etbuild.quantize.schemes import DYNAMIC, FLOAT, INT4
+from etbuild.quantize.schemes import DYNAMIC, FLOAT, INT4, STATIC
 
 EMBEDDING_BITS = {"int8": 8, "int4": 4}
 ROUNDED, GPTQ = "rounded", "gptq"
@@ -51,6 +51,11 @@ class Plan:
     @property
     def keep_float(self) -> frozenset[str]:
         return self.choices.keep_float
+
+    @property
+    def static(self) -> bool:
+        """Whether any module of the plan is int8-static (has calibrated activations)."""
+        return STATIC in (self.schemes.default, *(o.scheme for o in self.schemes.overrides))
 
     def quantizer(self) -> EtbuildQuantizer:
         return EtbuildQuantizer(self.schemes, self.per_channel, self.choices)

@@ -178,13 +178,15 @@ def test_a_search_that_cannot_reach_the_threshold_names_the_best_agreement_and_t
     record = json.loads(layers.read_text())["methods"]["forward"]["agreement_search"]
     best, worst = record["best"], record["sensitivity"][:3]
     assert not record["passed"] and record["kept_float"] == [] and not outs["forward"].exists()
+    assert (record["positions"], record["rank_positions"]) == (127, 32)
     assert best["agreement"] == max(s["agreement"] for s in record["steps"]) < 1.0
     assert [s["kept"] for s in record["steps"]] == [1, 2, 4, 8, 16]  # doubling up to every layer
     assert str(info.value) == (
         f"{recipe.where('verify.fallback')}: verify.fallback: auto: next-token agreement with the float model "
         f"reaches at best {best['agreement']} over 127 positions of the search's sequence ({best['kept']} layers "
         "kept float), below its target 1.0 (verify.agreement 1.0 plus 0.02, at most 1); the layers that cost the "
-        "most: " + ", ".join(f"{s['module']} ({s['node']}: {s['agreement']} alone float)" for s in worst)
+        "most (agreement with each alone float, over the first 32 positions): "
+        + ", ".join(f"{s['module']} ({s['node']}: {s['agreement']})" for s in worst)
         + f" (see {layers})")
     assert "k.yaml:" in str(info.value)
 
@@ -211,3 +213,22 @@ def test_the_quantize_stage_is_keyed_on_the_search_s_target_only_when_it_searche
         keys[name] = quantize_sections(recipe)
     assert keys["plain"] == ("model", "quantize", "backends", "verify.samples", "verify.seed")
     assert keys["auto"] == (*keys["plain"], "verify.fallback", "verify.agreement")
+
+
+@pytest.mark.slow
+def test_under_int8_static_every_count_is_measured_converted_again(tmp_path):
+    """int8-static quantizes each layer's output too, which the swap leaves: keeping a layer float that way says
+    little. So every count the search tries is converted again (a calibration each) and measured; the tiny Llama
+    reaches verify.agreement 0.9 + 0.02 with two linears float, and its program passes verify."""
+    write_llm_recipe(tmp_path, "s", LLM, quantize={"scheme": "int8-static"}, backends=XNNPACK,
+                     verify={"agreement": 0.9, "fallback": "auto"})
+    result = build([tmp_path / "s.yaml"], tmp_path / "build", stream=io.StringIO())
+    assert not result.failed
+    search = json.loads((tmp_path / "build" / "s" / "quantized" / "layers.json").read_text())["methods"][
+        "forward"]["agreement_search"]
+    assert search["static"] and search["passed"] and search["steps"]
+    assert all(step["converted"] for step in search["steps"])
+    assert search["uniform"]["agreement"] < 0.92 <= search["final"]["agreement"]
+    assert search["kept_float"] == [s["node"] for s in search["sensitivity"][:len(search["kept_float"])]]
+    report = json.loads((tmp_path / "build" / "s" / "verify.json").read_text())["llm"]
+    assert report["passed"] and [k["node"] for k in report["fallback"]["kept_float"]] == search["kept_float"]
