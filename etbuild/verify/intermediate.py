@@ -4,12 +4,14 @@ An output that is the same for every input (a zero-initialised classifier, a con
 passes verify whatever the program computes before it. So verify finds, in the method's
 exported graph run eagerly on each sample, the last floating-point value that differs
 between samples, compiles the graph cut at that value into a program of its own (our
-lowering, our runtime) and compares it with the eager values under the same bound as the
-outputs. The report names the value, the module that computes it and the error found.
+lowering with the recipe's backends, so the prefix is delegated as the program's is; our runtime)
+and compares it with the eager values under the same bound as the outputs. The report names the
+value, the module that computes it, the backends and the error found.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -18,6 +20,7 @@ from torch.export import ExportedProgram
 from torch.fx import Graph, GraphModule, Interpreter, Node
 
 from etbuild.lowering.sources import module_path
+from etbuild.recipe import BackendConfig
 from etbuild.verify.compare import compare_output
 
 
@@ -68,9 +71,11 @@ def cut_at(gm: GraphModule, node: Node) -> GraphModule:
 
 
 def compare_intermediate(
-    exported: ExportedProgram, samples: list[tuple[Any, ...]], rtol: float, atol: float
+    exported: ExportedProgram, samples: list[tuple[Any, ...]], rtol: float, atol: float,
+    backends: Sequence[BackendConfig] = (),
 ) -> dict[str, Any]:
-    """The report of the last varying intermediate value: which value, where, error and bound (or why none)."""
+    """The report of the last varying intermediate value: which value, where, error and bound (or why none),
+    the cut program lowered with `backends` (the recipe's)."""
     from etbuild.pipeline import compile_module
     from etbuild.runtime import Program
 
@@ -80,6 +85,7 @@ def compare_intermediate(
         return {"node": None, "passed": True, "note": "no intermediate value varies across the samples"}
     node, expected = found
     cut = cut_at(gm, node)
-    method = Program.from_bytes(compile_module(cut, samples[0]).pte).load_method("forward")
+    method = Program.from_bytes(compile_module(cut, samples[0], backends=backends).pte).load_method("forward")
     actual = [np.asarray(method(*[t.numpy() for t in sample])[0]) for sample in samples]
-    return {"node": node.name, "module": module_path(node), **compare_output(expected, actual, rtol, atol)}
+    return {"node": node.name, "module": module_path(node), "backends": [b.name for b in backends],
+            **compare_output(expected, actual, rtol, atol)}

@@ -123,7 +123,7 @@ def verify_method(
         report: dict[str, Any] = {"outputs": compare(expected, actual, cfg.rtol, cfg.atol)}
         if intermediates and all(o.get("varies") is False for o in report["outputs"]):
             exported = export_method(recipe, build_model(recipe), method)
-            report["intermediate"] = compare_intermediate(exported, samples, cfg.rtol, cfg.atol)
+            report["intermediate"] = compare_intermediate(exported, samples, cfg.rtol, cfg.atol, recipe.backends)
         return report, None
     ep = torch.export.load(str(quantized))
     module = ep.module()

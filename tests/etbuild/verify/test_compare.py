@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from etbuild.build.driver import build
+from etbuild.recipe import BackendConfig
 from etbuild.verify.compare import compare, compare_output, describe
 from etbuild.verify.intermediate import compare_intermediate, cut_at, last_varying
 
@@ -90,11 +91,13 @@ def test_last_varying_value_is_the_one_before_the_constant_head():
     torch.testing.assert_close(cut_at(gm, node)(*samples[1]), torch.from_numpy(values[1]))
 
 
-def test_intermediate_is_compared_in_our_runtime():
+@pytest.mark.parametrize("backends", [(), (BackendConfig("xnnpack", {}),)])
+def test_intermediate_is_compared_in_our_runtime(backends):
     exported, samples = _exported_zero_head()
-    report = compare_intermediate(exported, samples, 1e-4, 1e-5)
+    report = compare_intermediate(exported, samples, 1e-4, 1e-5, backends)
     assert report["passed"] and report["varies"] and report["max_abs_error"] <= report["bound"]
     assert report["node"] == "tanh" and report["module"] == "features.1 (Tanh)"
+    assert report["backends"] == [b.name for b in backends]
 
 
 ZERO_HEAD_RECIPE = """\
