@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from etbuild.build import collector
 from etbuild.build.layout import Artifacts
 from etbuild.recipe import Recipe
 from etbuild.recipe.llm import is_llm
@@ -50,8 +51,9 @@ class StageFn:
     name: str
 
     def load(self) -> Callable[..., None]:
-        """The function (importing its module, and torch with it, on first use)."""
-        fn: Callable[..., None] = getattr(importlib.import_module(self.module), self.name)
+        """The function (importing its module, and torch with it, on first use, uncollected)."""
+        with collector.paused():
+            fn: Callable[..., None] = getattr(importlib.import_module(self.module), self.name)
         return fn
 
     def __call__(self, *args: Any) -> None:
@@ -100,13 +102,16 @@ class StageCall:
         return tuple(f for s in self.sections for f in SECTION_FILES.get(s, lambda r: [])(self.recipe))
 
     def run(self) -> None:
-        """Run the stage with torch on one thread, wherever it runs (see the module docstring)."""
+        """Run the stage with torch on one thread, wherever it runs (see the module docstring), with
+        older objects out of the garbage collector's passes (`etbuild.build.collector`)."""
         import torch
 
+        fn = self.fn.load()
         threads = torch.get_num_threads()
         torch.set_num_threads(1)
         try:
-            self.fn(*self.args)
+            with collector.stage_scope(str(self.root), self.stage):
+                fn(*self.args)
         finally:
             torch.set_num_threads(threads)
 

@@ -28,6 +28,7 @@ importable with zipimport.
 
 from __future__ import annotations
 
+import ast
 import importlib.util
 import io
 import pkgutil
@@ -175,11 +176,13 @@ def runtime_sources(contents: Contents, source: str) -> dict[str, tuple[str, str
             body = render(shaker.kept_statements(mod.name), in_place=True)  # the shaker is ours alone
             text = env.get_template("module.py.j2").render(origin=origin, body=body)
         files[mod.path] = (text, origin)
+    trees = {path: compile(text, path, "exec", ast.PyCF_ONLY_AST) for path, (text, _) in files.items()}
     schema = shaker.modules[SCHEMA_MODULE]
-    text = schema_module(env, identifiers(t for t, _ in files.values()), _layouts(contents))
+    text = schema_module(env, identifiers(trees.values()), _layouts(contents))
     files[schema.path] = (text, "template schema.py.j2")
-    for path, (text, _) in files.items():
-        compile(text, path, "exec")  # a broken cut is our bug: fail here, not on the device
+    trees[schema.path] = compile(text, schema.path, "exec", ast.PyCF_ONLY_AST)
+    for path, tree in trees.items():
+        compile(tree, path, "exec")  # a broken cut is our bug: fail here, not on the device
     return files
 
 

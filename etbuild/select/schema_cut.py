@@ -74,11 +74,11 @@ def mirror_module(env: jinja2.Environment) -> str:
     return env.get_template("format_program.py.j2").render(enums=list(schema.enums), tables=list(schema.tables))
 
 
-def identifiers(texts: Iterable[str]) -> set[str]:
-    """Every name, attribute and imported name the given module sources mention."""
+def identifiers(trees: Iterable[ast.AST]) -> set[str]:
+    """Every name, attribute and imported name the given module trees mention."""
     names: set[str] = set()
-    for text in texts:
-        for node in ast.walk(ast.parse(text)):
+    for tree in trees:
+        for node in ast.walk(tree):
             if isinstance(node, ast.Name):
                 names.add(node.id)
             elif isinstance(node, ast.Attribute):
