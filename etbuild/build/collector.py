@@ -10,9 +10,12 @@ stage modules were imported. So:
   as long as the module;
 - a stage runs with every older object frozen (`stage_scope`): its passes walk what it made, and
   what it leaves is unfrozen when it ends;
-- the first stage of another recipe, or a stage of this one that ran before (a second build in
-  the same process), starts with one full pass: a graph holds its weights in reference cycles,
-  and frozen they would stay until the process ends.
+- the older objects get CPython's own rule at recipe boundaries: the first stage of another
+  recipe, or a stage of this one that ran before (a second build in the same process), starts
+  with a full pass when the process's allocated blocks grew by a quarter since the last one (a
+  graph holds its weights in reference cycles; frozen, they would stay until the process ends).
+  A process that builds many recipes (the test suite, a worker) pays a pass per recipe only
+  while it grows.
 
 A scope whose collector was already frozen (another stage on another thread, or the caller's own
 `gc.freeze`) leaves it as it is.
@@ -21,12 +24,17 @@ A scope whose collector was already frozen (another stage on another thread, or 
 from __future__ import annotations
 
 import gc
+import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+GROWTH = 1.25
+"""A boundary's full pass runs when the allocated blocks reach this multiple of the last pass's."""
+
 _lock = threading.Lock()
-_ran: set[tuple[str, str]] = set()  # (recipe, stage) since the last full pass, all of one recipe
+_ran: set[tuple[str, str]] = set()  # (recipe, stage) since the last boundary, all of one recipe
+_blocks_after_pass = 0  # sys.getallocatedblocks() after the last boundary pass
 
 
 @contextmanager
@@ -44,12 +52,15 @@ def paused() -> Iterator[None]:
 @contextmanager
 def stage_scope(recipe: str, stage: str) -> Iterator[None]:
     """Run `stage` of `recipe` (its build folder) with older objects out of the collector's passes."""
+    global _blocks_after_pass
     with _lock:
         owner = gc.get_freeze_count() == 0
         if owner:
             if (recipe, stage) in _ran or any(r != recipe for r, _ in _ran):
-                gc.collect()  # the cycles of what ran before, before they are frozen with the rest
                 _ran.clear()
+                if sys.getallocatedblocks() >= GROWTH * _blocks_after_pass:
+                    gc.collect()  # the cycles of what ran before, before they are frozen with the rest
+                    _blocks_after_pass = sys.getallocatedblocks()
             _ran.add((recipe, stage))
             gc.freeze()
     try:

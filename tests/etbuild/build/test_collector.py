@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import sys
 import weakref
 
 import pytest
@@ -25,9 +26,10 @@ def cycle() -> weakref.ref[Node]:
 
 
 @pytest.fixture(autouse=True)
-def fresh_schedule():
+def fresh_schedule(monkeypatch):
     gc.collect()
     collector._ran.clear()
+    monkeypatch.setattr(collector, "_blocks_after_pass", 0)  # grown since: a boundary makes its pass
     yield
     gc.unfreeze()
     collector._ran.clear()
@@ -68,6 +70,18 @@ def test_another_recipe_starts_with_a_full_pass():
         assert left() is not None  # same recipe: no full pass between its stages
     with collector.stage_scope("build/b", "export"):
         assert left() is None
+
+
+def test_a_boundary_makes_no_pass_unless_the_process_grew_by_a_quarter(monkeypatch):
+    with collector.stage_scope("build/a", "export"):
+        left = cycle()
+    monkeypatch.setattr(collector, "_blocks_after_pass", sys.getallocatedblocks())
+    with collector.stage_scope("build/b", "export"):
+        assert left() is not None  # CPython's own rule would not walk the old objects either
+    monkeypatch.setattr(collector, "_blocks_after_pass", int(sys.getallocatedblocks() / collector.GROWTH))
+    with collector.stage_scope("build/c", "export"):
+        assert left() is None
+    assert collector._blocks_after_pass == pytest.approx(sys.getallocatedblocks(), rel=0.01)
 
 
 def test_a_stage_run_again_starts_with_a_full_pass():
