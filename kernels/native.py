@@ -47,6 +47,44 @@ def _compiled() -> ModuleType | None:
         return None
 
 
+def parallel_loops() -> ModuleType | None:
+    """The multi-threaded loop (module `native_parallel`), or None: without numba or when disabled, when the
+    process may use one thread (numba's count, or OMP_NUM_THREADS when it is set lower), when numba's only
+    threading layer is its workqueue (which aborts the process when two threads launch loops at once), or in
+    a process forked from one that had it (GNU OpenMP's threads do not survive a fork)."""
+    if loops() is None or threads() < 2:
+        return None
+    found = _parallel_compiled()
+    if found is None or found[1] != os.getpid():
+        return None
+    return found[0]
+
+
+def threads() -> int:
+    """The threads numba's parallel loops may use: numba's count, capped by OMP_NUM_THREADS when it is set."""
+    import numba
+
+    wanted = os.environ.get("OMP_NUM_THREADS", "").strip()
+    cap = int(wanted) if wanted.isdigit() and int(wanted) > 0 else None
+    return min(numba.get_num_threads(), cap or numba.get_num_threads())
+
+
+@functools.cache
+def _parallel_compiled() -> tuple[ModuleType, int] | None:
+    """The module with its loop compiled (or loaded) and run once, and the process that ran it."""
+    try:
+        import numba
+
+        module = importlib.import_module("etbuild.kernels.native_parallel")
+        one = np.ones(1, np.float32)
+        module.row_dots(one.reshape(1, 1), one, one, one.copy())
+        if numba.threading_layer() == "workqueue":
+            return None
+    except (ImportError, ValueError, RuntimeError):  # no numba, or no threading layer it can start
+        return None
+    return module, os.getpid()
+
+
 def xnn_loops() -> ModuleType | None:
     """XNNPACK's AVX512F sigmoid, reciprocal square root, sine and cosine loops (module `native_xnn`, bit for
     bit ExecuTorch's runtime on such a CPU), or None without numba, when disabled, or on a CPU without AVX512F

@@ -135,3 +135,19 @@ def test_warm_compiles_every_loop_or_does_nothing(setting: str) -> None:
     bound = set(eval(every)) - called_inside
     assert set(eval(compiled)) - called_inside == (bound if setting == "1" else set())
     assert disabled == str(setting == "0")
+
+
+@needs_loops
+@pytest.mark.parametrize(("n", "k"), [(129, 77), (1, 1), (0, 5), (3, 0), (512, 784)])
+def test_row_dots_against_float64(n: int, k: int) -> None:
+    """The parallel loop (native_parallel.row_dots): bias + each filter row's dot product with x, odd and empty
+    shapes, within float32 rounding of the float64 sums (its sums are reassociated)."""
+    from etbuild.kernels import native_parallel
+
+    rng = np.random.default_rng(n * 1000 + k)
+    w, x, bias = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal(k).astype(np.float32), \
+        rng.standard_normal(n).astype(np.float32)
+    out = np.full(n, np.nan, np.float32)
+    native_parallel.row_dots(w, x, bias, out)
+    expected = w.astype(np.float64) @ x.astype(np.float64) + bias
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(expected).max(initial=0))))

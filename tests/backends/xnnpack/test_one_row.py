@@ -13,7 +13,7 @@ from etbuild.backends.xnnpack.runtime import qd8
 from etbuild.backends.xnnpack.runtime.ops.gemm import FullyConnected
 from etbuild.backends.xnnpack.runtime.values import QuantizedRows
 from etbuild.kernels import native
-from tests.backends.xnnpack.graphs import DT, GraphBuilder
+from tests.backends.xnnpack.graphs import DT, GraphBuilder, fc_graph
 from tests.conftest import HAS_EXECUTORCH
 
 F = np.float32
@@ -198,3 +198,52 @@ def test_an_8da4w_program_gives_executorchs_bits(tmp_path) -> None:
             x = (rng.standard_normal((1, 128)) * scale).astype(F)
             expected = theirs.execute([torch.from_numpy(x)])[0].numpy()
             np.testing.assert_array_equal(np.asarray(ours(x)[0]), expected)
+
+
+@pytest.mark.parametrize("parallel", [True, False])
+@pytest.mark.parametrize(("k", "n"), [(70, 100), (784, 512), (1, 65), (0, 90)])
+def test_a_one_row_program_keeps_a_float_filter_by_output(monkeypatch, parallel: bool, k: int, n: int) -> None:
+    """A program whose input is one row keeps a float filter of more than FEW_OUTPUTS outputs as [N, K] and takes
+    the dot products of its rows (on numba's threads, or BLAS's matrix-vector product): the same numbers as the
+    product of one row within float32 rounding, the fused clamp applied, new inputs read call after call; and
+    more rows than the program declared (a dynamic batch) still multiply through the same memory."""
+    if not parallel:
+        monkeypatch.setattr(native, "parallel_loops", lambda: None)
+    elif native.parallel_loops() is None:
+        pytest.skip("numba's parallel loop cannot run here")
+    gb, w, b = fc_graph(k, n, rows=1, seed=k + n)
+    handle = gb.handle()
+    (fc,) = [op for op in handle.graph.ops if isinstance(op, FullyConnected)]
+    assert fc.by_output is not None and fc.by_output.flags.c_contiguous and fc.by_output.shape == (n, k)
+    rng = np.random.default_rng(n)
+    for _ in range(3):
+        x = rng.standard_normal((1, k)).astype(F)
+        y = np.full((1, n), np.nan, F)
+        handle.execute([x, y])
+        expected = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + b, 0)
+        np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(expected).max()))
+    x = rng.standard_normal((3, k)).astype(F)
+    y = np.full((3, n), np.nan, F)
+    handle.execute([x, y])
+    expected = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + b, 0)
+    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(expected).max()))
+
+
+def test_a_program_of_more_rows_or_few_outputs_keeps_the_filter_as_k_by_n() -> None:
+    for k, n, rows in ((70, 100, 2), (70, 64, 1)):
+        (fc,) = [op for op in fc_graph(k, n, rows=rows)[0].handle().graph.ops if isinstance(op, FullyConnected)]
+        assert fc.by_output is None and fc.packed.flags.c_contiguous and fc.packed.shape == (k, n)
+
+
+def test_the_parallel_loop_stays_off_on_one_thread_when_disabled_and_in_a_forked_child(monkeypatch) -> None:
+    if native.parallel_loops() is None:
+        pytest.skip("numba's parallel loop cannot run here")
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    assert native.threads() == 1 and native.parallel_loops() is None
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    monkeypatch.setenv("ETBUILD_NATIVE", "0")
+    assert native.parallel_loops() is None
+    monkeypatch.delenv("ETBUILD_NATIVE")
+    pid = native.os.getpid()
+    monkeypatch.setattr(native.os, "getpid", lambda: pid + 1)  # as in a child forked after the loop ran
+    assert native.parallel_loops() is None
