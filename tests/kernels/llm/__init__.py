@@ -16,6 +16,9 @@ def llama_ops() -> object:
     """`torch.ops.llama`, with ExecuTorch's kernels registered. Imported on first use, not when this package is
     collected: the import also defines ExecuTorch's `executorch_prim` ops in torch, which would change what
     tests/kernels/test_signatures.py collects."""
+    from etbuild.llm import custom_ops
+
+    custom_ops.release()  # an earlier test's define() would make executorch's library abort on the duplicates
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (registers torch.ops.llama.*)
 
     return torch.ops.llama
