@@ -64,9 +64,8 @@ def threads() -> int:
     """The threads numba's parallel loops may use: numba's count, capped by OMP_NUM_THREADS when it is set."""
     import numba
 
-    wanted = os.environ.get("OMP_NUM_THREADS", "").strip()
-    cap = int(wanted) if wanted.isdigit() and int(wanted) > 0 else None
-    return min(numba.get_num_threads(), cap or numba.get_num_threads())
+    count, wanted = numba.get_num_threads(), os.environ.get("OMP_NUM_THREADS", "").strip()
+    return min(count, int(wanted)) if wanted.isdigit() and int(wanted) > 0 else count
 
 
 @functools.cache
