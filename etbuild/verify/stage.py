@@ -46,7 +46,7 @@ from etbuild.runtime.format.pte import read_program
 from etbuild.stages.export import export_method
 from etbuild.verify import oracle_fork
 from etbuild.verify.bundle import write_recipe_bundle
-from etbuild.verify.compare import compare, describe
+from etbuild.verify.compare import compare, describe, varies
 from etbuild.verify.intermediate import compare_intermediate
 from etbuild.verify.llm import llm_check, search_summary
 from etbuild.verify.localise import describe_divergence, localise_recipe
@@ -107,23 +107,35 @@ def eager_outputs(recipe: Recipe, method: str) -> Eager:
 
 
 def verify_method(
-    recipe: Recipe, pte: Path, method: str, eager: Eager, actual: Outputs, quantized: Path | None = None,
+    recipe: Recipe, pte: Path, method: str, eager: Eager, run: Future[Outputs], quantized: Path | None = None,
     intermediates: bool = True,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
-    """One method's outputs from a runtime (`actual`) against eager torch's on fresh state (`eager`):
-    per output (and, when no output varies and `intermediates`, the last intermediate value that
-    does); for a quantized method (`quantized` names its converted `.pt2`) against the converted
-    model, with the accuracy gate against the float model as the second result."""
+    """One method's outputs from a runtime (`run`, awaited here) against eager torch's on fresh state
+    (`eager`): per output (and, when no output varies and `intermediates`, the last intermediate value
+    that does, checked while the runtime's outputs are on their way); for a quantized method (`quantized`
+    names its converted `.pt2`) against the converted model, with the accuracy gate against the float
+    model as the second result."""
     cfg = recipe.verify
     samples, expected = eager
+    intermediate: dict[str, Any] | None = None
+    early: Exception | None = None
+    if quantized is None and intermediates and all(varies([s[k] for s in expected]) is False
+                                                   for k in range(len(expected[0]))):
+        try:
+            exported = export_method(recipe, build_model(recipe), method)
+            intermediate = compare_intermediate(exported, samples, cfg.rtol, cfg.atol, recipe.backends)
+        except Exception as exc:  # raised after the runtime's own error, as when it ran after the comparison
+            early = exc
+    actual = run.result()
+    if early is not None:
+        raise early
     if len(actual[0]) != len(expected[0]):
         got, want = len(actual[0]), len(expected[0])
         raise StageError(f"{pte} method {method} returns {got} outputs; the model returns {want}")
     if quantized is None:
         report: dict[str, Any] = {"outputs": compare(expected, actual, cfg.rtol, cfg.atol)}
-        if intermediates and all(o.get("varies") is False for o in report["outputs"]):
-            exported = export_method(recipe, build_model(recipe), method)
-            report["intermediate"] = compare_intermediate(exported, samples, cfg.rtol, cfg.atol, recipe.backends)
+        if intermediate is not None and all(o.get("varies") is False for o in report["outputs"]):
+            report["intermediate"] = intermediate
         return report, None
     ep = torch.export.load(str(quantized))
     module = ep.module()
@@ -206,8 +218,8 @@ Results = dict[str, tuple[dict[str, Any], dict[str, Any] | None]]
 
 def _results(recipe: Recipe, pte: Path, quantized: Mapping[str, Path] | None, eager: Mapping[str, Eager],
              runs: Runs, intermediates: bool = True) -> Results:
-    """verify_method of every method, in the recipe's order, each with its runtime outputs once they are in."""
-    return {m.name: verify_method(recipe, pte, m.name, eager[m.name], runs[m.name].result(),
+    """verify_method of every method, in the recipe's order, each with its runtime outputs on their way."""
+    return {m.name: verify_method(recipe, pte, m.name, eager[m.name], runs[m.name],
                                   quantized[m.name] if quantized else None, intermediates)
             for m in recipe.model.methods}
 
