@@ -56,9 +56,6 @@ class StageFn:
             fn: Callable[..., None] = getattr(importlib.import_module(self.module), self.name)
         return fn
 
-    def __call__(self, *args: Any) -> None:
-        self.load()(*args)
-
 
 STAGE_FNS = {
     "export": StageFn("etbuild.stages.export", "run_export"),
