@@ -16,9 +16,11 @@ load-time fast path call the same loop.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib
 import os
+from collections.abc import Iterator
 from types import ModuleType
 
 import numpy as np
@@ -29,9 +31,25 @@ SMALL_SIGMOID = 512
 F32 = np.float32
 
 
+_numpy_only = 0  # open `numpy_paths()` blocks
+
+
 def enabled() -> bool:
-    """False when ETBUILD_NATIVE=0 asks for the numpy paths."""
-    return os.environ.get("ETBUILD_NATIVE", "1") != "0"
+    """False when ETBUILD_NATIVE=0 asks for the numpy paths, or inside a `numpy_paths()` block."""
+    return not _numpy_only and os.environ.get("ETBUILD_NATIVE", "1") != "0"
+
+
+@contextlib.contextmanager
+def numpy_paths() -> Iterator[None]:
+    """Kernels bound in this block take their numpy paths: for a program loaded to run a few times in a
+    process that has not used numba yet, where numba's start (its registries and cache, about half a
+    second) costs more than its loops save."""
+    global _numpy_only
+    _numpy_only += 1
+    try:
+        yield
+    finally:
+        _numpy_only -= 1
 
 
 def loops() -> ModuleType | None:

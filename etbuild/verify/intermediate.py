@@ -19,6 +19,7 @@ import torch
 from torch.export import ExportedProgram
 from torch.fx import Graph, GraphModule, Interpreter, Node
 
+from etbuild.kernels import native
 from etbuild.lowering.sources import module_path
 from etbuild.recipe import BackendConfig
 from etbuild.verify.compare import compare_output
@@ -85,7 +86,8 @@ def compare_intermediate(
         return {"node": None, "passed": True, "note": "no intermediate value varies across the samples"}
     node, expected = found
     cut = cut_at(gm, node)
-    method = Program.from_bytes(compile_module(cut, samples[0], backends=backends).pte).load_method("forward")
-    actual = [np.asarray(method(*[t.numpy() for t in sample])[0]) for sample in samples]
+    with native.numpy_paths():  # a few calls: numba's start in this process would cost more than its loops save
+        method = Program.from_bytes(compile_module(cut, samples[0], backends=backends).pte).load_method("forward")
+        actual = [np.asarray(method(*[t.numpy() for t in sample])[0]) for sample in samples]
     return {"node": node.name, "module": module_path(node), "backends": [b.name for b in backends],
             **compare_output(expected, actual, rtol, atol)}

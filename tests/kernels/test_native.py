@@ -106,6 +106,37 @@ def test_without_numba_the_kernels_keep_their_numpy_paths() -> None:
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
+@needs_loops
+def test_numpy_paths_turns_the_loops_off_inside_its_block_only() -> None:
+    """Nested blocks too; an error inside still restores the loops."""
+    with native.numpy_paths():
+        assert native.loops() is None and native.parallel_loops() is None and native.xnn_loops() is None
+        with native.numpy_paths():
+            assert native.loops() is None
+        assert native.loops() is None
+    assert native.loops() is LOOPS
+    with pytest.raises(KeyError), native.numpy_paths():
+        raise KeyError
+    assert native.loops() is LOOPS
+
+
+NUMPY_PATHS_CHECK = """
+import numpy as np, sys
+import etbuild.kernels.native as native
+from etbuild.kernels.portable.activation import gelu_out
+with native.numpy_paths():
+    gelu_out(np.array([-1.0, 0.0, 2.0], np.float32), 'none', np.empty(3, np.float32))
+print('numba' in sys.modules, 'etbuild.kernels.native_loops' in sys.modules)
+"""
+
+
+def test_a_numpy_paths_block_neither_imports_nor_starts_numba() -> None:
+    """In a fresh process: a kernel run inside the block leaves numba unimported (its start is what the
+    block saves)."""
+    proc = subprocess.run([sys.executable, "-c", NUMPY_PATHS_CHECK], capture_output=True, text=True, check=True)
+    assert proc.stdout.split() == ["False", "False"]
+
+
 WARM_CHECK = """
 import os, numba
 from etbuild.kernels import native
