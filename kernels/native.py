@@ -29,6 +29,10 @@ import numpy as np
 # passes, whose cost on small arrays is their dispatch (measured: 0.4–0.7 µs against 1.1 µs for 64–192).
 SMALL_SIGMOID = 512
 F32 = np.float32
+# numba's threading layers in the order we take them: GNU OpenMP first, the pool MKL's products run on
+# (etbuild.kernels.numerics.blas), so loops and products share one pool of threads even where TBB is installed
+# (numba's own order puts TBB first; the mkl package brings it).
+THREADING_LAYERS = ("omp", "tbb", "workqueue")
 
 
 _numpy_only = 0  # open `numpy_paths()` blocks
@@ -82,8 +86,17 @@ def threads() -> int:
     """The threads numba's parallel loops may use: numba's count, capped by OMP_NUM_THREADS when it is set."""
     import numba
 
+    _prefer_gnu_openmp(numba)
     count, wanted = numba.get_num_threads(), os.environ.get("OMP_NUM_THREADS", "").strip()
     return min(count, int(wanted)) if wanted.isdigit() and int(wanted) > 0 else count
+
+
+def _prefer_gnu_openmp(numba: ModuleType) -> None:
+    """Put THREADING_LAYERS first for numba's threads, unless the user chose a layer: before numba starts them (its
+    first count of threads does), and in the environment too, which numba reads again at each compilation."""
+    if not any(os.environ.get(v) for v in ("NUMBA_THREADING_LAYER", "NUMBA_THREADING_LAYER_PRIORITY")):
+        os.environ["NUMBA_THREADING_LAYER_PRIORITY"] = " ".join(THREADING_LAYERS)
+        numba.config.THREADING_LAYER_PRIORITY = list(THREADING_LAYERS)
 
 
 @functools.cache

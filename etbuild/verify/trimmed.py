@@ -81,7 +81,8 @@ def run_isolated(
         "code": code,
         "argv": [str(a) for a in argv],
     }
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    # numpy's own BLAS, as the runtime's declared dependencies give it: not a library found beside the interpreter
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}, "ETBUILD_BLAS": "numpy"}
     return subprocess.run(
         [sys.executable, "-I", "-S", "-B", "-c", _BOOT, json.dumps(cfg)],
         capture_output=True, text=True, timeout=TIMEOUT_S, env=env, check=False,

@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 
+from etbuild.kernels.numerics.blas import bound_product
+
 # numpy 2.4 deprecates a positional out for these two (it reads a third operand as a mistake).
 _OUT_BY_KEYWORD = frozenset({np.maximum, np.minimum})
 
@@ -65,13 +67,14 @@ def matmul_add(
     """out = product(a, b) (np.matmul or np.dot), then out += bias when there is one, bound once; bias is
     bound as a view of out's shape where it can be (broadcasting over unit dims costs more than the add), or,
     when the caller says it is constant, tiled along longer rows of out (`bias_rows`)."""
+    multiply = bound_product(product, a, b, out)
     if bias is None:
-        return functools.partial(product, a, b, out)
+        return multiply
     rows, bias = bias_rows(bias, out) if constant_bias else (out, bias)
     add, bias = np.add, as_out_shape(bias, rows.shape)
 
     def product_add() -> None:
-        product(a, b, out)
+        multiply()
         add(rows, bias, rows)
 
     return product_add

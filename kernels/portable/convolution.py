@@ -22,6 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from etbuild.errors import KernelError
+from etbuild.kernels.numerics.blas import bound_product, matmul
 from etbuild.kernels.numerics.im2col import column_view, columns
 from etbuild.kernels.numerics.window import interior, out_extent, padded_shape
 from etbuild.kernels.portable.common import cast, opmath, pad_spatial, per_dim, result_dtype
@@ -41,7 +42,7 @@ def _im2col(x: np.ndarray, w: np.ndarray, stride: list[int], dilation: list[int]
     """res (N, O, *P) = w (O, C/g, *K) applied to each group's columns (C/g·K, P) of x."""
     cols = columns(x, w.shape[2:], stride, dilation, groups)
     wmat = w.reshape(groups, w.shape[0] // groups, cols.shape[2])
-    np.matmul(wmat, cols, out=res.reshape(*cols.shape[:2], wmat.shape[1], cols.shape[3]))
+    matmul(wmat, cols, res.reshape(*cols.shape[:2], wmat.shape[1], cols.shape[3]))
 
 
 @dataclass(frozen=True)
@@ -231,13 +232,14 @@ class _Im2colPlan:
             self.copies.append((self.cols.reshape(view.shape), view))
         self.wmat = w.reshape(groups, w.shape[0] // groups, shape[2])
         self.res = out.reshape(*shape[:2], self.wmat.shape[1], shape[3])
+        self.product = bound_product(np.matmul, self.wmat, self.cols, self.res)
         self.out = out
         self.bias = None if bias is None else bias.reshape(1, -1, *([1] * (x.ndim - 2)))
 
     def __call__(self) -> None:
         for dst, src in self.copies:
             np.copyto(dst, src)
-        np.matmul(self.wmat, self.cols, out=self.res)
+        self.product()
         if self.bias is not None:
             np.add(self.out, self.bias, out=self.out)
 

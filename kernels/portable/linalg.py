@@ -5,12 +5,12 @@ float16 products accumulate in float32 and round once, as torch's CPU kernels do
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
+from etbuild.kernels.numerics.blas import bound_product, matmul
 from etbuild.kernels.numerics.ufuncs import matmul_add
 from etbuild.kernels.portable.common import (
     NATIVE,
@@ -31,7 +31,7 @@ def _matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray, shape: tuple[int, ...
     out = resize(out, shape)
     ct = opmath(result_dtype(a, b))
     if out.dtype == ct:
-        np.matmul(cast(a, ct), cast(b, ct), out=out)
+        matmul(cast(a, ct), cast(b, ct), out)
     else:
         np.copyto(out, np.matmul(cast(a, ct), cast(b, ct)), casting="unsafe")
     return out
@@ -61,9 +61,9 @@ def _scaled_add(
     in_place = out.dtype == ct and not (beta != 0 and np.may_share_memory(out, bias))
     value = out if in_place else np.empty(shape, ct)
     if same:  # every operand already has ct: no casts to make (cast would return each as is)
-        np.matmul(a, b, out=value)
+        matmul(a, b, value)
     else:
-        np.matmul(cast(a, ct), cast(b, ct), out=value)
+        matmul(cast(a, ct), cast(b, ct), value)
     if alpha != 1:
         value *= cast(alpha, ct)
     if beta != 0:
@@ -80,7 +80,7 @@ def _matmul_fast(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], 
     """`_matmul`'s one np.matmul call, bound at load (out already has the product's shape)."""
     if not _same_native(out, a, b) or out.shape != _product_shape(a.shape, b.shape):
         return None
-    return functools.partial(np.matmul, a, b, out)
+    return bound_product(np.matmul, a, b, out)
 
 
 def _scaled_add_fast(

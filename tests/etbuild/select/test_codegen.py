@@ -25,7 +25,9 @@ MLP_TREE = {
     "etbuild/__init__.py",
     "etbuild/errors.py",
     "etbuild/kernels/__init__.py",
+    "etbuild/kernels/native.py",  # blas's switch: numpy_paths() keeps numpy's BLAS too (no numba import)
     "etbuild/kernels/numerics/__init__.py",
+    "etbuild/kernels/numerics/blas.py",  # linalg's products: MKL's sgemm where it is installed
     "etbuild/kernels/numerics/ufuncs.py",  # linalg's matmul_add, common's bound_ufunc
     "etbuild/kernels/portable/__init__.py",
     "etbuild/kernels/portable/activation.py",

@@ -31,6 +31,7 @@ from etbuild.backends.xnnpack.runtime.ops.requant import Requantization, integer
 from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer
 from etbuild.backends.xnnpack.runtime.values import Value
 from etbuild.kernels import native
+from etbuild.kernels.numerics.blas import bound_product
 from etbuild.kernels.numerics.im2col import row_view
 from etbuild.kernels.numerics.ufuncs import bias_rows, matmul_add
 from etbuild.runtime.steps import Step
@@ -152,7 +153,7 @@ class Conv2d(_Conv):
         same bits, one pass instead of two and no Python clip call); else matmul_add (the clamp after it). The step,
         and whether it clamps."""
         loops = native.loops()
-        product = functools.partial(np.matmul, rows, self.packed[0], out)
+        product = bound_product(np.matmul, rows, self.packed[0], out)
         if loops is None or out.dtype != np.float32 or not out.flags.c_contiguous:
             return matmul_add(np.matmul, rows, self.packed[0], self.bias, out, constant_bias=True), False
         _warm(loops)
@@ -181,7 +182,7 @@ class Conv2d(_Conv):
         packed = np.ascontiguousarray(self.packed[0].reshape(k, blocks, n // blocks).transpose(1, 0, 2))
         parts = scratch((blocks, rows.shape[0], n // blocks))
         bias = self.bias if self.bias is not None else np.zeros(n, np.float32)
-        product = functools.partial(np.matmul, rows, packed, parts)
+        product = bound_product(np.matmul, rows, packed, parts)
         epilogue = functools.partial(loops.bias_clamp_blocks, parts, bias, *(np.float32(b) for b in self.clamp), out)
 
         def blocked_matmul() -> None:
@@ -200,10 +201,11 @@ class Conv2d(_Conv):
         res = scratch((g_, rows, gout))
         out = reshaped(o, (rows, g_, gout)).transpose(1, 0, 2)
         bias = None if self.bias is None else self.bias.reshape(g_, 1, gout)
+        product = bound_product(np.matmul, buf, self.packed, res)
 
         def step() -> None:
             np.copyto(reshaped(buf, (g_, rows, k // gin, gin)), grouped)
-            np.matmul(buf, self.packed, out=res)
+            product()
             if bias is not None:
                 np.add(res, bias, out=res)
             np.copyto(out, res)
@@ -472,9 +474,10 @@ class ConvTranspose2d(_Conv):
         crop = full[:, win.top : win.top + o.shape[1], win.left : win.left + o.shape[2]]
         out = reshaped(o, (n, o.shape[1], o.shape[2], g_, gout))
         bias = None if self.bias is None else self.bias.reshape(g_, gout)
+        product = bound_product(np.matmul, xg, self.packed, cols)
 
         def deconv() -> None:
-            np.matmul(xg, self.packed, out=cols)
+            product()
             full.fill(0.0)
             for dest, part in scatter:
                 np.add(dest, part, out=dest)

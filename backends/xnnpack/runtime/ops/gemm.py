@@ -40,6 +40,7 @@ from etbuild.backends.xnnpack.runtime.ops.base import (
 )
 from etbuild.backends.xnnpack.runtime.ops.requant import Requantization, integer_form
 from etbuild.kernels import native
+from etbuild.kernels.numerics.blas import bound_product
 from etbuild.kernels.numerics.ufuncs import matmul_add
 from etbuild.runtime.steps import Step
 
@@ -122,7 +123,7 @@ class FullyConnected(Op):
         x, o = flat2d(ins[0], self.k), flat2d(out, self.n)
         if not self.plain_filter or x.shape[0] < 2 or not o.flags.c_contiguous or out.dtype != np.float32:
             return None
-        return functools.partial(np.dot, x, self.packed, o), self.bias
+        return bound_product(np.dot, x, self.packed, o), self.bias
 
     def take_codes(self, codes: RowCodes) -> None:
         self.codes = codes
@@ -195,4 +196,4 @@ class BatchMatrixMultiply(Op):
         a, b, o = ins[0], ins[1], outs[0]
         if self.transpose_b:
             b = np.swapaxes(b, -1, -2)
-        return functools.partial(np.matmul, a, b, o)
+        return bound_product(np.matmul, a, b, o)

@@ -17,6 +17,7 @@ import numpy as np
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.format.nodes import ALIGN_CORNERS, TENSORFLOW_LEGACY
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, builds, fail, reshaped, scratch
+from etbuild.kernels.numerics.blas import bound_product
 from etbuild.runtime.steps import Step
 
 
@@ -203,10 +204,11 @@ class ResizeBilinear(Op):
         tmp = scratch((n, oh, w * c))
         src = reshaped(x, (n, h, w * c))
         tmp3, out3 = reshaped(tmp, (n * oh, w, c)), reshaped(o, (n * oh, ow, c))
+        by_rows, by_cols = bound_product(np.matmul, rows, src, tmp), bound_product(np.matmul, cols, tmp3, out3)
 
         def resize() -> None:
-            np.matmul(rows, src, out=tmp)
-            np.matmul(cols, tmp3, out=out3)
+            by_rows()
+            by_cols()
 
         return resize
 

@@ -1,0 +1,174 @@
+"""etbuild.kernels.numerics.blas: products bound to MKL's sgemm where it takes them, numpy's call otherwise, and the
+same values either way."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from etbuild.kernels import native
+from etbuild.kernels.numerics import blas
+
+MKL = blas.library()
+needs_mkl = pytest.mark.skipif(MKL is None, reason="MKL (the `mkl` package) is not installed")
+rng = np.random.default_rng(0)
+
+
+def operand(shape: tuple[int, ...], transposed: bool = False, dtype: type = np.float32) -> np.ndarray:
+    """A random operand of `shape`; `transposed` stores its last two dims the other way round."""
+    if not transposed:
+        return rng.standard_normal(shape).astype(dtype)
+    stored = rng.standard_normal((*shape[:-2], shape[-1], shape[-2])).astype(dtype)
+    return np.swapaxes(stored, -1, -2)
+
+
+def by_mkl(call: object) -> bool:
+    return hasattr(call, "arrays")
+
+
+CASES = [
+    # a, b, a transposed, b transposed
+    ((128, 256), (256, 1024), False, False),
+    ((128, 256), (256, 1024), False, True),
+    ((256, 128), (128, 1024), True, False),
+    ((255, 131), (131, 257), True, True),  # odd sizes
+    ((1, 1024), (1024, 1024), False, False),  # one row
+    ((1024, 1024), (1024, 1), False, False),  # one column
+    ((4, 128, 64), (4, 64, 128), False, True),  # attention's scores
+    ((2, 3, 64, 96), (2, 3, 96, 64), False, False),  # two batch dims
+    ((96, 128), (5, 128, 96), False, False),  # a broadcast over b's batch
+    ((5, 96, 128), (128, 96), False, False),  # b broadcast
+]
+
+
+@pytest.mark.parametrize(("sa", "sb", "ta", "tb"), CASES)
+def test_products_match_numpy(sa: tuple[int, ...], sb: tuple[int, ...], ta: bool, tb: bool) -> None:
+    a, b = operand(sa, ta), operand(sb, tb)
+    expected = np.matmul(a.astype(np.float64), b.astype(np.float64))
+    out = np.full(expected.shape, np.nan, np.float32)
+    call = blas.bound_product(np.matmul, a, b, out)
+    assert by_mkl(call) == (MKL is not None)
+    call()
+    scale = np.abs(a).max() * np.abs(b).max() * sa[-1]
+    np.testing.assert_allclose(out, expected, rtol=0, atol=1e-6 * scale)
+    out2 = np.empty_like(out)
+    blas.matmul(a, b, out2)  # the unbound form: the same product, the same bits
+    np.testing.assert_array_equal(out2, out)
+
+
+def test_a_bound_product_reads_its_operands_at_each_call() -> None:
+    a, b = operand((128, 128)), operand((128, 128))
+    out = np.empty((128, 128), np.float32)
+    call = blas.bound_product(np.matmul, a, b, out)
+    a *= 2
+    call()
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+
+
+def test_into_a_strided_out_view() -> None:
+    a, b = operand((128, 256)), operand((256, 512))
+    big = np.zeros((128, 600), np.float32)
+    call = blas.bound_product(np.matmul, a, b, big[:, 50:562])
+    call()
+    np.testing.assert_allclose(big[:, 50:562], a.astype(np.float64) @ b, rtol=1e-4, atol=1e-3)
+    assert not big[:, :50].any() and not big[:, 562:].any()
+
+
+@pytest.mark.parametrize("kind", ["small", "float64", "overlap", "columns_out", "strided_inner", "vector", "empty",
+                                  "mixed_batch"])
+def test_what_mkl_does_not_take_stays_with_numpy(kind: str) -> None:
+    a, b = operand((128, 256)), operand((256, 512))
+    out = np.empty((128, 512), np.float32)
+    if kind == "small":
+        a, b, out = operand((64, 64)), operand((64, 64)), np.empty((64, 64), np.float32)
+    elif kind == "float64":
+        a, b, out = a.astype(np.float64), b.astype(np.float64), out.astype(np.float64)
+    elif kind == "overlap":
+        a, b = operand((512, 512)), operand((512, 512))
+        out = a  # the product would overwrite an operand it reads
+    elif kind == "columns_out":
+        out = np.empty((512, 128), np.float32).T
+    elif kind == "strided_inner":
+        a = operand((128, 512))[:, ::2]
+    elif kind == "vector":
+        b, out = operand((256,)), np.empty(128, np.float32)
+    elif kind == "empty":
+        a, out = operand((0, 256)), np.empty((0, 512), np.float32)
+    elif kind == "mixed_batch":  # batch dims that do not flatten to one stride
+        a = operand((4, 6, 64, 64)).transpose(1, 0, 2, 3)
+        b, out = operand((6, 4, 64, 64)), np.empty((6, 4, 64, 64), np.float32)
+    expected = np.matmul(a, b)
+    call = blas.bound_product(np.matmul, a, b, out)
+    assert not by_mkl(call)
+    call()
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
+
+
+def test_numpy_paths_keep_numpy_blas() -> None:
+    a, b = operand((128, 256)), operand((256, 512))
+    out = np.empty((128, 512), np.float32)
+    with native.numpy_paths():
+        assert not by_mkl(blas.bound_product(np.matmul, a, b, out))
+
+
+def run_python(code: str, **env: str) -> str:
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                            env={**os.environ, **env}, timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.strip()
+
+
+BOUND = """
+    import numpy as np
+    from etbuild.kernels.numerics import blas
+    a = np.ones((256, 256), np.float32)
+    print(hasattr(blas.bound_product(np.matmul, a, a, np.empty_like(a)), "arrays"))
+"""
+
+
+def test_etbuild_blas_numpy_turns_mkl_off() -> None:
+    assert run_python(BOUND, ETBUILD_BLAS="numpy") == "False"
+
+
+def test_a_missing_library_falls_back_to_numpy() -> None:
+    assert run_python(BOUND, ETBUILD_BLAS="/nonexistent/libmkl_rt.so") == "False"
+
+
+@needs_mkl
+def test_a_forked_child_keeps_numpy_blas() -> None:
+    code = """
+        import os
+        import numpy as np
+        from etbuild.kernels.numerics import blas
+        a = np.ones((256, 256), np.float32)
+        blas.bound_product(np.matmul, a, a, np.empty_like(a))()
+        pid = os.fork()
+        if pid == 0:
+            os._exit(0 if not hasattr(blas.bound_product(np.matmul, a, a, np.empty_like(a)), "arrays") else 3)
+        print(os.waitpid(pid, 0)[1])
+    """
+    assert run_python(code) == "0"
+
+
+@needs_mkl
+def test_mkl_and_numbas_loops_share_gnu_openmp() -> None:
+    """MKL's products and numba's parallel loop run on one pool: numba takes its GNU OpenMP layer, TBB installed
+    or not."""
+    code = """
+        import numba
+        import numpy as np
+        from etbuild.kernels import native
+        from etbuild.kernels.numerics import blas
+        a = np.ones((256, 256), np.float32)
+        blas.bound_product(np.matmul, a, a, np.empty_like(a))()
+        if native.parallel_loops() is not None:
+            print(numba.threading_layer())
+        else:
+            print("omp")  # one thread: numba's loop is not used
+    """
+    assert run_python(code) == "omp"
