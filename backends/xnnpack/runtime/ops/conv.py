@@ -148,12 +148,11 @@ class Conv2d(_Conv):
         return conv, clamped
 
     def _product(self, rows: np.ndarray, out: np.ndarray) -> tuple[Step, bool]:
-        """out = rows @ filter (+ bias): with the compiled loops and a C-contiguous float32 out, numpy's matmul
-        then one pass adding the bias and clamping (`native_loops.bias_clamp_rows`: numpy's add and clip, the
-        same bits, one pass instead of two and no Python clip call); else matmul_add (the clamp after it). The step,
-        and whether it clamps."""
+        """out = rows @ filter (+ bias): with the compiled loops and a C-contiguous float32 out, the product
+        (etbuild.kernels.numerics.blas) then one pass adding the bias and clamping (`native_loops.bias_clamp_rows`:
+        numpy's add and clip, the same bits, one pass instead of two and no Python clip call); else matmul_add (the
+        clamp after it). The step, and whether it clamps."""
         loops = native.loops()
-        product = bound_product(np.matmul, rows, self.packed[0], out)
         if loops is None or out.dtype != np.float32 or not out.flags.c_contiguous:
             return matmul_add(np.matmul, rows, self.packed[0], self.bias, out, constant_bias=True), False
         _warm(loops)
@@ -161,6 +160,7 @@ class Conv2d(_Conv):
         blocks = _column_blocks(*rows.shape, self.cout)
         if blocks > 1:
             return self._blocked(rows, out, blocks, loops), True
+        product = bound_product(np.matmul, rows, self.packed[0], out)
         if self.bias is not None:
             epilogue = functools.partial(loops.bias_clamp_rows, out, self.bias, lo, hi)
         elif self.clamp != (-math.inf, math.inf):
