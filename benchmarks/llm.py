@@ -14,8 +14,9 @@ Llama's q/k rows un-permuted per head (../shared/LLM.md), the Qwens' kept (`use_
 8da4w group 32 + 4-bit embeddings), both flows build with XNNPACK from clean directories (wall time
 of the whole build, including etbuild's verify), then each `.pte` runs in ExecuTorch's
 `TextLLMRunner` in a fresh process with one thread (its XNNPACK threadpool reset to 1): a fixed prompt
-of --prompt tokens, --tokens new tokens, greedy; the runner's own prefill and decode tokens/s (its clock
-counts milliseconds, and one run swings with the machine's load). The same setting's programs are also
+of --prompt tokens, --tokens new tokens, greedy; the runner's own prefill and decode tokens/s, the median of
+--rounds generations, the setting's programs alternating process by process (its clock counts milliseconds,
+and one generation swings with the machine's load). The same setting's programs are also
 timed side by side in ExecuTorch's runtime (`llm_step.py`: the programs alternating in one process for
 --rounds rounds, one thread; the prompt fed to `forward` 20 times, then 150 one-token calls): forward's
 prefill and decode tokens/s from the CPU time and from the median wall time. Greedy ids come from `forward` in
@@ -224,6 +225,26 @@ def runner_speed(pte: Path, tokenizer: Path, prompt: str, tokens: int) -> dict[s
     return json.loads(line[6:])
 
 
+def runner_speeds(
+    ptes: list[Path], tokenizer: Path, prompt: str, tokens: int, rounds: int
+) -> dict[str, dict[str, Any]]:
+    """`runner_speed` of each program for `rounds` rounds, the programs alternating process by process (who goes
+    first alternating round by round): per program the median prefill and decode tokens/s over the rounds, and
+    each round's, since one generation at a millisecond's resolution swings with the machine."""
+    stats: dict[str, list[dict[str, Any]]] = {str(pte): [] for pte in ptes}
+    for r in range(rounds):
+        for pte in ptes if r % 2 == 0 else ptes[::-1]:
+            stats[str(pte)].append(runner_speed(pte, tokenizer, prompt, tokens))
+    speeds = {}
+    for pte, runs in stats.items():
+        prefill = [s["prefill_token_per_sec"] for s in runs]
+        decode = [s["decode_token_per_sec"] for s in runs]
+        speeds[pte] = {"prefill_tok_s": statistics.median(prefill), "decode_tok_s": statistics.median(decode),
+                       "runner_prefill_rounds": prefill, "runner_decode_rounds": decode,
+                       "prompt_tokens": runs[-1]["prompt_tokens"], "generated_tokens": runs[-1]["generated_tokens"]}
+    return speeds
+
+
 FORWARD = r"""
 import json, sys
 import numpy as np, torch
@@ -297,7 +318,8 @@ def main() -> None:
     parser.add_argument("--attention", choices=["portable", "custom"], default="custom", help="ours: llm.attention")
     parser.add_argument("--weights", choices=["rounded", "gptq"], help="ours: quantize.weights (default: the recipe's)")
     parser.add_argument("--kv-cache", choices=["float32", "int8"], default="float32", help="ours: llm.kv_cache")
-    parser.add_argument("--rounds", type=int, default=3, help="rounds of the alternating forward timing")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of the alternating forward timing and runner generations")
     args = parser.parse_args()
     rows: list[dict[str, Any]] = []
     for architecture in args.architectures:
@@ -330,20 +352,19 @@ def measure(args: argparse.Namespace, architecture: str) -> list[dict[str, Any]]
                                          args.weights)
             else:
                 built[flow] = build_export_llm(work, folder, setting, ARCHITECTURES[architecture]["model_class"])
-        steps = step_speeds([pte for pte, _ in built.values()], args.prompt, args.rounds)
+        ptes = [pte for pte, _ in built.values()]
+        steps = step_speeds(ptes, args.prompt, args.rounds)
+        runner = runner_speeds(ptes, folder / "tokenizer.json", prompt_text, args.tokens, args.rounds)
         for flow, (pte, seconds) in built.items():
             work = args.work / architecture / flow
             logits, greedy = forward_checks(pte, sequence, 8, 32, work)
             heldout_logits, _ = forward_checks(pte, heldout, 8, 0, work)
-            speed = runner_speed(pte, folder / "tokenizer.json", prompt_text, args.tokens)
             rows.append({
                 "architecture": architecture, "parameters": sum(t.numel() for t in hf.parameters()),
                 "setting": setting, "flow": flow, "build_s": round(seconds, 1), "pte_bytes": pte.stat().st_size,
                 "greedy_match": sum(a == b for a, b in zip(greedy, expected)),
                 **scores(logits, reference), **scores(heldout_logits, heldout_reference, "heldout_"),
-                "prefill_tok_s": speed["prefill_token_per_sec"], "decode_tok_s": speed["decode_token_per_sec"],
-                "prompt_tokens": speed["prompt_tokens"], "generated_tokens": speed["generated_tokens"],
-                **steps[str(pte)],
+                **runner[str(pte)], **steps[str(pte)],
                 "load_average": Path("/proc/loadavg").read_text().split()[:3],
             })
             print(json.dumps(rows[-1]), flush=True)
