@@ -71,13 +71,14 @@ def library() -> tuple[ctypes.CDLL, int] | None:
     """libmkl_rt, loaded and set to the LP64 interface and GNU OpenMP threads, and the process that loaded it;
     None when it is not installed, when ETBUILD_BLAS=numpy, or when GNU OpenMP cannot be loaded."""
     wanted = os.environ.get("ETBUILD_BLAS", "").strip()
-    if wanted == "numpy":
+    paths = [wanted] if wanted else _candidates()
+    if wanted == "numpy" or not paths:
         return None
     try:
         ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1", mode=ctypes.RTLD_GLOBAL)
     except OSError:
         return None
-    for path in [wanted] if wanted else _candidates():
+    for path in paths:
         try:
             mkl = ctypes.CDLL(path)
             _declare(mkl)
@@ -171,19 +172,11 @@ def _sgemm_call(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], A
     if count == 1:
         call = functools.partial(mkl.cblas_sgemm, ROW_MAJOR, ta[0], tb[0], *sizes, alpha, pa, ta[1], pb, tb[1],
                                  beta, po, to[1])
-        return _keeping(call, a, b, out)
-    strides = [_batch_stride(x, batch) for x in (a_, b_, out)]
-    if any(s is None for s in strides) or strides[2] == 0:
-        return None
-    call = functools.partial(mkl.cblas_sgemm_batch_strided, ROW_MAJOR, ta[0], tb[0], *sizes, alpha,
-                             pa, ta[1], strides[0], pb, tb[1], strides[1], beta, po, to[1], strides[2], count)
-    return _keeping(call, a, b, out)
-
-
-def _keeping(call: Callable[[], Any], *arrays: np.ndarray) -> Callable[[], Any]:
-    """call, holding the arrays whose memory its pointers address."""
-    def product() -> None:
-        call()
-
-    product.arrays = arrays  # type: ignore[attr-defined]
-    return product
+    else:
+        strides = [_batch_stride(x, batch) for x in (a_, b_, out)]
+        if any(s is None for s in strides) or strides[2] == 0:
+            return None
+        call = functools.partial(mkl.cblas_sgemm_batch_strided, ROW_MAJOR, ta[0], tb[0], *sizes, alpha,
+                                 pa, ta[1], strides[0], pb, tb[1], strides[1], beta, po, to[1], strides[2], count)
+    call.arrays = (a, b, out)  # type: ignore[attr-defined]  # the memory its pointers address, kept alive
+    return call
