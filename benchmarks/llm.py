@@ -1,29 +1,28 @@
 """Language models: etbuild's `model.llm` build against ExecuTorch's export_llm, on the same weights, in one run.
 
-    python benchmarks/llm.py [--work DIR] [--json out.json] [--tokens 64] [--prompt 64] [--max-prefill 128]
+    python benchmarks/llm.py [--work DIR] [--json out.json] [--tokens 160] [--prompt 64] [--max-prefill 128]
                              [--attention custom] [--kv-cache float32] [--flows etbuild export_llm]
                              [--settings fp32 8da4w] [--architectures llama qwen2 qwen3] [--rounds 3]
                              [--weights rounded gptq]
 
 Per architecture (--architectures: Llama 3 with GQA and an untied head, Qwen2 with q/k/v biases and tied
-embeddings, Qwen3 with q/k norms and tied embeddings), a Hugging Face checkpoint (random weights, seeded;
-~20 M parameters, so that the runner's millisecond clock resolves) is written with `save_pretrained`,
-beside a byte-level BPE tokenizer.json trained on a fixed text. export_llm gets the same weights in Meta's
-names with its model class for the family (`llama3_2`, `qwen2_5_0_5b`, `qwen3_0_6b`): params.json + a .pth;
-Llama's q/k rows un-permuted per head (../shared/LLM.md), the Qwens' kept (`use_hf_rope`). Per setting (float32,
-8da4w group 32 + 4-bit embeddings), both flows build with XNNPACK from clean directories (wall time
-of the whole build, including etbuild's verify), then each `.pte` runs in ExecuTorch's
-`TextLLMRunner` in a fresh process with one thread (its XNNPACK threadpool reset to 1): a fixed prompt
-of --prompt tokens, --tokens new tokens, greedy; the runner's own prefill and decode tokens/s, the median of
---rounds generations, the setting's programs alternating process by process (its clock counts milliseconds,
-and one generation swings with the machine's load). The same setting's programs are also
-timed side by side in ExecuTorch's runtime (`llm_step.py`: the programs alternating in one process for
---rounds rounds, one thread; the prompt fed to `forward` 20 times, then 150 one-token calls): forward's
-prefill and decode tokens/s from the CPU time and from the median wall time. Greedy ids come from `forward` in
-ExecuTorch's runtime, compared with Hugging Face's generate(do_sample=False); next-token agreement
-with the float HF model over a fixed 128-token sequence (teacher forced) for both programs, and the logits' SNR
-(dB) against it; the same two over a held-out sequence (another seed) as `heldout_agreement` / `heldout_snr_db`.
-`--weights` sets ours' `quantize.weights` (unset: the recipe default).
+embeddings, Qwen3 with q/k norms and tied embeddings), a Hugging Face checkpoint (random weights, seeded; ~20 M
+parameters, so that the runner's millisecond clock resolves) is written with `save_pretrained`, beside a byte-level
+BPE tokenizer.json trained on a fixed text. export_llm gets the same weights in Meta's names with its model class
+for the family (`llama3_2`, `qwen2_5_0_5b`, `qwen3_0_6b`): params.json + a .pth; Llama's q/k rows un-permuted per
+head (../shared/LLM.md), the Qwens' kept (`use_hf_rope`). Per setting (float32, 8da4w group 32 + 4-bit embeddings),
+both flows build with XNNPACK from clean directories (wall time of the whole build, including etbuild's verify),
+then each `.pte` runs in ExecuTorch's `TextLLMRunner` in a fresh process with one thread (its XNNPACK threadpool
+reset to 1): a fixed prompt of --prompt tokens, --tokens new tokens, greedy; the runner's own prefill and decode
+tokens/s, the median of --rounds generations, the setting's programs alternating process by process (its clock
+counts milliseconds, so 159 decoded tokens, about 140 ms, resolve 0.7%; and one generation swings with the
+machine's load). The same setting's programs are also timed side by side in ExecuTorch's runtime (`llm_step.py`:
+the programs alternating in one process for --rounds rounds, one thread; the prompt fed to `forward` 20 times, then
+150 one-token calls): forward's prefill and decode tokens/s from the CPU time and from the median wall time. Greedy
+ids come from `forward` in ExecuTorch's runtime, compared with Hugging Face's generate(do_sample=False); next-token
+agreement with the float HF model over a fixed 128-token sequence (teacher forced) for both programs, and the
+logits' SNR (dB) against it; the same two over a held-out sequence (another seed) as `heldout_agreement` /
+`heldout_snr_db`. `--weights` sets ours' `quantize.weights` (unset: the recipe default).
 """
 
 from __future__ import annotations
@@ -309,7 +308,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/etbuild-llm-bench"))
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--tokens", type=int, default=160, help="new tokens per runner generation")
     parser.add_argument("--prompt", type=int, default=64)
     parser.add_argument("--architectures", nargs="+", choices=list(ARCHITECTURES), default=list(ARCHITECTURES))
     parser.add_argument("--settings", nargs="+", choices=sorted(SETTINGS), default=list(SETTINGS))
@@ -321,6 +320,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3,
                         help="rounds of the alternating forward timing and runner generations")
     args = parser.parse_args()
+    if args.prompt + args.tokens > CONTEXT:
+        parser.error(f"--prompt + --tokens is {args.prompt + args.tokens}, past the programs' context of {CONTEXT}")
     rows: list[dict[str, Any]] = []
     for architecture in args.architectures:
         rows += measure(args, architecture)

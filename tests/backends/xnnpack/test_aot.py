@@ -638,14 +638,42 @@ class TrailingMean(torch.nn.Module):
         return x * torch.rsqrt(mean + 1e-6) if self.keepdim else torch.rsqrt(mean + 1e-6)
 
 
-@pytest.mark.parametrize("dims, keepdim, reshapes", [((-1,), True, 0), ((-1,), False, 1), ((-2, -1), True, 2)])
+@pytest.mark.parametrize("dims, keepdim, reshapes", [((-1,), True, 0), ((-1,), False, 1), ((-2, -1), True, 4)])
 def test_a_mean_over_the_last_dim_reads_the_rows_as_they_are(dims, keepdim, reshapes):
     """FullyConnected reads rows of its last dim under any leading dims: a mean over the last dim needs no
     reshape before it, nor one after it for the broadcast (without keepdim, one to drop the reduced dim; over
-    two dims, one to join them and one to broadcast back)."""
+    two dims, one to join them and one to broadcast back, and the two of a row of 80 summed in chunks)."""
     torch.manual_seed(0)
     module, inputs = TrailingMean(dims, keepdim), (torch.randn(2, 5, 16),)
     compiled = _compile(module, inputs)
     (partition,) = compiled.report.methods[0].partitions
     assert partition.backend_nodes.get("StaticReshape", 0) == reshapes
     _check_in_both_runtimes(module, inputs, compiled.pte)
+
+
+@pytest.mark.parametrize("width, products", [(64, 1), (67, 1), (80, 2), (512, 2), (896, 2), (4096, 2)])
+def test_a_long_row_is_summed_in_two_small_products(width, products):
+    """A row longer than 64 that splits into chunks of 8 to 64 is summed chunk by chunk, then the chunks'
+    sums (filters of a few KiB instead of 64 bytes per element); a short or prime-length row in one product."""
+    from etbuild.backends.xnnpack.aot.ops.pooling import _chunk
+
+    chunk = _chunk(width)
+    assert (chunk is None) == (products == 1) and (chunk is None or (width % chunk == 0 and 8 <= chunk <= 64))
+    torch.manual_seed(0)
+    module, inputs = TrailingMean((-1,), True), (torch.randn(3, 2, width) + 0.5,)
+    compiled = _compile(module, inputs)
+    (partition,) = compiled.report.methods[0].partitions
+    assert partition.backend_nodes["FullyConnected"] == products
+    _check_in_both_runtimes(module, inputs, compiled.pte)
+
+
+def test_a_wide_layer_norm_sums_its_mean_and_variance_in_chunks():
+    torch.manual_seed(0)
+    module, inputs = torch.nn.LayerNorm(768), (torch.randn(2, 3, 768),)
+    with torch.no_grad():
+        module.weight.uniform_(0.5, 1.5), module.bias.uniform_(-0.5, 0.5)
+    compiled = _compile(module, inputs)
+    (partition,) = compiled.report.methods[0].partitions
+    assert partition.backend_nodes["FullyConnected"] == 4  # mean and variance, two products each
+    _check_in_both_runtimes(module, inputs, compiled.pte)
+

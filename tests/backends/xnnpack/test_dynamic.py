@@ -84,6 +84,30 @@ def test_it_runs_at_any_size_up_to_the_bound_in_both_runtimes():
                             rtol=1e-4, atol=1e-5)
 
 
+class WideNorm(torch.nn.Module):
+    """RMSNorm over 512 elements (its mean summed in two products) on `[1, n, 512]`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.rand(512) + 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * self.weight
+
+
+def test_a_wide_norm_sums_its_rows_in_chunks_at_any_size():
+    """The chunked sums reshape with the token count inferred (0), so they run at any size up to the bound."""
+    torch.manual_seed(0)
+    module = WideNorm()
+    n = torch.export.Dim("n", min=1, max=MAX)
+    compiled = compile_exported({"forward": _export(module, (torch.randn(1, 2, 512),), ({1: n},))},
+                                backends=XNNPACK)
+    (partition,) = compiled.report.methods[0].partitions
+    assert (partition.backend_nodes["FullyConnected"], partition.backend_nodes["StaticReshape"]) == (2, 2)
+    _assert_runs_like_eager(module, compiled.pte, lambda n: (torch.randn(1, n, 512),), (1, 5, MAX),
+                            rtol=1e-4, atol=1e-5)
+
+
 def test_the_norm_and_linear_are_delegated_with_the_dynamic_size():
     compiled = compile_exported({"forward": torch.export.export(
         NormLinear().eval(), (torch.randn(1, 2, 8),),
@@ -191,3 +215,4 @@ def test_a_static_slice_of_a_resized_input_as_xnnpack_reshapes_it():
         for n in (MAX, 3, 1):
             data = np.random.default_rng(n).standard_normal((1, n, 6)).astype(np.float32)
             np.testing.assert_array_equal(method(data)[0], data[..., 2:5])
+

@@ -43,9 +43,10 @@ def emit_layer_norm(node: Node, e: Emitter) -> None:
     rows = (*shape[: len(shape) - len(normalized)], count)
     xid = e.rows(x, count) if len(normalized) == 1 else e.get(x, None, rows)
     dims = e.b.dims(xid)
-    mean = reduce_rows(e, xid, count, 1.0 / count)
+    lead = rows[:-1] if len(dims) == len(rows) else None
+    mean = reduce_rows(e, xid, count, 1.0 / count, lead)
     centered = e.b.binary("Subtract", xid, mean, dims)
-    var = reduce_rows(e, e.b.unary("Square", centered, dims), count, 1.0 / count)
+    var = reduce_rows(e, e.b.unary("Square", centered, dims), count, 1.0 / count, lead)
     shifted = e.b.binary("Add", var, e.b.constant(np.array([eps], np.float32)), e.b.dims(var))
     y = e.b.binary("Multiply", centered, e.b.unary("ReciprocalSquareRoot", shifted, e.b.dims(var)), dims)
     for kind, param in (("Multiply", weight), ("Add", bias)):
