@@ -177,15 +177,15 @@ def reduce_rows(e: Emitter, xid: int, count: int, scale: float, rows: Sequence[i
     if chunk is None or rows is None or len(rows) + 1 != len(e.b.dims(xid)) or sum(map(is_dynamic, rows)) > 1:
         return _fully_connected(e, xid, (*e.b.dims(xid)[:-1], 1), np.full((1, count), scale, np.float32))
     parts = count // chunk
-    lines = e.b.reshape(xid, (math.prod(rows, start=1) * parts, chunk))
+    lines = e.b.reshape(xid, (math.prod(rows) * parts, chunk))
     sums = _fully_connected(e, lines, (*e.b.dims(lines)[:-1], 1), np.ones((1, chunk), np.float32))
     per_row = e.b.reshape(sums, (*rows, parts))
     return _fully_connected(e, per_row, (*rows, 1), np.full((1, parts), scale, np.float32))
 
 
 def _chunk(count: int) -> int | None:
-    """The divisor of `count` in [8, 64] nearest its square root, for a row longer than 64."""
-    if count <= 64:
+    """The divisor of `count` in [8, 64] nearest its square root, for a row longer than 64 (of a static size)."""
+    if count <= 64 or is_dynamic(count):
         return None
     divisors = [d for d in range(8, 65) if count % d == 0]
     return min(divisors, key=lambda d: abs(d - math.sqrt(count)), default=None)
