@@ -671,9 +671,9 @@ def test_a_wide_layer_norm_sums_its_mean_and_variance_in_chunks():
     torch.manual_seed(0)
     module, inputs = torch.nn.LayerNorm(768), (torch.randn(2, 3, 768),)
     with torch.no_grad():
-        module.weight.uniform_(0.5, 1.5), module.bias.uniform_(-0.5, 0.5)
+        module.weight.uniform_(0.5, 1.5)
+        module.bias.uniform_(-0.5, 0.5)
     compiled = _compile(module, inputs)
     (partition,) = compiled.report.methods[0].partitions
     assert partition.backend_nodes["FullyConnected"] == 4  # mean and variance, two products each
     _check_in_both_runtimes(module, inputs, compiled.pte)
-

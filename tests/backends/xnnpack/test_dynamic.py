@@ -215,4 +215,3 @@ def test_a_static_slice_of_a_resized_input_as_xnnpack_reshapes_it():
         for n in (MAX, 3, 1):
             data = np.random.default_rng(n).standard_normal((1, n, 6)).astype(np.float32)
             np.testing.assert_array_equal(method(data)[0], data[..., 2:5])
-
