@@ -65,9 +65,9 @@ def matmul_add(
     constant_bias: bool = False,
 ) -> Callable[[], Any]:
     """out = product(a, b) (np.matmul or np.dot, or MKL's sgemm where `blas.bound_product` takes the product),
-    then out += bias when there is one, bound once; bias is
-    bound as a view of out's shape where it can be (broadcasting over unit dims costs more than the add), or,
-    when the caller says it is constant, tiled along longer rows of out (`bias_rows`)."""
+    then out += bias when there is one, bound once; bias is bound as a view of out's shape where it can be
+    (broadcasting over unit dims costs more than the add), or, when the caller says it is constant, tiled along
+    longer rows of out (`bias_rows`)."""
     multiply = bound_product(product, a, b, out)
     if bias is None:
         return multiply
