@@ -79,6 +79,20 @@ def greedy(forward: Callable[..., list[Any]], prompt: list[int], tokens: int) ->
     return out
 
 
+def hf_logits_gap(forward: Callable[..., list[Any]], model: torch.nn.Module, calls: list[list[int]]) -> float:
+    """The largest difference between the logits of a runner-contract `forward` fed `calls` (token lists at
+    consecutive positions from 0) and those of Hugging Face's forward over the whole sequence so far."""
+    sequence: list[int] = []
+    gap = 0.0
+    for tokens in calls:
+        logits = forward(np.array([tokens], dtype=np.int64), np.array([len(sequence)], dtype=np.int64))[0]
+        sequence += tokens
+        with torch.no_grad():
+            expected = model(torch.tensor([sequence])).logits[0, -1].numpy()
+        gap = max(gap, float(np.abs(np.asarray(logits).reshape(-1) - expected).max()))
+    return gap
+
+
 def hf_greedy(model: torch.nn.Module, prompt: list[int], tokens: int) -> list[int]:
     """Hugging Face `generate(do_sample=False)`: the `tokens` ids after `prompt`."""
     out = model.generate(torch.tensor([prompt]), max_new_tokens=tokens, min_new_tokens=tokens, do_sample=False)

@@ -48,22 +48,30 @@ def is_assertion(op: OpOverload) -> bool:
 
 
 def drop_assertions(method: GraphMethod) -> GraphMethod:
-    """The method without assertion calls (each checked first when it can be) and what only fed them."""
-    graph = method.exported.graph
+    """The method without assertion calls (each checked first when it can be) and what only fed them,
+    in its graph and in the graphs of its `torch.cond` branches."""
+    modules = [m for m in method.exported.graph_module.modules() if isinstance(m, torch.fx.GraphModule)]
+    dropped = [module for module in modules if _drop_from(module.graph, method.constants)]
+    if not dropped:
+        return method
+    for module in dropped:
+        module.graph.eliminate_dead_code()
+        module.recompile()
+    live = set(method.exported.graph.nodes)
+    return replace(method, constants={n: t for n, t in method.constants.items() if n in live})
+
+
+def _drop_from(graph: torch.fx.Graph, constants: Mapping[Node, torch.Tensor]) -> bool:
+    """Drop the graph's assertion calls, each checked first when it can be; whether there were any."""
     dropped = False
     for node in list(graph.nodes):
         if node.op == "call_function" and isinstance(node.target, OpOverload) and is_assertion(node.target):
             with at_node(node):
-                _check(node, node.target, method.constants)
+                _check(node, node.target, constants)
                 node.replace_all_uses_with(_bind(node).get("dep_token"))
                 graph.erase_node(node)
             dropped = True
-    if not dropped:
-        return method
-    graph.eliminate_dead_code()
-    method.exported.graph_module.recompile()
-    live = set(graph.nodes)
-    return replace(method, constants={n: t for n, t in method.constants.items() if n in live})
+    return dropped
 
 
 def _bind(node: Node) -> dict[str, Any]:

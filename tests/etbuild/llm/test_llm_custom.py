@@ -16,9 +16,11 @@ from etbuild.llm.runner import decoder
 from etbuild.pipeline import compile_module
 from etbuild.runtime import Program
 from etbuild.runtime.format.pte import read_program
-from tests.llm_support import FAMILIES, PROMPT, TINY, greedy, hf_greedy
+from tests.llm_support import FAMILIES, PROMPT, TINY, greedy, hf_greedy, hf_logits_gap
 
 TOKENS = 32
+GROUPED_CALLS = [[5], [9, 17, 33], [2], [8], [40, 41], [7], [11]]
+"""Calls at consecutive positions: one token at position 0 (before TINY's G - 1 = 1), chunks, single tokens."""
 
 
 def _compile(max_context: int, attention: str = "custom") -> bytes:
@@ -58,6 +60,38 @@ def test_our_runtime_gives_hugging_face_greedy_tokens(tmp_path, pte):
     expected = hf_greedy(decoder(config=TINY, max_context=64, max_prefill=16).language_model(), PROMPT, TOKENS)
     forward = Program.load(path).load_method("forward")
     assert greedy(forward, PROMPT, TOKENS) == expected
+
+
+def _instructions(data: bytes) -> list[str]:
+    """The forward's instructions: the operator of each kernel call, the kind of every other one."""
+    program, _ = read_program(data)
+    (plan,) = [p for p in program.execution_plan if p.name == "forward"]
+    args = [i.instr_args for chain in plan.chains for i in chain.instructions]
+    return [plan.operators[a.op_index].name if hasattr(a, "op_index") else type(a).__name__ for a in args]
+
+
+def test_grouped_heads_attend_as_rows_of_one_call_for_one_token(tmp_path, pte):
+    """TINY has 2 query heads per cache head: each layer's attention is a torch.cond between one call over
+    the heads as rows (with the heads reordered there and back) and the plain causal call."""
+    calls = _instructions(pte)
+    layers = TINY["num_hidden_layers"]
+    assert calls.count("llama::custom_sdpa") == 2 * layers
+    assert calls.count("aten::index_select") == 2 * layers
+    assert calls.count("JumpFalseCall") == 2 * layers
+    path = tmp_path / "custom.pte"
+    path.write_bytes(pte)
+    model = decoder(config=TINY, max_context=64, max_prefill=16).language_model()
+    assert hf_logits_gap(Program.load(path).load_method("forward"), model, GROUPED_CALLS) < 1e-4
+
+
+def test_int8_caches_and_ungrouped_heads_take_the_plain_call():
+    model = decoder(config={**TINY, "num_key_value_heads": TINY["num_attention_heads"]}, max_context=64,
+                    max_prefill=16, attention="custom")
+    inputs = (torch.tensor([PROMPT]), torch.tensor([0]))
+    dynamic = ({1: torch.export.Dim("n", min=1, max=16)}, None)
+    assert "JumpFalseCall" not in _instructions(compile_module(model, inputs, dynamic_shapes=dynamic).pte)
+    int8 = decoder(config=TINY, max_context=64, max_prefill=16, attention="custom", kv_cache="int8")
+    assert "JumpFalseCall" not in _instructions(compile_module(int8, inputs, dynamic_shapes=dynamic).pte)
 
 
 def _decode_seconds(tmp_path, data: bytes, name: str, steps: int = 24) -> float:

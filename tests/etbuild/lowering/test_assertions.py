@@ -85,3 +85,31 @@ def test_an_assertion_on_constants_runs_at_build_time():
     assert message.startswith("lower step 'drop-assertions' (after decompose, fold-linear, fit-operator-set, "
                               "move-weight-permutes, fold-constants): aten._assert_async.msg fails at build time: ")
     assert "scale must sum to one" in message and "in method 'forward', node _assert_async" in message
+
+
+class BranchChecked(torch.nn.Module):
+    """torch.cond whose branch checks a value read from data (export records `_assert_scalar` in the branch)."""
+
+    def forward(self, x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+        def pick(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+            n = i.item()
+            torch._check(n >= 0)
+            torch._check(n < x.shape[0])
+            return x[n] + 1
+
+        def first(x: torch.Tensor, i: torch.Tensor) -> torch.Tensor:
+            return -x[0]
+
+        return torch.cond(x.sum() > 0, pick, first, (x, i))
+
+
+def test_assertions_in_cond_branches_are_dropped_too():
+    x, i = torch.rand(6, 3), torch.tensor(4)
+    exported = torch.export.export(BranchChecked(), (x, i))
+    branches = [m for name, m in exported.graph_module.named_children() if isinstance(m, torch.fx.GraphModule)]
+    assert any(n.target is aten._assert_scalar.default for m in branches for n in m.graph.nodes)
+    lowered = compile_exported({"forward": exported})
+    assert "aten::_assert_scalar" not in {op.name for op in read_program(lowered.pte)[0].execution_plan[0].operators}
+    method = Program.from_bytes(lowered.pte).load_method("forward")
+    np.testing.assert_allclose(method(x.numpy(), i.numpy())[0], (x[4] + 1).numpy())
+    np.testing.assert_allclose(method(-x.numpy(), i.numpy())[0], x[0].numpy())
