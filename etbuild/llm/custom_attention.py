@@ -127,11 +127,11 @@ def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tenso
     # n == 1 and start >= G - 1 as one comparison (the program's scalar operators have no `and`): for
     # n >= 2 the left side is below zero, as start < max_context.
     is_one_token = start - (n - 1) * max_context >= groups - 1
-    query = query.transpose(1, 2).contiguous()  # [1, n, H, D]
+    by_token = query.transpose(1, 2).contiguous()  # [1, n, H, D]
     # torch.cond orders the strides of the branches' results; it cannot order a static [1, 1, H, D]'s two
     # equal leading strides, so a forward of one token at a time passes [1, H, D] between them.
     one_at_a_time = isinstance(n, int) and n == 1
-    operands = (query[0] if one_at_a_time else query, key, value, start_tensor)
+    operands = (by_token[0] if one_at_a_time else by_token, key, value, start_tensor)
     out = torch.cond(is_one_token, one_token, tokens, operands)
     return out.unsqueeze(0) if one_at_a_time else out
 
@@ -156,9 +156,9 @@ class CustomRunner(torch.nn.Module):
         if kv_cache not in KV_CACHES:
             raise ValueError(f"kv_cache: expected one of {', '.join(KV_CACHES)}; got {kv_cache!r}")
         config = model.config
+        self.model = model
         self.max_context = max_context
         self.int8_cache = kv_cache == "int8"
-        self.model = model
         # grouped_attention for grouped-query heads over float caches (see `attention`)
         self.grouped = not self.int8_cache and int(config.num_attention_heads) != int(config.num_key_value_heads)
         self.layers = int(config.num_hidden_layers)
