@@ -79,6 +79,11 @@ def greedy(forward: Callable[..., list[Any]], prompt: list[int], tokens: int) ->
     return out
 
 
+GROUPED_CALLS = [[5], [9, 17, 33], [2], [8], [40, 41], [7], [11]]
+"""Runner-contract calls at consecutive positions for `hf_logits_gap`: one token at position 0 (before TINY's
+G - 1 = 1, so the plain call), chunks, then single tokens (grouped-query attention's rows)."""
+
+
 def hf_logits_gap(forward: Callable[..., list[Any]], model: torch.nn.Module, calls: list[list[int]]) -> float:
     """The largest difference between the logits of a runner-contract `forward` fed `calls` (token lists at
     consecutive positions from 0) and those of Hugging Face's forward over the whole sequence so far."""

@@ -11,7 +11,7 @@ from etbuild.llm import custom_ops
 from etbuild.llm.runner import decoder
 from etbuild.verify.oracle import executorch_methods
 from tests.conftest import HAS_EXECUTORCH
-from tests.llm_support import PROMPT, build_verified, greedy, hf_greedy, hf_logits_gap
+from tests.llm_support import GROUPED_CALLS, PROMPT, build_verified, greedy, hf_greedy, hf_logits_gap
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")]
 
@@ -42,7 +42,7 @@ def test_executorch_runtime_gives_hugging_face_logits_for_tokens_and_chunks(buil
     causal) in ExecuTorch's kernels."""
     (forward,) = executorch_methods(built[0], "forward")
     model = decoder(path=str(built[1]), max_context=64, max_prefill=16).language_model()
-    assert hf_logits_gap(forward, model, [[5], [9, 17, 33], [2], [8], [40, 41], [7], [11]]) < 1e-4
+    assert hf_logits_gap(forward, model, GROUPED_CALLS) < 1e-4
 
 
 def test_runner_reads_use_sdpa_with_kv_cache(built):

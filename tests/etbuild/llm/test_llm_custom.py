@@ -16,11 +16,9 @@ from etbuild.llm.runner import decoder
 from etbuild.pipeline import compile_module
 from etbuild.runtime import Program
 from etbuild.runtime.format.pte import read_program
-from tests.llm_support import FAMILIES, PROMPT, TINY, greedy, hf_greedy, hf_logits_gap
+from tests.llm_support import FAMILIES, GROUPED_CALLS, PROMPT, TINY, greedy, hf_greedy, hf_logits_gap
 
 TOKENS = 32
-GROUPED_CALLS = [[5], [9, 17, 33], [2], [8], [40, 41], [7], [11]]
-"""Calls at consecutive positions: one token at position 0 (before TINY's G - 1 = 1), chunks, single tokens."""
 
 
 def _compile(max_context: int, attention: str = "custom") -> bytes:
