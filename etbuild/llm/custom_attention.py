@@ -7,8 +7,8 @@ after RoPE, which writes the new keys and values in place with `update_cache` an
 caches; the attention function registered as `etbuild_custom` then calls `custom_sdpa`, which
 attends over positions `0 … start + n - 1` only. A decode step so neither copies the cache nor
 attends over unfilled positions. With no mask function registered for `etbuild_custom`,
-transformers builds no mask (custom_sdpa is causal). With grouped-query heads, one token's attention is
-one `custom_sdpa` call over the heads as rows (`grouped_attention`), chosen by a `torch.cond`.
+transformers builds no mask (custom_sdpa is causal). In the program, the lowering step `grouped-attention`
+(`etbuild.lowering.grouped_attention`) gives one token's call over grouped-query heads the heads as rows.
 
 `llm.kv_cache: int8` (`QuantizedSequenceCache`) keeps each cache as int8 values with a float32 scale
 and an int8 zero point per token and head (`[1, max_context, H_kv, 1]`), a quarter of the float
@@ -16,8 +16,7 @@ cache's bytes plus 5 bytes a token and head, as ExecuTorch's quantized KV cache 
 values are quantized per token (`quantized_decomposed::choose_qparams_per_token_asymmetric` →
 `quantize_per_token`) and written with `update_cache`; attention then reads the earlier positions
 dequantized (`dequantize_per_token` of positions `0 … start - 1` only) followed by the new tokens' own
-float keys and values, so a step's tokens attend to themselves exactly. Those keys and values have a
-dynamic length, which `torch.cond` would trace apart from each other, so int8 caches take the plain call.
+float keys and values, so a step's tokens attend to themselves exactly.
 """
 
 from __future__ import annotations
@@ -83,57 +82,10 @@ class QuantizedSequenceCache(SequenceCache):
 def attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               mask: Any, scaling: float | None = None, dropout: float = 0.0, **kwargs: Any) -> tuple[Any, None]:
     """transformers' attention-function contract: `query` `[1, H, n, D]`, `key`/`value` the layer's caches;
-    returns `[1, n, H, D]` and no weights. With the position as a tensor too (`CustomRunner` passes it for
-    grouped-query heads over float caches) the call is `grouped_attention`'s."""
-    start, start_tensor = kwargs["cache_start"], kwargs["cache_start_tensor"]
-    if start_tensor is None:
-        return torch.ops.llama.custom_sdpa(query.transpose(1, 2), key, value, start, None, 0.0, True, scaling), None
-    return grouped_attention(query, key, value, start, start_tensor, kwargs["cache_length"], scaling), None
-
-
-def grouped_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, start: Any,
-                      start_tensor: torch.Tensor, max_context: int, scaling: float | None) -> torch.Tensor:
-    """Grouped-query attention (`G` query heads per cache head) through `custom_sdpa`; one token's query
-    heads taken as rows.
-
-    ExecuTorch's `custom_sdpa` kernel multiplies the keys by one query head at a time: for one new token,
-    `H` matrix-vector products per layer. Query head `h * G + g` reads cache head `h`; reordered `g * H_kv + h`
-    (an `index_select`), the token's queries are `[1, G, H_kv, D]`, `G` rows for each cache head: `H_kv`
-    products of `G` rows. The kernel takes rows as consecutive positions, so that call is made without the
-    causal mask and with `start_pos = start - (G - 1)`: the keys it attends, `start_pos + G` of them, are
-    positions `0 … start`. Its output is put back in head order (a second `index_select`).
-
-    A `torch.cond` takes that branch for one token at positions `G - 1` and on (so `start_pos` is never
-    negative); several tokens, or a token at an earlier position, take the plain causal call.
-    """
-    _, heads, n, dim = query.shape
-    kv_heads = key.shape[2]
-    groups = heads // kv_heads
-    order = [h * groups + g for g in range(groups) for h in range(kv_heads)]  # new head i <- head order[i]
-    back = torch.tensor(sorted(range(heads), key=order.__getitem__))
-    order = torch.tensor(order)
-
-    def one_token(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        rows = query.index_select(-2, order).reshape(1, query.shape[-3] * groups, kv_heads, dim)
-        out = torch.ops.llama.custom_sdpa(rows, key, value, pos.item() - (groups - 1), None, 0.0, False, scaling)
-        return out.reshape(query.shape).index_select(-2, back)
-
-    def tokens(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
-        if query.dim() == 4:
-            return torch.ops.llama.custom_sdpa(query, key, value, pos.item(), None, 0.0, True, scaling)
-        out = torch.ops.llama.custom_sdpa(query.unsqueeze(0), key, value, pos.item(), None, 0.0, True, scaling)
-        return out[0].clone(memory_format=torch.contiguous_format)  # strides as the other branch's
-
-    # n == 1 and start >= G - 1 as one comparison (the program's scalar operators have no `and`): for
-    # n >= 2 the left side is below zero, as start < max_context.
-    is_one_token = start - (n - 1) * max_context >= groups - 1
-    by_token = query.transpose(1, 2).contiguous()  # [1, n, H, D]
-    # torch.cond orders the strides of the branches' results; it cannot order a static [1, 1, H, D]'s two
-    # equal leading strides, so a forward of one token at a time passes [1, H, D] between them.
-    one_at_a_time = isinstance(n, int) and n == 1
-    operands = (by_token[0] if one_at_a_time else by_token, key, value, start_tensor)
-    out = torch.cond(is_one_token, one_token, tokens, operands)
-    return out.unsqueeze(0) if one_at_a_time else out
+    returns `[1, n, H, D]` and no weights."""
+    start = kwargs["cache_start"]
+    out = torch.ops.llama.custom_sdpa(query.transpose(1, 2), key, value, start, None, 0.0, True, scaling)
+    return out, None
 
 
 def register() -> None:
@@ -159,8 +111,6 @@ class CustomRunner(torch.nn.Module):
         self.model = model
         self.max_context = max_context
         self.int8_cache = kv_cache == "int8"
-        # grouped_attention for grouped-query heads over float caches (see `attention`)
-        self.grouped = not self.int8_cache and int(config.num_attention_heads) != int(config.num_key_value_heads)
         self.layers = int(config.num_hidden_layers)
         head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
         shape = (1, max_context, int(config.num_key_value_heads), int(head_dim))
@@ -194,8 +144,7 @@ class CustomRunner(torch.nn.Module):
         return QuantizedSequenceCache(keys, values, params, start, prefix)
 
     def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
-        position = input_pos[0]
-        start = position.item()
+        start = input_pos[0].item()
         torch._check(start >= 0)
         torch._check(start + tokens.shape[1] <= self.max_context)
         cache = self._cache(start, input_pos)
@@ -204,8 +153,7 @@ class CustomRunner(torch.nn.Module):
         eager, config._attn_implementation = config._attn_implementation, ATTENTION
         try:
             out = self.model(input_ids=tokens, position_ids=positions, past_key_values=cache, use_cache=True,
-                             cache_start=start, cache_start_tensor=position if self.grouped else None,
-                             cache_length=self.max_context, logits_to_keep=1)  # the head on the last position only
+                             cache_start=start, logits_to_keep=1)  # the head on the last position only
         finally:
             config._attn_implementation = eager  # `language_model()` generates as transformers does
         return out.logits[:, -1, :]

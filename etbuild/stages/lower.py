@@ -41,6 +41,7 @@ from etbuild.lowering.fit import fit_program
 from etbuild.lowering.fold_constants import fold_constants
 from etbuild.lowering.forms import ATEN, CORE_ATEN, DELEGATED, UNPLANNED, GraphProgram, LoweredProgram
 from etbuild.lowering.fuse_batch_norm import fuse_batch_norm
+from etbuild.lowering.grouped_attention import grouped_attention
 from etbuild.lowering.listing import listing
 from etbuild.lowering.partition import partition
 from etbuild.lowering.partition_report import PARTITION_FILES, PartitionReport
@@ -80,6 +81,8 @@ LOWERING = Pipeline("lower", (
          DELEGATED, DELEGATED, decompose_outside),
     Step("in-place-calls", "auto_functionalized(op, x) → op(x) writing x in place (a buffer stays the buffer)",
          DELEGATED, DELEGATED, each_method(in_place_calls)),
+    Step("grouped-attention", "custom_sdpa over grouped-query heads → cond(one token: one call over the heads as "
+         "rows; else the call)", DELEGATED, DELEGATED, each_method(grouped_attention)),
     Step("to-program", "each call → its out-variant KernelCall, each delegate → a DelegateCall; constants into "
          "one shared segment", DELEGATED, UNPLANNED, to_program),
 ))

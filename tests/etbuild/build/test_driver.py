@@ -232,7 +232,8 @@ def test_cli_dump_after_an_unknown_step_lists_the_steps(project, capsys):
     assert capsys.readouterr().err == (
         "error: unknown lower step 'fold'; the steps are: decompose, fold-linear, fit-operator-set, "
         "move-weight-permutes, fold-constants, drop-assertions, fuse-batch-norm, drop-zero-points, "
-        "fuse-quantized-embeddings, partition, decompose-outside, in-place-calls, to-program (or 'all')\n"
+        "fuse-quantized-embeddings, partition, decompose-outside, in-place-calls, grouped-attention, to-program "
+        "(or 'all')\n"
     )
     assert not (root / "tiny").exists()
 

@@ -40,12 +40,12 @@ def test_the_lowering_reads_as_named_steps_that_chain():
     assert LOWERING.names == (
         "decompose", "fold-linear", "fit-operator-set", "move-weight-permutes", "fold-constants", "drop-assertions",
         "fuse-batch-norm", "drop-zero-points", "fuse-quantized-embeddings", "partition", "decompose-outside",
-        "in-place-calls", "to-program",
+        "in-place-calls", "grouped-attention", "to-program",
     )
     assert all(step.doc and "\n" not in step.doc for step in LOWERING.steps)
     assert (LOWERING.steps[0].takes.name, LOWERING.steps[-1].gives.name) == ("aten", "unplanned-program")
     assert LOWERING.dump_name("fold-constants") == "05-fold-constants.py"
-    assert LOWERING.dump_name("to-program") == "13-to-program.txt"
+    assert LOWERING.dump_name("to-program") == "14-to-program.txt"
 
 
 def test_select_keeps_pipeline_order_and_all_is_every_step():
@@ -60,7 +60,8 @@ def test_an_unknown_step_lists_the_valid_names():
     assert str(err.value) == (
         "unknown lower step 'fold-constant' — did you mean 'fold-constants'?; the steps are: decompose, fold-linear, "
         "fit-operator-set, move-weight-permutes, fold-constants, drop-assertions, fuse-batch-norm, drop-zero-points, "
-        "fuse-quantized-embeddings, partition, decompose-outside, in-place-calls, to-program (or 'all')"
+        "fuse-quantized-embeddings, partition, decompose-outside, in-place-calls, grouped-attention, to-program "
+        "(or 'all')"
     )
 
 
