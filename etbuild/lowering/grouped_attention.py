@@ -54,10 +54,10 @@ def grouped_attention(method: GraphMethod) -> GraphMethod:
         return method
     gm = method.exported.graph_module
     constants = dict(method.constants)
-    predicates: dict[Any, Node] = {}
+    shared: dict[Any, Node] = {}  # predicates and head-order constants, one each for the calls that share them
     for index, call in enumerate(calls):
         with at_node(call):
-            _regroup(gm, call, index, constants, predicates)
+            _regroup(gm, call, index, constants, shared)
     gm.recompile()
     return replace(method, constants=constants)
 
@@ -84,15 +84,15 @@ def _eligible(node: Node) -> bool:
 
 
 def _regroup(gm: GraphModule, call: Node, index: int, constants: dict[Node, torch.Tensor],
-             predicates: dict[Any, Node]) -> None:
+             shared: dict[Any, Node]) -> None:
     a = _args(call)
     query, key, value, start = a["query"], a["key"], a["value"], a["start_pos"]
     q = query.meta["val"]
     heads, groups, length = q.shape[2], q.shape[2] // key.meta["val"].shape[2], key.meta["val"].shape[1]
     graph = call.graph
-    order = _constant(graph, call, constants, head_order, heads, groups, predicates)
-    places = _constant(graph, call, constants, head_places, heads, groups, predicates)
-    predicate = _predicate(graph, call, query, start, groups, length, predicates)
+    order = _constant(graph, call, constants, head_order, heads, groups, shared)
+    places = _constant(graph, call, constants, head_places, heads, groups, shared)
+    predicate = _predicate(graph, call, query, start, groups, length, shared)
     position = start.args[0]
     operands = (query, key, value, position, order, places)
     true_gm = _branch(gm, f"_grouped_rows_{index}", operands, start, a["scale"], groups, rows=True)
@@ -129,16 +129,17 @@ def _predicate(graph: Graph, call: Node, query: Node, start: Node, groups: int, 
         if isinstance(n, int):
             left = start
         else:
-            size = _scalar(graph, aten.sym_size.int, (query, 1), n)
-            less = _scalar(graph, operator.sub, (size, 1), n - 1)
-            span = _scalar(graph, operator.mul, (less, length), (n - 1) * length)
-            left = _scalar(graph, operator.sub, (start, span), start.meta["val"] - (n - 1) * length)
-        predicate = _scalar(graph, operator.ge, (left, groups - 1), left.meta["val"] >= groups - 1)
+            size = _node(graph, aten.sym_size.int, (query, 1), n)
+            less = _node(graph, operator.sub, (size, 1), n - 1)
+            span = _node(graph, operator.mul, (less, length), (n - 1) * length)
+            left = _node(graph, operator.sub, (start, span), start.meta["val"] - (n - 1) * length)
+        predicate = _node(graph, operator.ge, (left, groups - 1), left.meta["val"] >= groups - 1)
     predicates[key] = predicate
     return predicate
 
 
-def _scalar(graph: Graph, target: Any, args: tuple[Any, ...], val: Any) -> Node:
+def _node(graph: Graph, target: Any, args: tuple[Any, ...], val: Any) -> Node:
+    """A call of `target` on `args` whose traced value is `val`."""
     node = graph.call_function(target, args)
     node.meta["val"] = val
     return node
@@ -155,27 +156,21 @@ def _branch(gm: GraphModule, name: str, operands: tuple[Node, ...], start: Node,
     q = query.meta["val"]
     _, n, heads, dim = q.shape
     kv_heads = heads // groups
-    at = _scalar(graph, _ITEM, (position,), start.meta["val"])
+    at = _node(graph, _ITEM, (position,), start.meta["val"])
     if rows:
-        reordered = _tensor(graph, aten.index_select.default, (query, 2, order), q)
-        size = n if isinstance(n, int) else _scalar(graph, aten.sym_size.int, (query, 1), n)
-        count = _scalar(graph, operator.mul, (size, groups), n * groups) if not isinstance(n, int) else n * groups
+        reordered = _node(graph, aten.index_select.default, (query, 2, order), q)
+        size = n if isinstance(n, int) else _node(graph, aten.sym_size.int, (query, 1), n)
+        count = _node(graph, operator.mul, (size, groups), n * groups) if not isinstance(n, int) else n * groups
         shape = (1, n * groups, kv_heads, dim)
-        viewed = _tensor(graph, aten.view.default, (reordered, [1, count, kv_heads, dim]), q.new_empty(shape))
-        first = _scalar(graph, operator.sub, (at, groups - 1), start.meta["val"] - (groups - 1))
-        out = _tensor(graph, torch.ops.llama.custom_sdpa.default,
+        viewed = _node(graph, aten.view.default, (reordered, [1, count, kv_heads, dim]), q.new_empty(shape))
+        first = _node(graph, operator.sub, (at, groups - 1), start.meta["val"] - (groups - 1))
+        out = _node(graph, torch.ops.llama.custom_sdpa.default,
                       (viewed, key, value, first, None, 0.0, False, scale), q.new_empty(shape))
-        back = _tensor(graph, aten.view.default, (out, [1, size, heads, dim]), q.new_empty(q.shape))
-        result = _tensor(graph, aten.index_select.default, (back, 2, places), q.new_empty(q.shape))
+        back = _node(graph, aten.view.default, (out, [1, size, heads, dim]), q.new_empty(q.shape))
+        result = _node(graph, aten.index_select.default, (back, 2, places), q.new_empty(q.shape))
     else:
-        result = _tensor(graph, torch.ops.llama.custom_sdpa.default,
+        result = _node(graph, torch.ops.llama.custom_sdpa.default,
                          (query, key, value, at, None, 0.0, True, scale), q.new_empty(q.shape))
     graph.output((result,))
     gm.register_module(name, GraphModule(torch.nn.Module(), graph))
     return name
-
-
-def _tensor(graph: Graph, target: Any, args: tuple[Any, ...], val: torch.Tensor) -> Node:
-    node = graph.call_function(target, args)
-    node.meta["val"] = val
-    return node
