@@ -63,8 +63,10 @@ def grouped_attention(method: GraphMethod) -> GraphMethod:
 
 
 def _args(call: Node) -> dict[str, Any]:
-    names = ["query", "key", "value", "start_pos", "attn_mask", "drpout_p", "is_causal", "scale"]
-    bound = dict(zip(names, [*call.args, *[None, 0.0, False, None][len(call.args) - 4:]]))
+    """The call's arguments by the operator's schema names, defaults filled in."""
+    schema = call.target._schema
+    bound = {a.name: a.default_value if a.has_default_value() else None for a in schema.arguments}
+    bound.update(zip([a.name for a in schema.arguments], call.args))
     bound.update(call.kwargs)
     return bound
 
@@ -159,18 +161,21 @@ def _branch(gm: GraphModule, name: str, operands: tuple[Node, ...], start: Node,
     at = _node(graph, _ITEM, (position,), start.meta["val"])
     if rows:
         reordered = _node(graph, aten.index_select.default, (query, 2, order), q)
-        size = n if isinstance(n, int) else _node(graph, aten.sym_size.int, (query, 1), n)
-        count = _node(graph, operator.mul, (size, groups), n * groups) if not isinstance(n, int) else n * groups
+        if isinstance(n, int):
+            size, count = n, n * groups
+        else:
+            size = _node(graph, aten.sym_size.int, (query, 1), n)
+            count = _node(graph, operator.mul, (size, groups), n * groups)
         shape = (1, n * groups, kv_heads, dim)
         viewed = _node(graph, aten.view.default, (reordered, [1, count, kv_heads, dim]), q.new_empty(shape))
         first = _node(graph, operator.sub, (at, groups - 1), start.meta["val"] - (groups - 1))
         out = _node(graph, torch.ops.llama.custom_sdpa.default,
-                      (viewed, key, value, first, None, 0.0, False, scale), q.new_empty(shape))
+                    (viewed, key, value, first, None, 0.0, False, scale), q.new_empty(shape))
         back = _node(graph, aten.view.default, (out, [1, size, heads, dim]), q.new_empty(q.shape))
         result = _node(graph, aten.index_select.default, (back, 2, places), q.new_empty(q.shape))
     else:
         result = _node(graph, torch.ops.llama.custom_sdpa.default,
-                         (query, key, value, at, None, 0.0, True, scale), q.new_empty(q.shape))
+                       (query, key, value, at, None, 0.0, True, scale), q.new_empty(q.shape))
     graph.output((result,))
     gm.register_module(name, GraphModule(torch.nn.Module(), graph))
     return name
