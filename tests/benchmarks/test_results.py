@@ -1,0 +1,63 @@
+"""benchmarks/results.py: the JSON a benchmark writes and the table rendered from it."""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def results():
+    spec = importlib.util.spec_from_file_location("benchmark_results", ROOT / "benchmarks" / "results.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_save_writes_the_record_and_its_table(results, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", [str(ROOT / "benchmarks" / "load.py"), "build/mlp/mlp.pte", "--results"])
+    rows = [{"pte": "mlp", "load_us": 12.34567, "call": {"us": 3.0}}, {"pte": "a|b", "load_us": None, "ok": True}]
+    path = results.save("load", rows, title="Load times", columns=["pte", "load_us", "call.us", "ok"],
+                        notes=["one note"], extra={"threads": 1}, folder=tmp_path)
+    record = json.loads(path.read_text())
+    assert path == tmp_path / "load.json"
+    assert record["command"] == "python benchmarks/load.py build/mlp/mlp.pte --results"
+    assert record["rows"] == rows
+    assert record["machine"]["cpus"] >= 1 and "load_at_end" in record["machine"]
+    table = (tmp_path / "load.md").read_text()
+    assert table.startswith("# Load times\n")
+    assert "- command: `python benchmarks/load.py build/mlp/mlp.pte --results`" in table
+    assert "| pte | load_us | call.us | ok |" in table
+    assert "| mlp | 12.35 | 3 | — |" in table
+    assert "| a\\|b | — | — | yes |" in table
+    assert "- one note" in table and "- threads: 1" in table
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["load.json", "load.md"]
+
+
+def test_render_again_from_the_json_alone(results, tmp_path, monkeypatch):
+    monkeypatch.setattr(sys, "argv", ["x.py"])
+    path = results.save("x", [{"a": 1}], title="X", folder=tmp_path)
+    first = (tmp_path / "x.md").read_text()
+    (tmp_path / "x.md").unlink()
+    results.main([str(path)])
+    assert (tmp_path / "x.md").read_text() == first
+
+
+def test_a_name_with_a_folder_is_refused(results, tmp_path):
+    with pytest.raises(ValueError, match="plain file stem"):
+        results.save("../x", [], title="X", folder=tmp_path)
+
+
+def test_the_option_defaults_to_the_scripts_name(results):
+    parser = argparse.ArgumentParser()
+    results.add_option(parser, "load")
+    assert parser.parse_args([]).results is None
+    assert parser.parse_args(["--results"]).results == "load"
+    assert parser.parse_args(["--results", "load-small"]).results == "load-small"
