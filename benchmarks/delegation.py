@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import results  # benchmarks/results.py (the script's folder is on sys.path)
 import torch
 from timing import interleaved_us  # benchmarks/timing.py (the script's folder is on sys.path)
 
@@ -169,6 +170,7 @@ def main() -> None:
     parser.add_argument("recipes", nargs="*", help="recipe names or files (default: every xnnpack recipe)")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--json", type=Path)
+    results.add_option(parser, "delegation")
     parser.add_argument("--build-dir", type=Path, help="build (incrementally) here instead of a fresh temporary dir")
     args = parser.parse_args()
     paths = [Path(r) if r.endswith(".yaml") else ROOT / "recipes" / f"{r}.yaml" for r in args.recipes]
@@ -183,6 +185,10 @@ def main() -> None:
     print("\n".join(table(rows)))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    if args.results:
+        results.save(args.results, rows,
+                     title="Our XNNPACK delegation of the recipes against ExecuTorch's lowering, in its runtime",
+                     notes=[f"median of {args.runs} calls, the two programs called in turn, microseconds"])
 
 
 if __name__ == "__main__":

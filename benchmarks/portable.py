@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import results  # benchmarks/results.py (the script's folder is on sys.path)
 from timing import interleaved_us  # benchmarks/timing.py (the script's folder is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,6 +102,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--build-dir", type=Path, default=ROOT / "build")
     parser.add_argument("--json", type=Path)
+    results.add_option(parser, "portable")
     args = parser.parse_args()
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = str(args.threads)
@@ -128,6 +130,10 @@ def main() -> None:
     print("\n".join(table(rows)))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    if args.results:
+        results.save(args.results, rows, title="Our portable programs against eager torch and ExecuTorch, interleaved",
+                     notes=[f"threads {args.threads}; median of {args.runs} interleaved rounds, microseconds",
+                            "ours: beside eager torch; ours2: beside ExecuTorch's XNNPACK program"])
 
 
 if __name__ == "__main__":

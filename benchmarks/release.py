@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import results  # benchmarks/results.py (the script's folder is on sys.path)
+
 from etbuild.cache import open_cache
 from etbuild.release import make_release
 
@@ -43,20 +45,26 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("release", nargs="?", default=str(ROOT / "releases" / "example.yaml"))
     p.add_argument("--json", help="also write the numbers to this file")
+    results.add_option(p, "release")
     args = p.parse_args()
     release = Path(args.release)
     with tempfile.TemporaryDirectory(prefix="etbuild-bench-release-") as folder:
         tmp = Path(folder)
         cache = open_cache(str(tmp / "cache"))
         print(f"{release}:", file=sys.stderr)
-        results = {
+        cases = {
             "cold": timed(release, tmp, "cold", "build-cold", cache=cache),
             "warm": timed(release, tmp, "warm", "build-warm", cache=cache),
             "up to date": timed(release, tmp, "up to date", "build-cold"),
             "cold -n 2": timed(release, tmp, "cold -n 2", "build-n2", jobs=2),
         }
     if args.json:
-        Path(args.json).write_text(json.dumps({"release": str(release), "cases": results}, indent=2) + "\n")
+        Path(args.json).write_text(json.dumps({"release": str(release), "cases": cases}, indent=2) + "\n")
+    if args.results:
+        results.save(args.results, [{"case": case, **numbers} for case, numbers in cases.items()],
+                     title=f"Wall time of the release {release.name}", notes=[
+                         "cold: empty build dir and cache; warm: fresh build dir, every stage from the cache; "
+                         "up to date: the cold build dir again; cold -n 2: two worker processes"])
 
 
 if __name__ == "__main__":

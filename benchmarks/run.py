@@ -24,6 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import results  # benchmarks/results.py (the script's folder is on sys.path)
 import torch
 from timing import median_us  # benchmarks/timing.py (the script's folder is on sys.path)
 
@@ -143,6 +144,7 @@ def main() -> None:
     parser.add_argument("recipes", nargs="*", help="recipe names or files (default: all under recipes/)")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--json", type=Path)
+    results.add_option(parser, "recipes")
     args = parser.parse_args()
     paths = [Path(r) if r.endswith(".yaml") else ROOT / "recipes" / f"{r}.yaml" for r in args.recipes]
     paths = paths or discover_recipes(ROOT / "recipes")
@@ -155,6 +157,9 @@ def main() -> None:
     print("\n".join(build_table(rows) + [""] + latency_table(rows)))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    if args.results:
+        results.save(args.results, rows, title="Per recipe: build, size, memory and latency against ExecuTorch",
+                     notes=[f"latency: median of {args.runs} calls, microseconds"])
 
 
 if __name__ == "__main__":

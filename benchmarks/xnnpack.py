@@ -40,6 +40,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the test oracle (tests/backends/xnnpack/oracle.py) quantizes and lowers
 
+import results  # noqa: E402
 from timing import interleaved_us  # noqa: E402  (benchmarks/timing.py: the script's folder is on sys.path)
 
 from etbuild.model import build_model, example_inputs, method_callable  # noqa: E402
@@ -188,6 +189,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=1, help="threads for every runtime (default 1)")
     parser.add_argument("--runs", type=int, default=50)
     parser.add_argument("--json", type=Path)
+    results.add_option(parser, "xnnpack")
     parser.add_argument("--profile", type=int, default=0, metavar="N", help="print our N slowest steps per case")
     args = parser.parse_args()
     wanted = {None if q == "float" else q for q in args.quant.split(",")}
@@ -209,10 +211,15 @@ def main() -> None:
     for c in cases:
         for name, us in c.profile:
             print(f"  {c.label}: {us:9.1f} us  {name}")
+    rows = [{"recipe": c.recipe.name, "quant": c.quant or "float", "latency_us": c.latency_us,
+             "profile": c.profile} for c in cases]
     if args.json:
-        rows = [{"recipe": c.recipe.name, "quant": c.quant or "float", "latency_us": c.latency_us,
-                 "profile": c.profile} for c in cases]
         args.json.write_text(json.dumps(rows, indent=2))
+    if args.results:
+        results.save(args.results, rows, title="ExecuTorch's XNNPACK programs in our runtime, in its own and eagerly",
+                     columns=["recipe", "quant", *(f"latency_us.{k}" for k in ("etbuild_vs_eager", "eager_torch",
+                              "etbuild_vs_executorch", "executorch_xnnpack"))],
+                     notes=[f"threads {args.threads}; median of {args.runs} alternating calls, microseconds"])
 
 
 if __name__ == "__main__":
