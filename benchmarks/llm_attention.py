@@ -23,6 +23,8 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import results  # noqa: E402  (benchmarks/results.py: the script's folder is on sys.path)
+
 from etbuild.llm.runner import decoder  # noqa: E402
 from etbuild.lowering.mutated_constants import constants_to_state, snapshot_tensors  # noqa: E402
 from etbuild.pipeline import compile_exported  # noqa: E402
@@ -65,15 +67,22 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--contexts", default="64,512,2048")
     parser.add_argument("--steps", type=int, default=40)
+    results.add_option(parser, "llm-attention")
     args = parser.parse_args()
     print(f"load average: {Path('/proc/loadavg').read_text().split()[:3]}")
     print("| attention | max_context | instructions | decode median ms | decode best ms | .pte bytes |")
     print("|---|---|---|---|---|---|")
+    rows = []
     for attention in ("custom", "portable"):
         for context in map(int, args.contexts.split(",")):
             data = build(context, attention)
             median, best = decode_ms(data, args.steps)
             print(f"| {attention} | {context} | {instructions(data)} | {median:.2f} | {best:.2f} | {len(data):,} |")
+            rows.append({"attention": attention, "max_context": context, "instructions": instructions(data),
+                         "decode_median_ms": median, "decode_best_ms": best, "pte_bytes": len(data)})
+    if args.results:
+        results.save(args.results, rows, title="Decode step of the tiny Llama in our runtime, by attention and context",
+                     notes=[f"median and best of {args.steps} decode steps"])
 
 
 if __name__ == "__main__":

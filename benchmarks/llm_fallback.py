@@ -24,6 +24,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import results  # noqa: E402  (benchmarks/results.py: the script's folder is on sys.path)
+
 from benchmarks.llm import CONTEXT, QUANTIZE, checkpoint  # noqa: E402
 from etbuild.build.driver import build  # noqa: E402
 from tests.llm_support import write_llm_recipe  # noqa: E402
@@ -76,6 +78,7 @@ def main() -> None:
     parser.add_argument("--agreement", type=float, default=0.99)
     parser.add_argument("--weights", default="gptq")
     parser.add_argument("--json", type=Path)
+    results.add_option(parser, "llm-fallback")
     args = parser.parse_args()
     folder = args.work / args.architecture
     checkpoint(folder, args.architecture)
@@ -85,6 +88,9 @@ def main() -> None:
         print(json.dumps(row))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    if args.results:
+        results.save(args.results, rows, title=f"Keeping the worst layers float: the benchmark {args.architecture}",
+                     notes=[f"verify.agreement {args.agreement}, weights {args.weights}"])
 
 
 if __name__ == "__main__":

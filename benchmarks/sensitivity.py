@@ -22,6 +22,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import results  # benchmarks/results.py (the script's folder is on sys.path)
 import torch
 
 from etbuild.model import build_model, sample_inputs
@@ -107,13 +108,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--bits", default="8,10,12,16")
     parser.add_argument("--noise", default="1e-3,1e-4")
     parser.add_argument("--calibration", type=int, default=16)
+    results.add_option(parser, "sensitivity")
     args = parser.parse_args(argv)
     bits = [int(b) for b in args.bits.split(",")]
     noise = [float(r) for r in args.noise.split(",")]
     print("| recipe | weights | output SNR vs float |\n|---|---|---|")
+    rows = []
     for path in args.recipes:
         for label, value in measure(path, bits, noise, args.calibration):
             print(f"| {load_recipe(path).name} | {label} | {value:.1f} dB |")
+            rows.append({"recipe": load_recipe(path).name, "weights": label, "snr_db": round(value, 2)})
+    if args.results:
+        results.save(args.results, rows, title="Output SNR of float models with only their weights rounded or noisy",
+                     notes=["wN: every conv/linear weight rounded per channel to N bits; noise r: Gaussian noise of "
+                            "r x the weight's std; SNR against float on the recipe's verify samples"])
     return 0
 
 

@@ -24,6 +24,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import results  # benchmarks/results.py (the script's folder is on sys.path)
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # the tier's zoo lives in the tests package
 
@@ -86,6 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("models", nargs="*", default=list(DEFAULT), help="NAME or NAME:SCHEME")
     parser.add_argument("--json", type=Path)
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    results.add_option(parser, "verify-bounds")
     args = parser.parse_args(argv)
     if args.one:
         print(json.dumps(measure(*args.one.split(":", 1))))
@@ -107,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
                   f"{row['converted64_snr_vs_converted_db']} | {row['passed_by'] or '-'} |", flush=True)
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    if args.results:
+        results.save(args.results, rows, title="ExecuTorch's quantized programs against verify's three bounds",
+                     notes=[f"{CALIBRATION} calibration inputs, {SAMPLES} other inputs; SNRs in dB"])
     return 0
 
 
