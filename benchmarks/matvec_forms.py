@@ -16,10 +16,11 @@ qd8 row also rounds the input onto its int8 grid, so it differs by that rounding
 
 from __future__ import annotations
 
+import argparse
 import os
-import sys
 
 import numpy as np
+import results  # benchmarks/results.py (the script's folder is on sys.path)
 from timing import median_us  # benchmarks/timing.py (the script's folder is on sys.path)
 
 
@@ -44,9 +45,14 @@ def int4_kernel():  # noqa: ANN201
 
 
 def main() -> None:
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    k, n = (int(args[0]), int(args[1])) if len(args) == 2 else (512, 1536)
-    group = 32
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("shape", nargs="*", type=int, default=[512, 1536], metavar="K N")
+    parser.add_argument("--group", type=int, default=32)
+    results.add_option(parser, "matvec-forms")
+    args = parser.parse_args()
+    if len(args.shape) != 2:
+        parser.error("give the weight's shape as two numbers, K N")
+    (k, n), group = args.shape, args.group
     rng = np.random.default_rng(0)
     q = rng.integers(-8, 8, (n, k)).astype(np.int8)
     scales = (rng.random((n, k // group)) * 0.02 + 1e-3).astype(np.float32)
@@ -88,9 +94,14 @@ def main() -> None:
              codes_kn.nbytes + scales_gn.nbytes, out_kn.copy()),
             ("int4 [K/2, N] x qd8 codes (runtime)", qd8_int4, int4.nibbles.nbytes + int4.scales.nbytes, out_q4.copy())]
     print(f"K={k} N={n} group={group}; load average {os.getloadavg()[0]:.1f}")
+    table = []
     for name, fn, nbytes, result in rows:
-        diff = f", max |diff| {np.abs(result - reference).max():.2e}"
-        print(f"{name:36s} {median_us(fn, 30, warmup=1):9.1f} µs, {nbytes / 1e6:.2f} MB of weights{diff}")
+        us, diff = median_us(fn, 30, warmup=1), float(np.abs(result - reference).max())
+        print(f"{name:36s} {us:9.1f} µs, {nbytes / 1e6:.2f} MB of weights, max |diff| {diff:.2e}")
+        table.append({"form": name, "us": us, "weight_mb": nbytes / 1e6, "max_abs_diff": diff})
+    if args.results:
+        results.save(args.results, table, title=f"One row times a {k} x {n} weight, by the form of the weights",
+                     notes=[f"group {group}; median of 30 products, one thread when OPENBLAS_NUM_THREADS=1"])
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import results  # benchmarks/results.py (the script's folder is on sys.path)
 import torch
 from torch.utils._pytree import tree_flatten
 
@@ -78,6 +79,11 @@ def recipes(args: argparse.Namespace, work: Path) -> list[Path]:
     return written + [Path(r) for r in args.recipe]
 
 
+def _columns(observers: list[str], rows: dict[str, tuple[float, float]]) -> dict[str, float]:
+    """One results row's cells: each observer's SNR (dB) and seconds."""
+    return {f"{o} {unit}": value for o in observers for unit, value in zip(("dB", "s"), rows[o])}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--arch", default=",".join(CNNS))
@@ -85,11 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=16)
     parser.add_argument("--observers", default=",".join([*OBSERVERS, AUTO]))
     parser.add_argument("--repeat", type=int, default=2)
+    results.add_option(parser, "observers")
     args = parser.parse_args(argv)
     observers = args.observers.split(",")
     print("| model | " + " | ".join(f"{o} dB | {o} s" for o in observers) + " |")
     print("|---|" + "---|---|" * len(observers))
     totals = {o: [0.0, 0.0] for o in observers}
+    table = []
     with tempfile.TemporaryDirectory() as tmp:
         paths = recipes(args, Path(tmp))
         for path in paths:
@@ -100,8 +108,13 @@ def main(argv: list[str] | None = None) -> int:
                 totals[o][1] += seconds
             print(f"| {recipe.name} | " + " | ".join(f"{rows[o][0]:.2f} | {rows[o][1]:.1f}" for o in observers)
                   + " |", flush=True)
+            table.append({"model": recipe.name, **_columns(observers, rows)})
     n = len(paths)
     print("| mean | " + " | ".join(f"{totals[o][0] / n:.2f} | {totals[o][1] / n:.1f}" for o in observers) + " |")
+    if args.results:
+        table.append({"model": "mean", **_columns(observers, {o: (t[0] / n, t[1] / n) for o, t in totals.items()})})
+        results.save(args.results, table, title="Observers: output SNR against float and CPU seconds of the stage",
+                     notes=[f"SNR on {args.samples} held-out inputs; seconds: CPU time of prepare, calibrate, convert"])
     return 0
 
 

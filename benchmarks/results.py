@@ -108,10 +108,15 @@ def _keys(rows: Sequence[Mapping[str, Any]]) -> list[str]:
     return list(dict.fromkeys(key for row in rows for key in row))
 
 
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "ETBUILD_BLAS", "ETBUILD_NATIVE")
+
+
 def _command() -> str:
+    """The command line as run from the repository's root, with the thread and numerics variables it set."""
     script = Path(sys.argv[0]).resolve()
     shown = script.relative_to(ROOT).as_posix() if script.is_relative_to(ROOT) else sys.argv[0]
-    return "python " + shlex.join([shown, *sys.argv[1:]])
+    env = [f"{name}={shlex.quote(os.environ[name])}" for name in THREAD_VARIABLES if name in os.environ]
+    return " ".join([*env, "python", shlex.join([shown, *sys.argv[1:]])])
 
 
 def _now() -> str:

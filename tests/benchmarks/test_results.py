@@ -22,6 +22,8 @@ def results():
 
 
 def test_save_writes_the_record_and_its_table(results, tmp_path, monkeypatch):
+    for name in results.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(sys, "argv", [str(ROOT / "benchmarks" / "load.py"), "build/mlp/mlp.pte", "--results"])
     rows = [{"pte": "mlp", "load_us": 12.34567, "call": {"us": 3.0}}, {"pte": "a|b", "load_us": None, "ok": True}]
     path = results.save("load", rows, title="Load times", columns=["pte", "load_us", "call.us", "ok"],
@@ -39,6 +41,15 @@ def test_save_writes_the_record_and_its_table(results, tmp_path, monkeypatch):
     assert "| a\\|b | — | — | yes |" in table
     assert "- one note" in table and "- threads: 1" in table
     assert sorted(p.name for p in tmp_path.iterdir()) == ["load.json", "load.md"]
+
+
+def test_the_command_names_the_thread_variables_it_ran_with(results, tmp_path, monkeypatch):
+    for name in results.THREAD_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "1")
+    monkeypatch.setattr(sys, "argv", [str(ROOT / "benchmarks" / "matvec_forms.py"), "512", "1536"])
+    record = json.loads(results.save("m", [{"a": 1}], title="M", folder=tmp_path).read_text())
+    assert record["command"] == "OPENBLAS_NUM_THREADS=1 python benchmarks/matvec_forms.py 512 1536"
 
 
 def test_render_again_from_the_json_alone(results, tmp_path, monkeypatch):
