@@ -3,26 +3,27 @@
     python benchmarks/llm.py [--work DIR] [--json out.json] [--tokens 160] [--prompt 64] [--max-prefill 128]
                              [--attention custom] [--kv-cache float32] [--flows etbuild export_llm]
                              [--settings fp32 8da4w] [--architectures llama qwen2 qwen3] [--rounds 3]
-                             [--weights rounded gptq]
+                             [--weights rounded gptq] [--markdown docs/results/llm-vs-export_llm.md]
 
-Per architecture (--architectures: Llama 3 with GQA and an untied head, Qwen2 with q/k/v biases and tied
-embeddings, Qwen3 with q/k norms and tied embeddings), a Hugging Face checkpoint (random weights, seeded; ~20 M
-parameters, so that the runner's millisecond clock resolves) is written with `save_pretrained`, beside a byte-level
-BPE tokenizer.json trained on a fixed text. export_llm gets the same weights in Meta's names with its model class
-for the family (`llama3_2`, `qwen2_5_0_5b`, `qwen3_0_6b`): params.json + a .pth; Llama's q/k rows un-permuted per
-head (../shared/LLM.md), the Qwens' kept (`use_hf_rope`). Per setting (float32, 8da4w group 32 + 4-bit embeddings),
-both flows build with XNNPACK from clean directories (wall time of the whole build, including etbuild's verify),
-then each `.pte` runs in ExecuTorch's `TextLLMRunner` in a fresh process with one thread (its XNNPACK threadpool
-reset to 1): a fixed prompt of --prompt tokens, --tokens new tokens, greedy; the runner's own prefill and decode
-tokens/s, the median of --rounds generations, the setting's programs alternating process by process (its clock
-counts milliseconds, so 159 decoded tokens, about 140 ms, resolve 0.7%; and one generation swings with the
-machine's load). The same setting's programs are also timed side by side in ExecuTorch's runtime (`llm_step.py`:
-the programs alternating in one process for --rounds rounds, one thread; the prompt fed to `forward` 20 times, then
-150 one-token calls): forward's prefill and decode tokens/s from the CPU time and from the median wall time. Greedy
-ids come from `forward` in ExecuTorch's runtime, compared with Hugging Face's generate(do_sample=False); next-token
-agreement with the float HF model over a fixed 128-token sequence (teacher forced) for both programs, and the
-logits' SNR (dB) against it; the same two over a held-out sequence (another seed) as `heldout_agreement` /
-`heldout_snr_db`. `--weights` sets ours' `quantize.weights` (unset: the recipe default).
+Per architecture (--architectures: Llama 3 with GQA and an untied head, Qwen2 with q/k/v biases and tied embeddings,
+Qwen3 with q/k norms and tied embeddings), a Hugging Face checkpoint (random weights, seeded; ~20 M parameters, so
+that the runner's millisecond clock resolves) is written with `save_pretrained`, beside a byte-level BPE
+tokenizer.json trained on a fixed text. export_llm gets the same weights in Meta's names with its model class for the
+family (`llama3_2`, `qwen2_5_0_5b`, `qwen3_0_6b`): params.json + a .pth; Llama's q/k rows un-permuted per head
+(../shared/LLM.md), the Qwens' kept (`use_hf_rope`). Per setting (float32, 8da4w group 32 + 4-bit embeddings), both
+flows build with XNNPACK from clean directories (wall time of the whole build, including etbuild's verify; export_llm
+with the KV cache, `use_sdpa_with_kv_cache`, a dynamic shape and `backend.xnnpack.extended_ops=True` in every setting,
+as ExecuTorch's XNNPACK guide builds Llama), then each `.pte` runs in ExecuTorch's `TextLLMRunner` in a fresh process
+with one thread (its XNNPACK threadpool reset to 1): a fixed prompt of --prompt tokens, --tokens new tokens, greedy;
+the runner's own prefill and decode tokens/s, the median of --rounds generations, the setting's programs alternating
+process by process (its clock counts milliseconds, so 159 decoded tokens, about 140 ms, resolve 0.7%; and one
+generation swings with the machine's load). The same setting's programs are also timed side by side in ExecuTorch's
+runtime (`llm_step.py`: the programs alternating in one process for --rounds rounds, one thread; the prompt fed to
+`forward` 20 times, then 150 one-token calls): forward's prefill and decode tokens/s from the CPU time and from the
+median wall time. Greedy ids come from `forward` in ExecuTorch's runtime, compared with Hugging Face's
+generate(do_sample=False); next-token agreement with the float HF model over a fixed 128-token sequence (teacher
+forced) for both programs, and the logits' SNR (dB) against it; the same two over a held-out sequence (another seed)
+as `heldout_agreement` / `heldout_snr_db`. `--weights` sets ours' `quantize.weights` (unset: the recipe default).
 """
 
 from __future__ import annotations
@@ -178,12 +179,12 @@ def build_export_llm(work: Path, folder: Path, setting: str, model_class: str) -
     args = [f"base.model_class={model_class}", f"base.checkpoint={folder / 'meta.pth'}",
             f"base.params={folder / 'params.json'}", "model.use_kv_cache=True", "model.use_sdpa_with_kv_cache=True",
             "model.enable_dynamic_shape=True", "model.dtype_override=fp32", "backend.xnnpack.enabled=True",
-            f"export.max_seq_length={CONTEXT}", f"export.max_context_length={CONTEXT}",
+            "backend.xnnpack.extended_ops=True", f"export.max_seq_length={CONTEXT}",
+            f"export.max_context_length={CONTEXT}",
             f"export.output_dir={out}", "export.output_name=model.pte",
             "base.metadata='{\"get_bos_id\":1,\"get_eos_ids\":[2]}'"]
     if setting == "8da4w":
-        args += ["quantization.qmode=8da4w", "quantization.group_size=32", "quantization.embedding_quantize='4,32'",
-                 "backend.xnnpack.extended_ops=True"]
+        args += ["quantization.qmode=8da4w", "quantization.group_size=32", "quantization.embedding_quantize='4,32'"]
     start = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "executorch.extension.llm.export.export_llm", *args],
                           capture_output=True, text=True, cwd=out, check=False)
@@ -308,6 +309,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/etbuild-llm-bench"))
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--markdown", type=Path, help="write the rows as a markdown table (docs/results/...)")
     parser.add_argument("--tokens", type=int, default=160, help="new tokens per runner generation")
     parser.add_argument("--prompt", type=int, default=64)
     parser.add_argument("--architectures", nargs="+", choices=list(ARCHITECTURES), default=list(ARCHITECTURES))
@@ -327,6 +329,40 @@ def main() -> None:
         rows += measure(args, architecture)
         if args.json:
             args.json.write_text(json.dumps(rows, indent=2))
+    if args.markdown:
+        args.markdown.parent.mkdir(parents=True, exist_ok=True)
+        args.markdown.write_text(render(rows, " ".join(["python", "benchmarks/llm.py", *sys.argv[1:]])))
+
+
+def render(rows: list[dict[str, Any]], command: str) -> str:
+    """The rows as a markdown page: one table of what each program measured, one of ours against export_llm's."""
+    loads = [float(row["load_average"][0]) for row in rows]
+    lines = ["# etbuild against export_llm: same weights, one run", "",
+             f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; do not edit by hand.",
+             "Both flows: KV cache, ExecuTorch's custom SDPA (export_llm's `use_sdpa_with_kv_cache`, our "
+             "`llm.attention: custom`), XNNPACK with export_llm's `extended_ops`; random weights. Runner: "
+             "ExecuTorch's TextLLMRunner, one thread, median of the rounds; forward: CPU time in ExecuTorch's "
+             f"runtime. 1-minute load average during the run: {min(loads):.2f}-{max(loads):.2f}.", "",
+             "| model | setting | flow | clean build s | .pte bytes | greedy (of 32) | agreement "
+             "| runner prefill / decode tok/s | forward prefill / decode tok/s |",
+             "|---|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        lines.append(f"| {r['architecture']} | {r['setting']} | {r['flow']} | {r['build_s']} | {r['pte_bytes']:,} "
+                     f"| {r['greedy_match']} | {r['agreement']:.4f} "
+                     f"| {r['prefill_tok_s']:,.0f} / {r['decode_tok_s']:,.0f} "
+                     f"| {r['forward_prefill_tok_s_cpu']:,.0f} / {r['forward_decode_tok_s_cpu']:,.0f} |")
+    pairs = [(a, b) for a in rows for b in rows if a["flow"] == "etbuild" and b["flow"] == "export_llm"
+             and (a["architecture"], a["setting"]) == (b["architecture"], b["setting"])]
+    if pairs:
+        lines += ["", "Ours against export_llm's (ratios of the rates; build time and bytes: ours / theirs):", "",
+                  "| model | setting | runner prefill | runner decode | forward prefill | forward decode | build time "
+                  "| .pte bytes |", "|---|---|---|---|---|---|---|---|"]
+        keys = ("prefill_tok_s", "decode_tok_s", "forward_prefill_tok_s_cpu", "forward_decode_tok_s_cpu",
+                "build_s", "pte_bytes")
+        for a, b in pairs:
+            lines.append(f"| {a['architecture']} | {a['setting']} | "
+                         + " | ".join(f"{a[k] / b[k]:.2f}x" for k in keys) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def measure(args: argparse.Namespace, architecture: str) -> list[dict[str, Any]]:

@@ -146,9 +146,9 @@ def export_llm(shape: LlamaShape, qmode: str = "fp32", cache: Path | None = None
         params, checkpoint = write_checkpoint(shape, work)
         config = export_config(shape, qmode, params, checkpoint, work / "model.pte")
         try:
-            _run_export_llm(config, work)
+            run_export_llm(config, work)
         except StageError:  # export_llm's 8da4w build fails now and then in torch.export (docs/llm.md): once more
-            _run_export_llm(config, work)
+            run_export_llm(config, work)
         if not pte.is_file():  # another process may have finished the same build first
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(work, folder)
@@ -157,7 +157,7 @@ def export_llm(shape: LlamaShape, qmode: str = "fp32", cache: Path | None = None
     return pte
 
 
-def _run_export_llm(config: dict[str, object], work: Path) -> None:
+def run_export_llm(config: dict[str, object], work: Path) -> None:
     """Run export_llm on `config` in a subprocess (cwd `work`); StageError with its last lines when it fails."""
     import yaml
 
