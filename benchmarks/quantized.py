@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import results  # benchmarks/results.py (the script's folder is on sys.path)
 import torch
 from timing import executorch_fresh_us, median_us  # benchmarks/timing.py
 from torch.utils._pytree import tree_flatten
@@ -98,6 +99,7 @@ def theirs(path: Path, row: dict[str, Any], runs: int, tmp: Path) -> None:
 
 FLOWS = ("ours", "theirs")
 SNR_SLACK_DB, LATENCY_SLACK = 0.5, 1.1
+TIER_COLUMNS = ("snr_db", "pte_bytes", "latency_us")
 
 
 @dataclass
@@ -156,6 +158,9 @@ def run_tier(args: argparse.Namespace) -> int:
     print(tier_table(rows))
     print()
     print(summary(rows))
+    if args.results:
+        results.save(args.results, [_flat(r) for r in rows], notes=[summary(rows)],
+                     title="The real-model tier quantized: ours against ExecuTorch's flow")
     return 0
 
 
@@ -301,6 +306,13 @@ def summary(rows: list[TierRow]) -> str:
             f"Mean SNR difference (ours − ExecuTorch's): {mean}.")
 
 
+def _flat(row: TierRow) -> dict[str, Any]:
+    """One results row: each measure per flow in a column of its own."""
+    measures = {f"{key} {flow}": getattr(row, key).get(flow) for key in TIER_COLUMNS for flow in FLOWS}
+    return {"name": row.name, "scheme": row.scheme, **measures, "verify": row.verify_passed,
+            "meets_bar": row.meets_bar, "errors": "; ".join(row.errors)}
+
+
 def _report(rows: list[TierRow]) -> dict[str, Any]:
     return {"rows": [{**asdict(r), "meets_bar": r.meets_bar} for r in rows], "summary": summary(rows)}
 
@@ -311,6 +323,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--build-dir", type=Path, default=ROOT / "build")
     parser.add_argument("--runs", type=int, default=30)
     parser.add_argument("--json", type=Path)
+    results.add_option(parser, "quantized")
     parser.add_argument("--tier", action="store_true", help="the real-model tier against ExecuTorch's XNNPACK flow")
     parser.add_argument("--only", help="--tier: comma-separated architecture names")
     parser.add_argument("--samples", type=int, default=16, help="--tier: held-out inputs for the SNR")
@@ -334,6 +347,9 @@ def main(argv: list[str] | None = None) -> int:
               f"{r['ours_us']:9.0f} {r['et_us']:9.0f} {r['eager_float_us']:9.0f}")
     if args.json:
         args.json.write_text(json.dumps(rows, indent=2))
+    if args.results:
+        results.save(args.results, rows, title="Quantized recipes: size and latency against ExecuTorch's own",
+                     notes=[f"median of {args.runs} calls of forward, microseconds; ExecuTorch's portable runtime"])
     return 0
 
 
