@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import results  # benchmarks/results.py (the script's folder is on sys.path)
 import torch
 from alternate import alternate  # benchmarks/alternate.py (the script's folder is on sys.path)
 from timing import median_us  # benchmarks/timing.py
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=10)
     parser.add_argument("--keep", type=Path, help="build here instead of a temporary directory")
     parser.add_argument("--json", type=Path)
+    results.add_option(parser, "real-models")
     parser.add_argument("--threads", type=int, default=1, help="torch threads for eager (default 1, as ExecuTorch's)")
     parser.add_argument("--delegation", action="store_true",
                         help="ours vs ExecuTorch's XNNPACK lowering in its runtime, fresh processes (docstring)")
@@ -200,12 +202,15 @@ def main(argv: list[str] | None = None) -> int:
         for result, pending in probed:
             if pending is not None:
                 run_in_executorch(pending, args.runs, result)
-    results = [r for r, _ in probed]
+    measured = [r for r, _ in probed]
     print(f"torch threads {torch.get_num_threads()}; latency: median of {args.runs} calls\n")
-    print(table(results))
+    print(table(measured))
     if args.json:
-        args.json.write_text(json.dumps([asdict(r) for r in results], indent=1))
-    return 0 if all(r.verifies and r.runs_in_executorch for r in results) else 1
+        args.json.write_text(json.dumps([asdict(r) for r in measured], indent=1))
+    if args.results:
+        results.save(args.results, [asdict(r) for r in measured], title="The tier against ExecuTorch's flows",
+                     notes=[f"latency: median of {args.runs} calls, µs; eager torch on {args.threads} thread"])
+    return 0 if all(r.verifies and r.runs_in_executorch for r in measured) else 1
 
 
 def delegation_row(name: str, root: Path, rounds: int, runs: int, thread_counts: list[int]) -> dict[str, Any]:
@@ -284,6 +289,18 @@ def delegation_table(rows: list[dict[str, Any]], thread_counts: list[int]) -> st
     return "\n".join(lines)
 
 
+def _delegation_cells(row: dict[str, Any], thread_counts: list[int]) -> dict[str, Any]:
+    """One results row of `--delegation`: per thread count ours, ExecuTorch's, the ratio and the load."""
+    if "error" in row:
+        return {"model": row["model"], "error": row["error"]}
+    cells: dict[str, Any] = {"model": row["model"]}
+    for t in thread_counts:
+        c = row["threads"][t]
+        cells |= {f"{t}t ours us": c["ours_us"], f"{t}t ET us": c["theirs_us"], f"{t}t ratio": c["ratio"],
+                  f"{t}t load": f"{c['load'][0]:.1f}-{c['load'][1]:.1f}"}
+    return cells | {"delegates ours / ET": f"{row['delegates']['ours']} / {row['delegates']['theirs']}"}
+
+
 def delegation_main(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         root = args.keep or Path(tmp)
@@ -299,6 +316,11 @@ def delegation_main(args: argparse.Namespace) -> int:
     print(delegation_table(rows, args.thread_counts))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
+    if args.results:
+        results.save(args.results, [_delegation_cells(r, args.thread_counts) for r in rows],
+                     title="Our XNNPACK delegation of the tier against ExecuTorch's, in ExecuTorch's runtime",
+                     notes=[f"median of {args.runs} calls in a fresh process per timing, {args.rounds} alternating "
+                            "rounds; ratio: ours / ExecuTorch's; load: 1-minute load average before and after"])
     return 0 if all("error" not in r for r in rows) else 1
 
 
