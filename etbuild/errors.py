@@ -43,6 +43,10 @@ class InvalidProgram(EtbuildError):
     exit_code = 5
 
 
+class InvalidData(InvalidProgram):
+    """A `.ptd` weights file is malformed, or does not hold what a program asks of it (a key, a dtype, a size)."""
+
+
 class InvalidBundle(InvalidProgram):
     """A bundled program (`.bpte`) is malformed or foreign: the message names the file and what is wrong."""
 

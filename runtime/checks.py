@@ -13,6 +13,7 @@ from typing import Any
 
 from etbuild.errors import InvalidProgram, KernelError
 from etbuild.runtime import features
+from etbuild.runtime.data_files import is_external
 from etbuild.runtime.format import program as fb
 
 # Kind letter (etbuild.runtime.kernel_registry.ANNOTATION_KINDS) -> the value types it admits.
@@ -84,7 +85,7 @@ def _below(value: Any, bound: int) -> bool:
 
 def _constant(v: Any) -> bool:
     """A tensor in the constant data (read-only: mapped from the file)."""
-    return isinstance(v, fb.Tensor) and v.data_buffer_idx > 0 and v.allocation_info is None
+    return isinstance(v, fb.Tensor) and (v.data_buffer_idx > 0 or is_external(v)) and v.allocation_info is None
 
 
 def _param_name(fn: Any, k: int) -> str:

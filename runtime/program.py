@@ -1,6 +1,7 @@
 """Program and Method: load a `.pte`, plan its memory, bind its kernels, run it.
 
     program = Program.load("mlp.pte")          # mmap; header, identifier, offsets checked
+    program = Program.load("mlp.pte", data=["mlp.ptd"])  # weights apart: etbuild.runtime.data_files
     forward = program.load_method("forward")   # arenas, zero-copy constants, bound steps
     outputs = forward(x)                       # copies inputs in, runs, copies outputs out
 """
@@ -19,6 +20,7 @@ import numpy as np
 from etbuild.errors import InvalidProgram, KernelError, MethodInputError
 from etbuild.runtime import control_flow, features
 from etbuild.runtime.binding import Binder
+from etbuild.runtime.data_files import DataFile, NamedData, load_data_file
 from etbuild.runtime.delegates import init_delegates, named_data, processed_blob
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, read_program, segment_bytes
@@ -35,29 +37,41 @@ MEMORY_FRACTION = 4  # by default, planned memory may take a quarter of the mach
 class Program:
     """A loaded `.pte`: its decoded flatbuffer and zero-copy access to its segments."""
 
-    def __init__(self, data: Any, source: str = "<bytes>", level_names: Mapping[str, list[str]] | None = None) -> None:
+    def __init__(self, data: Any, source: str = "<bytes>", level_names: Mapping[str, list[str]] | None = None,
+                 data_files: Sequence[DataFile] = ()) -> None:
         self.data = data
         self.source = source
         self.program, self.header = _read(data, source)
         self.level_names = dict(level_names or {})  # method -> memory level names, by memory id
-        self._named: dict[str, memoryview] | None = None  # named data, read when a delegate needs it
+        self.data_files = tuple(data_files)  # `.ptd` files the program's EXTERNAL keys are looked up in
+        self._named: NamedData | None = None  # the key lookup, made when a constant or a delegate needs it
         self._state: dict[int, np.ndarray] | None = None  # memory id -> the arena every method shares
 
     @classmethod
-    def load(cls, path: str | Path) -> Program:
-        """Memory-map and check a `.pte` file."""
+    def load(cls, path: str | Path, data: Sequence[str | Path] = ()) -> Program:
+        """Memory-map and check a `.pte` file, and the `.ptd` data files its keys are looked up in."""
+        files = [load_data_file(p) for p in data]
         path = Path(path)
         with open(path, "rb") as f:
             if path.stat().st_size == 0:
                 raise InvalidProgram(f"{path}: file is empty")
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         if features.MEMORY_LEVELS:
-            return cls(data, str(path), _level_names(path.parent / "memory.json"))
-        return cls(data, str(path))
+            return cls(data, str(path), _level_names(path.parent / "memory.json"), files)
+        return cls(data, str(path), data_files=files)
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> Program:
-        return cls(data)
+    def from_bytes(cls, data: bytes, data_files: Sequence[DataFile] = ()) -> Program:
+        return cls(data, data_files=data_files)
+
+    def named_data(self) -> NamedData:
+        """The one key lookup: the program's named data, then its data files (made once)."""
+        if self._named is None:
+            try:
+                self._named = NamedData(named_data(self.data, self.program, self.header), self.data_files)
+            except InvalidProgram as exc:
+                raise type(exc)(f"{self.source}: {exc}") from None
+        return self._named
 
     def _by_level(self, method: str, plan: fb.ExecutionPlan, buffers: Mapping[str, np.ndarray]) -> list[Any]:
         """Caller buffers keyed by level name → a list by memory id (None: allocate)."""
@@ -96,7 +110,7 @@ class Program:
         mutable = []
         if features.MUTABLE_STATE and p.mutable_data_segments:
             mutable = self._subsegments(p.mutable_data_segments[0])
-        return ConstantData(constants, mutable)
+        return ConstantData(constants, mutable, self.named_data().constant)
 
     def _subsegments(self, sub: fb.SubsegmentOffsets | None) -> list[memoryview]:
         if sub is None or not sub.offsets:
@@ -172,13 +186,10 @@ def _delegates(program: Program, plan: fb.ExecutionPlan, left: int) -> dict[int,
     A function of its own, called only under `features.DELEGATES`, so that a trimmed runtime
     without delegates ships neither it nor the backend registry.
     """
-    if program._named is None:
-        program._named = named_data(program.data, program.program, program.header)
-
     def blob(ref: fb.BackendDelegateDataReference, where: str) -> memoryview:
         return processed_blob(program.data, program.program, program.header, ref, where)
 
-    handles = init_delegates(plan, blob, program._named)
+    handles = init_delegates(plan, blob, program.named_data())
     held = sum(h.planned_bytes for h in handles.values())
     if held > left:
         raise InvalidProgram(f"its delegates hold {held} bytes of working memory, more than the {left} bytes"

@@ -15,8 +15,9 @@ from typing import Any
 
 import numpy as np
 
-from etbuild.errors import InvalidProgram
+from etbuild.errors import InvalidData, InvalidProgram
 from etbuild.runtime import features
+from etbuild.runtime.data_files import is_external
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.tensor import bounded, numpy_dtype
 
@@ -31,6 +32,8 @@ class ConstantData:
 
     constant_buffers: list[memoryview]  # by data_buffer_idx; entry 0 unused
     mutable_buffers: list[memoryview]  # by data_buffer_idx for mutable_data_segments[0]
+    # EXTERNAL tensors' bytes (tensor, byte size, where -> checked view): etbuild.runtime.data_files
+    external: Callable[[fb.Tensor, int, str], memoryview] | None = None
 
 
 def tensor_nbytes(t: fb.Tensor, where: str) -> tuple[np.dtype, int]:
@@ -85,7 +88,7 @@ def unplanned_outputs(plan: fb.ExecutionPlan) -> dict[int, int]:
     out = {}
     for i in set(plan.outputs) - set(plan.inputs):
         t = plan.values[i].val if 0 <= i < len(plan.values) else None
-        if isinstance(t, fb.Tensor) and t.allocation_info is None and t.data_buffer_idx == 0:
+        if isinstance(t, fb.Tensor) and t.allocation_info is None and t.data_buffer_idx == 0 and not is_external(t):
             out[i] = tensor_nbytes(t, f"output value {i}")[1]
     return out
 
@@ -94,7 +97,10 @@ def make_tensor(t: fb.Tensor, arenas: list[np.ndarray], consts: ConstantData, wh
     """The numpy array for one tensor value (None for a run-time supplied input; new memory when `own`)."""
     dtype, nbytes = tensor_nbytes(t, where)
     alloc = t.allocation_info
+    external = _external(t, nbytes, consts, where) if is_external(t) else None
     if alloc is None:
+        if external is not None:
+            return _shaped(np.frombuffer(external, dtype=np.uint8, count=nbytes), dtype, t, where)
         if t.data_buffer_idx == 0:
             return _shaped(np.zeros(nbytes, np.uint8), dtype, t, where) if own else None
         buf = _pick(consts.constant_buffers, t.data_buffer_idx, where, "constant buffer")
@@ -105,12 +111,21 @@ def make_tensor(t: fb.Tensor, arenas: list[np.ndarray], consts: ConstantData, wh
     offset = alloc.memory_offset_low | alloc.memory_offset_high << 32
     _check_range(arena.nbytes, offset, nbytes, where, f"planned buffer {alloc.memory_id}")
     flat = arena[offset : offset + nbytes]
-    if t.data_buffer_idx:
+    if external is not None:  # a mutable tensor's initial state, copied in (as ExecuTorch's load_data_into)
+        flat[:] = np.frombuffer(external, dtype=np.uint8, count=nbytes)
+    elif t.data_buffer_idx:
         if not features.MUTABLE_STATE:
             raise features.missing("MUTABLE_STATE", where)
         init = _pick(consts.mutable_buffers, t.data_buffer_idx, where, "mutable data")
         flat[:] = _const_bytes(init, nbytes, where, "mutable data")
     return _shaped(flat, dtype, t, where)
+
+
+def _external(t: fb.Tensor, nbytes: int, consts: ConstantData, where: str) -> memoryview:
+    if consts.external is None:
+        key = t.extra_tensor_info.fully_qualified_name if t.extra_tensor_info else None
+        raise InvalidData(f"{where}: constant {key!r} lives in a .ptd data file; load the program with data=[...]")
+    return consts.external(t, nbytes, where)
 
 
 def _pick(buffers: list[memoryview], idx: int, where: str, what: str) -> memoryview:

@@ -42,6 +42,13 @@ class DataLocation:
     SEGMENT = 1
 
 
+class TensorDataLocation:
+    """Where a constant tensor's bytes are: the program's constant segment, or a `.ptd` data file by key."""
+
+    SEGMENT = 0
+    EXTERNAL = 1
+
+
 @dataclass(slots=True)
 class ContainerMetadata:
     encoded_inp_str: str | None = None
