@@ -35,6 +35,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import results  # benchmarks/results.py (the script's folder is on sys.path)
+
 ROOT = Path(__file__).resolve().parents[1]
 OURS = ("export", "quantize", "lower", "plan", "emit", "select", "verify")
 THEIRS = ("export", "quantize", "lower", "to_executorch", "serialize")
@@ -189,6 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--noop-dir", type=Path, help="build tree for the no-op build (default: temporary)")
     parser.add_argument("--no-noop", action="store_true", help="skip the no-op build")
     parser.add_argument("--json", type=Path)
+    results.add_option(parser, "build")
     parser.add_argument("--executorch", nargs=2, type=Path, metavar=("RECIPE", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.executorch:
@@ -217,7 +220,25 @@ def main(argv: list[str] | None = None) -> int:
               f"(median {no_op['median']:.2f} s; {no_op['summary']})")
     if args.json:
         args.json.write_text(json.dumps({"load": [before, load()], "rows": rows, "noop": no_op}, indent=1))
+    if args.results:
+        results.save(args.results, [_cells(r) for r in rows], title="Clean builds against ExecuTorch's flow",
+                     columns=["name", "ours s", "ours startup s", "theirs s", "theirs startup s", "ratio",
+                              "wall ratio", "cpu ratio", "error"],
+                     extra={"geometric mean ours / theirs (stages)": geomean(ratios),
+                            "geometric mean, wall": geomean(walls), "geometric mean, cpu": geomean(cpus),
+                            "no-op build seconds": no_op and no_op["seconds"]},
+                     notes=["seconds; ratio: our stages' total over their steps' total; wall: process over process"])
     return 0
+
+
+def _cells(row: dict[str, Any]) -> dict[str, Any]:
+    """One results row: each side's total, startup and CPU seconds and the ratios (stage splits in the JSON)."""
+    ours, theirs = row["ours"], row["theirs"]
+    return {"name": row["name"], "ours s": ours["total"], "ours startup s": ours["startup"],
+            "theirs s": theirs["total"], "theirs startup s": theirs["startup"], "ratio": row["ratio"],
+            "wall ratio": row["wall_ratio"], "cpu ratio": row["cpu_ratio"],
+            "error": ours["error"] or theirs["error"] or None, "ours stages": ours["stages"],
+            "theirs steps": theirs.get("steps")}
 
 
 def _tier_names() -> list[str]:
