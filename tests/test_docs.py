@@ -1,0 +1,90 @@
+"""The docs hold together: links resolve, guides stay short and current, every recipe key is documented.
+
+Guides are `docs/*.md`; `docs/results/` is written by the benchmark scripts and `docs/log/` keeps the history of
+experiments (docs/README.md).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+MAX_GUIDE_LINES = 400
+LINK = re.compile(r"\[[^\]\n]*\]\(([^)\s]+)\)")
+DATE = re.compile(r"\b20\d\d-\d\d-\d\d\b")
+
+
+def _markdown() -> list[Path]:
+    return [ROOT / "README.md", *sorted(DOCS.rglob("*.md"))]
+
+
+def _guides() -> list[Path]:
+    return sorted(p for p in DOCS.glob("*.md") if p.name != "README.md")
+
+
+def _broken_links(path: Path, root: Path = ROOT) -> list[str]:
+    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)  # code blocks are not links
+    broken = []
+    for target in LINK.findall(text):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        file = target.split("#", 1)[0]
+        if not (path.parent / file).exists():
+            broken.append(f"{path.relative_to(root)}: {target}")
+    return broken
+
+
+def test_every_relative_link_points_to_a_file() -> None:
+    broken = [b for path in _markdown() for b in _broken_links(path)]
+    assert not broken, "links to missing files:\n" + "\n".join(broken)
+
+
+def test_links_are_found_and_checked(tmp_path: Path) -> None:
+    (tmp_path / "there.md").write_text("x")
+    page = tmp_path / "page.md"
+    page.write_text("[a](there.md#part) [b](gone.md) [c](https://x.org/y) [d](#top)\n```\n[e](nope.md)\n```\n")
+    assert _broken_links(page, tmp_path) == ["page.md: gone.md"]
+
+
+def test_every_guide_is_under_the_line_limit() -> None:
+    long = {p.name: n for p in _guides() if (n := len(p.read_text().splitlines())) >= MAX_GUIDE_LINES}
+    assert not long, (f"guides of {MAX_GUIDE_LINES} lines or more: {long}; move measurements to docs/results/ "
+                      "(written by the benchmark scripts) and the history of experiments to docs/log/")
+
+
+def test_no_guide_heading_is_a_dated_log() -> None:
+    dated = [f"{p.name}: {line}" for p in _guides() for line in p.read_text().splitlines()
+             if line.startswith("#") and DATE.search(line)]
+    assert not dated, "dated headings in guides (a measurement diary belongs in docs/log/):\n" + "\n".join(dated)
+
+
+def _schema_keys(node: dict, path: tuple[str, ...], defs: dict, seen: frozenset[str] = frozenset()) -> set[str]:
+    """Every key of the recipe schema as a dotted path, the list items' and mappings' own levels left out."""
+    if "$ref" in node:
+        name = node["$ref"].rsplit("/", 1)[-1]
+        if name in seen:
+            return set()
+        node, seen = {**defs[name], **node}, seen | {name}
+        node.pop("$ref")
+    keys: set[str] = set()
+    for name, sub in node.get("properties", {}).items():
+        keys |= {".".join((*path, name))} | _schema_keys(sub, (*path, name), defs, seen)
+    for child in ("items", "additionalProperties"):
+        if isinstance(node.get(child), dict):
+            keys |= _schema_keys(node[child], path, defs, seen)
+    for choice in ("anyOf", "oneOf", "allOf"):
+        for sub in node.get(choice, []):
+            keys |= _schema_keys(sub, path, defs, seen)
+    return keys
+
+
+def test_every_recipe_key_is_in_the_reference() -> None:
+    schema = json.loads((ROOT / "schema" / "recipe.schema.json").read_text())
+    keys = _schema_keys(schema, (), schema.get("$defs", {}))
+    reference = (DOCS / "recipes.md").read_text()
+    missing = sorted(k for k in keys if f"`{k}`" not in reference)
+    assert {"name", "model.inputs.dtype", "model.dynamic.min", "backends.options"} <= keys
+    assert not missing, f"recipe keys with no row in docs/recipes.md (add a row naming `key`): {missing}"
