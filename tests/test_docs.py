@@ -8,7 +8,11 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -88,3 +92,34 @@ def test_every_recipe_key_is_in_the_reference() -> None:
     missing = sorted(k for k in keys if f"`{k}`" not in reference)
     assert {"name", "model.inputs.dtype", "model.dynamic.min", "backends.options"} <= keys
     assert not missing, f"recipe keys with no row in docs/recipes.md (add a row naming `key`): {missing}"
+
+
+def _layout_rows() -> list[tuple[list[str], str]]:
+    """README's layout table: the folders of each row's first cell and its second cell."""
+    text = (ROOT / "README.md").read_text()
+    table = text.split("## Layout", 1)[1].split("\n\n", 2)[1]
+    rows = []
+    for line in table.splitlines()[2:]:
+        cells = [c.strip() for c in line.strip("|").split(" | ")]
+        rows.append((re.findall(r"`([^`]+/)`", cells[0]), cells[1]))
+    return rows
+
+
+def test_the_readme_layout_table_names_folders_that_exist() -> None:
+    rows = _layout_rows()
+    missing = [folder for folders, _ in rows for folder in folders if not (ROOT / folder).is_dir()]
+    assert not missing, f"README's layout table names folders that do not exist: {missing}"
+    for folders, what in rows:
+        for name in re.findall(r"`([\w./-]+(?:/|\.py|\.fbs|\.json))`", what):
+            assert any((ROOT / f / name).exists() or any((ROOT / f).rglob(name)) for f in folders), (
+                f"README's layout table: {name} is not under {', '.join(folders)}")
+
+
+def test_every_top_level_folder_is_in_the_readme_layout_table() -> None:
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout: the tracked folders are unknown")
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    folders = {line.split("/", 1)[0] + "/" for line in tracked.splitlines() if "/" in line}
+    named = {folder for folders, _ in _layout_rows() for folder in folders}
+    hidden = {f for f in folders if f.startswith(".")}
+    assert folders - hidden <= named, f"folders missing from README's layout table: {sorted(folders - hidden - named)}"
