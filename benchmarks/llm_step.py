@@ -25,6 +25,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import results  # benchmarks/results.py (the script's folder is on sys.path)
+
 
 def _cpu_seconds() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
@@ -80,6 +82,7 @@ def main() -> None:
     parser.add_argument("--prefills", type=int, default=20, help="timed feeds of the whole prompt")
     parser.add_argument("--prompt", type=int, default=64, help="prompt tokens (ids 3 ... 82, fixed)")
     parser.add_argument("--threads", type=int, default=1, help="ExecuTorch's and torch's threads (0: default)")
+    results.add_option(parser, "llm-step")
     args = parser.parse_args()
     import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (llama:: kernels)
     import executorch.kernels.quantized  # noqa: F401
@@ -90,9 +93,15 @@ def main() -> None:
         torch.set_num_threads(args.threads)
         _C._unsafe_reset_threadpool(args.threads)
     prompt = [(7 * i) % 80 + 3 for i in range(args.prompt)]
-    for _ in range(args.rounds):
+    rows = []
+    for k in range(args.rounds):
         for pte in args.ptes:
-            print(json.dumps(step_costs(pte, prompt, args.steps, args.prefills)), flush=True)
+            rows.append({"round": k + 1, **step_costs(pte, prompt, args.steps, args.prefills)})
+            print(json.dumps(rows[-1]), flush=True)
+    if args.results:
+        results.save(args.results, rows, title="Prefill and decode-step cost in ExecuTorch's runtime, side by side",
+                     notes=[f"{args.prompt}-token prompt fed {args.prefills} times; {args.steps} one-token steps; "
+                            f"threads {args.threads or 'default'}; CPU ms are user + system of all threads"])
 
 
 if __name__ == "__main__":
