@@ -29,28 +29,39 @@ def _guides() -> list[Path]:
     return sorted(p for p in DOCS.glob("*.md") if p.name != "README.md")
 
 
+def _prose(path: Path) -> str:
+    return re.sub(r"```.*?```", "", path.read_text(), flags=re.S)  # code blocks hold no links or headings
+
+
+def _anchors(path: Path) -> set[str]:
+    """The fragments of a page's headings, as GitHub makes them."""
+    headings = (line.lstrip("#").strip().lower() for line in _prose(path).splitlines() if line.startswith("#"))
+    return {re.sub(r"[^\w\- ]", "", heading).replace(" ", "-") for heading in headings}
+
+
 def _broken_links(path: Path, root: Path = ROOT) -> list[str]:
-    text = re.sub(r"```.*?```", "", path.read_text(), flags=re.S)  # code blocks are not links
     broken = []
-    for target in LINK.findall(text):
-        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+    for target in LINK.findall(_prose(path)):
+        if re.match(r"[a-z]+:", target):
             continue
-        file = target.split("#", 1)[0]
-        if not (path.parent / file).exists():
+        file, _, fragment = target.partition("#")
+        page = path.parent / file if file else path
+        if not page.exists() or (fragment and page.suffix == ".md" and fragment not in _anchors(page)):
             broken.append(f"{path.relative_to(root)}: {target}")
     return broken
 
 
-def test_every_relative_link_points_to_a_file() -> None:
+def test_every_relative_link_points_to_a_file_and_heading() -> None:
     broken = [b for path in _markdown() for b in _broken_links(path)]
     assert not broken, "links to missing files:\n" + "\n".join(broken)
 
 
 def test_links_are_found_and_checked(tmp_path: Path) -> None:
-    (tmp_path / "there.md").write_text("x")
     page = tmp_path / "page.md"
-    page.write_text("[a](there.md#part) [b](gone.md) [c](https://x.org/y) [d](#top)\n```\n[e](nope.md)\n```\n")
-    assert _broken_links(page, tmp_path) == ["page.md: gone.md"]
+    (tmp_path / "there.md").write_text("# The part's title\n")
+    page.write_text("# Top\n[a](there.md#the-parts-title) [b](gone.md) [c](https://x.org/y) [d](#top) [e](#nowhere)"
+                    " [f](there.md#other)\n```\n[g](nope.md)\n```\n")
+    assert _broken_links(page, tmp_path) == ["page.md: gone.md", "page.md: #nowhere", "page.md: there.md#other"]
 
 
 def test_every_guide_is_under_the_line_limit() -> None:
