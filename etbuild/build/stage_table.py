@@ -133,9 +133,9 @@ def allowlist_files(recipe: Recipe) -> list[Path]:
 
 
 def calibration_files(recipe: Recipe) -> list[Path]:
-    """The calibration data file and text of `quantize`, if the recipe names them."""
+    """The calibration data file and text files of `quantize`, if the recipe names them."""
     cfg = recipe.quantize.calibration if recipe.quantize else None
-    return [path for path in (cfg.data, cfg.text) if path] if cfg else []
+    return [*([cfg.data] if cfg.data else []), *cfg.text_files()] if cfg else []
 
 
 SECTION_FILES: dict[str, Callable[[Recipe], list[Path]]] = {

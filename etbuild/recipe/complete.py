@@ -111,8 +111,18 @@ def _normalize_files(data: dict[str, Any], doc: Doc) -> None:
     if calibration.get("data") is not None:
         calibration["data"] = _absolute(doc, ("quantize", "calibration", "data"), calibration["data"])
     if calibration.get("text") is not None:
-        calibration["text"] = _absolute(doc, ("quantize", "calibration", "text"), calibration["text"])
+        calibration["text"] = _text_pattern(doc, calibration["text"])
     _normalize_allow(data["operators"], doc)
+
+
+def _text_pattern(doc: Doc, written: str) -> str:
+    """`quantize.calibration.text` made absolute; it must name at least one file (a path, or a glob that matches)."""
+    path = ("quantize", "calibration", "text")
+    pattern = _absolute(doc, path, written)
+    if not CalibrationConfig(text=Path(pattern)).text_files():
+        message = f"expected a text file, or a glob matching text files; got '{written}' ({pattern}: no such file)"
+        raise located_error(doc.where(path), path, message)
+    return pattern
 
 
 def _normalize_allow(operators: dict[str, Any], doc: Doc) -> None:

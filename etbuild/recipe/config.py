@@ -8,6 +8,7 @@ these dataclasses, `FrozenMapping`s, tuples and scalars, so a Recipe is hashable
 from __future__ import annotations
 
 import copy
+import glob
 import json
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -140,7 +141,8 @@ class CalibrationConfig:
     or, when `data` is None, `samples` inputs drawn from the recipe's inputs with `seed`; and the
     `observer` that turns what they produce into activation ranges; `bias_correction` recentres each
     int8-static layer's mean output per channel on the float model's (`etbuild.quantize.bias_correction`);
-    `text` (absolute once loaded) is a language model's calibration text (`etbuild.llm.calibration`)."""
+    `text` (absolute once loaded) is a language model's calibration text (`etbuild.llm.calibration`): a file or
+    a glob of files."""
 
     data: Path | None = default("quantize", "calibration", "data")
     samples: int = default("quantize", "calibration", "samples")
@@ -148,6 +150,12 @@ class CalibrationConfig:
     observer: str = default("quantize", "calibration", "observer")
     bias_correction: bool = default("quantize", "calibration", "bias_correction")
     text: Path | None = default("quantize", "calibration", "text")
+
+    def text_files(self) -> tuple[Path, ...]:
+        """The files `text` names, sorted (a glob's matches; `**` reaches into subfolders); none without text."""
+        if self.text is None:
+            return ()
+        return tuple(sorted(Path(m) for m in glob.glob(str(self.text), recursive=True) if Path(m).is_file()))
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from etbuild.llm.architectures import unsupported
-from etbuild.recipe.checks import INT4_SCHEME, LLM_FACTORY
+from etbuild.recipe.checks import INT4_SCHEME, LLM_FACTORY, STATIC_SCHEME, override_schemes
 from etbuild.recipe.parse import Doc
 from etbuild.recipe.places import KeyPath, located_error
 
@@ -66,6 +66,7 @@ def expand_llm(doc: Doc) -> None:
     del model["llm"]
     doc.data.pop("llm", None)
     _default_weights(doc)
+    _calibration_text(doc, kwargs["path"])
 
 
 LLM_WEIGHTS = "gptq"
@@ -79,6 +80,36 @@ def _default_weights(doc: Doc) -> None:
     if isinstance(quantize, dict) and quantize.get("scheme") == INT4_SCHEME and "weights" not in quantize:
         quantize["weights"] = LLM_WEIGHTS
         doc.values[("quantize", "weights")] = doc.where(("quantize", "scheme"))
+
+
+DEFAULT_TEXT = Path(__file__).resolve().parents[1] / "llm" / "calibration_corpus.txt"
+"""What a language model with a tokenizer calibrates on when `quantize.calibration.text` is absent (null: seeded
+random ids): about 36 KB of this repository's own prose and Python (docs and source), enough for 32 sequences of 128
+tokens with a vocabulary of a few thousand or more."""
+TEXT = ("quantize", "calibration", "text")
+
+
+def _calibration_text(doc: Doc, folder: str | None) -> None:
+    """Default `quantize.calibration.text` to DEFAULT_TEXT when the model has a tokenizer.json and the quantization
+    reads its calibration (int8-static, or gptq int4 linears); a text without a tokenizer to read it is an error."""
+    quantize = doc.data.get("quantize")
+    calibration = quantize.get("calibration", {}) if isinstance(quantize, dict) else None
+    if not isinstance(calibration, dict):
+        return
+    tokenizer = folder is not None and (Path(folder) / "tokenizer.json").is_file()
+    if calibration.get("text") is not None and not tokenizer:
+        raise _error(doc, TEXT, "expected a tokenizer.json in model.llm.path to tokenize the calibration text; "
+                                "the model has none")
+    schemes = {quantize.get("scheme"), *(scheme for _, scheme in override_schemes(quantize))}
+    reads = STATIC_SCHEME in schemes or (INT4_SCHEME in schemes and quantize.get("weights") == LLM_WEIGHTS)
+    if not tokenizer or not reads or "text" in calibration or calibration.get("data") is not None:
+        return
+    where = doc.where(("quantize",))
+    if "calibration" not in quantize:
+        quantize["calibration"] = calibration
+        doc.values[TEXT[:2]] = where
+    calibration["text"] = DEFAULT_TEXT.as_posix()
+    doc.values[TEXT] = where
 
 
 def _source(doc: Doc, llm: dict[str, Any]) -> dict[str, Any]:

@@ -299,6 +299,7 @@ def test_calibration_with_int4_linears_only_for_gptq() -> None:
         "recipes/x.yaml:6:64: quantize.calibration: expected calibration only with scheme int8-static"
         " (in quantize.scheme or quantize.modules) or weights gptq; got scheme int8-dynamic-int4-weight"
     )
+    write("t.txt", "calibration text")  # the text must name a file (a missing one: test_llm_calibration)
     quantize = load_recipe(write("g.yaml", int4 % "gptq")).quantize
     assert quantize is not None and quantize.weights == "gptq" and quantize.calibration.samples == 4
     assert quantize.calibration.text == (Path("recipes") / "t.txt").resolve()
