@@ -14,8 +14,10 @@ import torch
 from torch.export import ExportedProgram
 
 from etbuild.lowering.debug_map import ValueSource
+from etbuild.lowering.external_weights import separate
 from etbuild.lowering.partition_report import PartitionReport
-from etbuild.recipe import BackendConfig, MemoryConfig
+from etbuild.recipe import BackendConfig, MemoryConfig, WeightsConfig
+from etbuild.runtime.format.ptd import write_ptd
 from etbuild.runtime.format.pte import write_program
 from etbuild.stages.emit import emit
 from etbuild.stages.lower import lower
@@ -34,21 +36,26 @@ class Compiled:
     plans: list[MethodPlan]
     debug: Mapping[str, Mapping[int, ValueSource]]
     report: PartitionReport | None = None
+    ptd: bytes | None = None  # the weights, when kept apart (`weights`)
 
 
 def compile_exported(methods: Mapping[str, ExportedProgram], memory: MemoryConfig = DEFAULT_MEMORY,
-                     backends: Sequence[BackendConfig] = ()) -> Compiled:
-    """Compile exported methods (name → ExportedProgram) into one `.pte`, delegating to `backends`."""
+                     backends: Sequence[BackendConfig] = (), weights: WeightsConfig | None = None) -> Compiled:
+    """Compile exported methods (name → ExportedProgram) into one `.pte`, delegating to `backends`; with
+    `weights`, the weights it selects go to `.ptd` bytes instead (etbuild.lowering.external_weights)."""
     lowered = lower(methods, backends=backends)
     plans = [m.plan for m in plan_program(lowered.program, memory)[0]]
-    return Compiled(write_program(emit(lowered.program, plans), list(lowered.segments)), plans, lowered.debug,
-                    lowered.report)
+    program, segments, ptd = emit(lowered.program, plans), list(lowered.segments), None
+    if weights is not None:
+        separated = separate(program, segments, lowered.names, weights.only)
+        program, segments, ptd = separated.program, separated.segments, write_ptd(separated.entries)
+    return Compiled(write_program(program, segments), plans, lowered.debug, lowered.report, ptd)
 
 
 def compile_module(
     module: torch.nn.Module, inputs: tuple[Any, ...], memory: MemoryConfig = DEFAULT_MEMORY,
-    dynamic_shapes: Any = None, backends: Sequence[BackendConfig] = (),
+    dynamic_shapes: Any = None, backends: Sequence[BackendConfig] = (), weights: WeightsConfig | None = None,
 ) -> Compiled:
-    """Compile `module(*inputs)` into `.pte` bytes with one method, `forward`."""
+    """Compile `module(*inputs)` into `.pte` bytes with one method, `forward` (its weights apart with `weights`)."""
     exported = torch.export.export(module.eval(), inputs, dynamic_shapes=dynamic_shapes, strict=False)
-    return compile_exported({"forward": exported}, memory, backends)
+    return compile_exported({"forward": exported}, memory, backends, weights)

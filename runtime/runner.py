@@ -18,6 +18,7 @@ import argparse
 import re
 import sys
 import zipfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -92,10 +93,11 @@ def _call(method: Method, inputs: list[Any]) -> list[Any]:
 
 
 def run_calls(
-    pte: Path, inputs: Path, out: Path, method: str = "forward", calls: int = 1, max_planned_bytes: int | None = None
+    pte: Path, inputs: Path, out: Path, method: str = "forward", calls: int = 1, max_planned_bytes: int | None = None,
+    data: Sequence[Path] = (),
 ) -> None:
-    """Load once, call `calls` times on the same inputs, write the outputs."""
-    m = Program.load(pte).load_method(method, max_planned_bytes=max_planned_bytes)
+    """Load once (with the `.ptd` data files `data`), call `calls` times on the same inputs, write the outputs."""
+    m = Program.load(pte, data).load_method(method, max_planned_bytes=max_planned_bytes)
     args = call_inputs(inputs)
     results: dict[str, Any] = {}
     for c in range(calls):
@@ -105,9 +107,9 @@ def run_calls(
     _save(out, results)
 
 
-def run_samples(pte: Path, inputs: Path, out: Path, method: str = "forward") -> None:
-    """Run each sample `s<j>_in*` through one loaded method, in order."""
-    m = Program.load(pte).load_method(method)
+def run_samples(pte: Path, inputs: Path, out: Path, method: str = "forward", data: Sequence[Path] = ()) -> None:
+    """Run each sample `s<j>_in*` through one loaded method (with the data files `data`), in order."""
+    m = Program.load(pte, data).load_method(method)
     results: dict[str, Any] = {}
     arrays = load_inputs(inputs)
     count = len({int(m_.group(1)) for k in arrays if (m_ := _KEY.match(k)) and m_.group(1)})
@@ -125,12 +127,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path)
     parser.add_argument("--method", default="forward")
     parser.add_argument("--calls", type=int, default=1)
+    parser.add_argument("--data", type=Path, action="append", default=[], help="a .ptd data file (repeatable)")
     args = parser.parse_args(argv)
     try:
         if args.mode == "calls":
-            run_calls(args.pte, args.inputs, args.out, args.method, args.calls)
+            run_calls(args.pte, args.inputs, args.out, args.method, args.calls, data=args.data)
         else:
-            run_samples(args.pte, args.inputs, args.out, args.method)
+            run_samples(args.pte, args.inputs, args.out, args.method, args.data)
     except EtbuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code

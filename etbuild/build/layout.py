@@ -84,6 +84,16 @@ class Artifacts:
         return self.root / f"{self.name}.pte"
 
     @property
+    def constant_names(self) -> Path:
+        """The key of each constant of the lowered program (etbuild.lowering.constant_names), for emit."""
+        return self.root / "lowered.constants.json"
+
+    def data_files(self, recipe: Recipe) -> list[Path]:
+        """The `.ptd` emit writes beside the `.pte` when the recipe keeps its weights apart (`emit.weights`)."""
+        weights = recipe.emit.weights
+        return [self.root / f"{weights.file}.ptd"] if weights else []
+
+    @property
     def select(self) -> list[Path]:
         return [self.root / "select.json", self.root / "selected_operators.yaml", self.runtime_zip]
 

@@ -154,6 +154,17 @@ def llm_emit(recipe: Recipe) -> tuple[Any, ...]:
     return constant_methods(kwargs), tokenizer_file(kwargs)
 
 
+def emit_sections(recipe: Recipe) -> tuple[str, ...]:
+    """What emit reads: `emit`, and a language model's `model` (its constant methods and tokenizer)."""
+    return ("model", "emit") if is_llm(recipe) else ("emit",)
+
+
+def emit_args(recipe: Recipe, a: Artifacts) -> tuple[Any, ...]:
+    """Emit's arguments after lowered, plan and pte: a language model's constant methods and tokenizer (None,
+    None for other models), the constants' keys and `emit.weights` (None: the weights stay in the `.pte`)."""
+    return (*(llm_emit(recipe) or (None, None)), a.constant_names, recipe.emit.weights)
+
+
 def llm_outputs(recipe: Recipe, a: Artifacts) -> list[Path]:
     """tokenizer.json beside the `.pte` when a language model's folder has one."""
     if not is_llm(recipe):
@@ -188,16 +199,16 @@ def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) ->
         call("export", (recipe, a.exports), (), exports, ("model",)),
         call("quantize", (recipe, a.exports, a.quantized, a.layers), exports,
              [*a.quantized.values(), a.layers], quantize_sections(recipe)),
-        call("lower", (methods, a.lowered, a.debug_map, a.dump_dir, dump_after, recipe.backends),
-             tuple(methods.values()), [a.lowered, a.debug_map, a.etrecord, *a.method_etrecords, *a.partition(recipe)],
-             ("backends",), dumps),
+        call("lower", (methods, a.lowered, a.debug_map, a.dump_dir, dump_after, recipe.backends, a.constant_names),
+             tuple(methods.values()), [a.lowered, a.debug_map, a.constant_names, a.etrecord, *a.method_etrecords,
+                                       *a.partition(recipe)], ("backends",), dumps),
         call("plan", (a.lowered, recipe.memory, a.root), [a.lowered], a.memory, ("memory",)),
-        call("emit", (a.lowered, a.plan, a.pte, *llm_emit(recipe)), [a.lowered, a.plan],
-             [a.pte, *llm_outputs(recipe, a)], ("model",) if is_llm(recipe) else ()),
+        call("emit", (a.lowered, a.plan, a.pte, *emit_args(recipe, a)), [a.lowered, a.plan, a.constant_names],
+              [a.pte, *a.data_files(recipe), *llm_outputs(recipe, a)], emit_sections(recipe)),
         call("select", (recipe, a.pte, a.lowered, a.root), [a.pte, a.lowered],
              [*a.select, a.runtime_package], ("operators",)),
         call("verify", (recipe, a.pte, a.runtime_zip, a.verify, methods, a.debug_map, *q_args),
-             [a.pte, a.runtime_zip, *methods.values(), a.debug_map, *q_reads],
+             [a.pte, *a.data_files(recipe), a.runtime_zip, *methods.values(), a.debug_map, *q_reads],
              [a.verify, *q_args[2:], *([a.bpte] if recipe.verify.bundle else [])],
              ("model", "quantize", "verify")),
     ]

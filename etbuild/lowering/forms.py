@@ -73,13 +73,14 @@ class GraphProgram:
 @dataclass(frozen=True)
 class LoweredProgram:
     """An unplanned program, its segment payloads (constants, mutable state, delegate blobs,
-    named data), its debug map (method -> value index -> ValueSource; not part of the program)
-    and what the partition step reported."""
+    named data), its debug map (method -> value index -> ValueSource; not part of the program),
+    what the partition step reported, and the key of each constant (etbuild.lowering.constant_names)."""
 
     program: fb.Program
     segments: tuple[bytes, ...]
     debug: Mapping[str, Mapping[int, Any]] = field(default_factory=dict)
     report: PartitionReport | None = None
+    names: Mapping[str, Mapping[int, str]] = field(default_factory=dict)  # method -> constant value -> key
 
     def to_bytes(self) -> bytes:
         """The program file: ExecuTorch's format, without a memory plan."""

@@ -26,6 +26,7 @@ from torch.fx import Graph, Node
 
 from etbuild.errors import StageError
 from etbuild.lowering.builder import ConstantPool, DelegateData, PlanBuilder
+from etbuild.lowering.constant_names import constant_key
 from etbuild.lowering.debug_map import value_sources
 from etbuild.lowering.dtypes import scalar_type, tensor_bytes
 from etbuild.lowering.forms import GraphMethod, GraphProgram, LoweredProgram
@@ -45,12 +46,13 @@ def to_program(graph: GraphProgram) -> LoweredProgram:
     """Every method converted, with the segments they share: constants, mutable state, then
     each delegate's blob and the named data the delegates keep their weights in."""
     pool, mutable, delegated = ConstantPool(), ConstantPool(), DelegateData()
-    plans, debug = [], {}
+    plans, debug, names = [], {}, {}
     for method in graph.methods:
         with in_method(method.name):
             converter = GraphConverter(method, pool, mutable, delegated)
             plans.append(converter.convert())
             debug[method.name] = value_sources(method.exported.graph, converter.env)
+            names[method.name] = converter.names
     data, offsets = pool.segment()
     program = fb.Program(
         version=0, execution_plan=plans, constant_segment=fb.SubsegmentOffsets(segment_index=0, offsets=offsets)
@@ -61,7 +63,7 @@ def to_program(graph: GraphProgram) -> LoweredProgram:
         program.mutable_data_segments = [fb.SubsegmentOffsets(segment_index=1, offsets=state_offsets)]
         segments.append(state)
     segments += delegated.place(program, len(segments))
-    return LoweredProgram(program, tuple(segments), debug, graph.report)
+    return LoweredProgram(program, tuple(segments), debug, graph.report, names)
 
 
 class GraphConverter:
@@ -75,6 +77,7 @@ class GraphConverter:
         self.mutable_pool = mutable_pool
         self.delegated = delegated
         self.env: dict[Node, Any] = {}
+        self.names: dict[int, str] = {}  # constant value -> its key (etbuild.lowering.constant_names)
 
     def convert(self) -> fb.ExecutionPlan:
         sig = self.ep.graph_signature
@@ -149,7 +152,9 @@ class GraphConverter:
             if node not in self.consts:
                 raise StageError(f"node {node.name} is used before it is defined")
             t = self.consts[node].contiguous()
-            self.env[node] = self.b.tensor(scalar_type(t.dtype), list(t.shape), data=tensor_bytes(t))
+            data = tensor_bytes(t)
+            self.env[node] = self.b.tensor(scalar_type(t.dtype), list(t.shape), data=data)
+            self.names[self.env[node]] = constant_key(self.ep, node, t, data)
         value = self.env[node]
         if isinstance(value, list):
             raise StageError(f"node {node.name} has several results; expected one value")

@@ -30,6 +30,7 @@ from etbuild.recipe.config import (
     BackendConfig,
     CalibrationConfig,
     DimRange,
+    EmitConfig,
     FrozenMapping,
     InputSpec,
     LevelConfig,
@@ -42,6 +43,7 @@ from etbuild.recipe.config import (
     Recipe,
     RuleConfig,
     VerifyConfig,
+    WeightsConfig,
 )
 from etbuild.recipe.extends import load_chain
 from etbuild.recipe.llm import expand_llm
@@ -54,6 +56,7 @@ __all__ = [
     "BackendConfig",
     "CalibrationConfig",
     "DimRange",
+    "EmitConfig",
     "FrozenMapping",
     "InputSpec",
     "KeyPath",
@@ -68,6 +71,7 @@ __all__ = [
     "Recipe",
     "RuleConfig",
     "VerifyConfig",
+    "WeightsConfig",
     "discover_recipes",
     "format_key_path",
     "load_recipe",

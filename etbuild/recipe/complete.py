@@ -22,6 +22,7 @@ from etbuild.recipe.config import (
     BackendConfig,
     CalibrationConfig,
     DimRange,
+    EmitConfig,
     FrozenMapping,
     InputSpec,
     LevelConfig,
@@ -34,6 +35,7 @@ from etbuild.recipe.config import (
     Recipe,
     RuleConfig,
     VerifyConfig,
+    WeightsConfig,
     resolve,
 )
 from etbuild.recipe.parse import Doc
@@ -195,7 +197,19 @@ def _build(path: Path, doc: Doc, data: dict[str, Any]) -> Recipe:
         sources=tuple(doc.files.values()),
         locations=MappingProxyType({**doc.values, **doc.keys}),
         _data=MappingProxyType(data),
+        emit=_emit(data["name"], data["emit"]),
     )
+
+
+def _emit(name: str, emit: dict[str, Any]) -> EmitConfig:
+    """`emit.weights`: inside → None; external → `<recipe>.ptd` with every key; a mapping → its file and globs."""
+    weights = emit["weights"]
+    if weights == "inside":
+        return EmitConfig()
+    if weights == "external":
+        return EmitConfig(WeightsConfig(name))
+    only = weights.get("only")
+    return EmitConfig(WeightsConfig(weights["file"], None if only is None else tuple(only)))
 
 
 def _model(model: dict[str, Any]) -> ModelConfig:

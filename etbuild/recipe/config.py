@@ -269,6 +269,21 @@ class VerifyConfig:
     bundle: bool = default("verify", "bundle")  # also write `<recipe>.bpte` (etbuild.verify.bundle)
 
 
+@dataclass(frozen=True)
+class WeightsConfig:
+    """Weights kept apart from the program: `<file>.ptd`, holding the keys `only` matches (all when None)."""
+
+    file: str
+    only: tuple[str, ...] | None = None
+
+
+@dataclass(frozen=True)
+class EmitConfig:
+    """How the program is written: `weights` None keeps them inside the `.pte`."""
+
+    weights: WeightsConfig | None = None
+
+
 # ---------------------------------------------------------------------------- the recipe
 
 
@@ -290,6 +305,7 @@ class Recipe:
     sources: tuple[Path, ...]
     locations: Mapping[KeyPath, Location] = field(repr=False, compare=False)
     _data: Mapping[str, Any] = field(repr=False, compare=False)
+    emit: EmitConfig = field(default_factory=EmitConfig)
 
     def section(self, key: str) -> Any:
         """A top-level section as plain JSON-able data (a fresh copy, keys sorted)."""

@@ -5,7 +5,9 @@ planned tensor and `non_const_buffer_sizes`, without per-instruction stack trace
 program that calls an operator with no kernel in our runtime is a build error here, so a
 `.pte` never fails at load for want of a kernel. A language model's constant methods (no
 inputs, no instructions, outputs that are values of the plan: what ExecuTorch's emitter writes
-for them) are added here, and its tokenizer.json is copied beside the `.pte`.
+for them) are added here, and its tokenizer.json is copied beside the `.pte`. With `emit.weights`
+external, the constants (by the keys in `lowered.constants.json`) and the delegates' named data
+go to `<file>.ptd` beside the `.pte` (etbuild.lowering.external_weights).
 """
 
 from __future__ import annotations
@@ -18,7 +20,10 @@ from typing import Any
 
 from etbuild.errors import StageError
 from etbuild.fsutil import write_bytes
+from etbuild.lowering.external_weights import separate
+from etbuild.recipe import WeightsConfig
 from etbuild.runtime.format import program as fb
+from etbuild.runtime.format.ptd import write_ptd
 from etbuild.runtime.format.pte import read_program, segment_bytes, write_program
 from etbuild.runtime.kernel_registry import canonical_name, load_all
 from etbuild.stages.plan import MethodPlan
@@ -77,9 +82,10 @@ def constant_plan(name: str, values: Sequence[int | bool]) -> fb.ExecutionPlan:
 
 
 def run_emit(lowered: Path, plan_json: Path, out: Path, constants: Mapping[str, Sequence[int | bool]] | None = None,
-             tokenizer: Path | None = None) -> None:
+             tokenizer: Path | None = None, names: Path | None = None, weights: WeightsConfig | None = None) -> None:
     """Write the final `.pte` from `lowered.unplanned` and `plan.json`, with the constant methods
-    `constants` (name → values), and `tokenizer` copied beside it as tokenizer.json."""
+    `constants` (name → values), and `tokenizer` copied beside it as tokenizer.json; with
+    `weights`, the constants `names` (lowered.constants.json) lists go to `<weights.file>.ptd`."""
     data = lowered.read_bytes()
     program, header = read_program(data)
     segments = [bytes(segment_bytes(data, program, header, i)) for i in range(len(program.segments))]
@@ -88,6 +94,11 @@ def run_emit(lowered: Path, plan_json: Path, out: Path, constants: Mapping[str, 
     program = emit(program, plans)
     program.execution_plan.extend(constant_plan(name, values) for name, values in (constants or {}).items())
     program.execution_plan.sort(key=lambda plan: plan.name or "")
+    if weights is not None and names is not None:
+        keys = {m: {int(i): k for i, k in values.items()} for m, values in json.loads(names.read_text()).items()}
+        separated = separate(program, segments, keys, weights.only)
+        program, segments = separated.program, separated.segments
+        write_bytes(out.parent / f"{weights.file}.ptd", write_ptd(separated.entries))
     write_bytes(out, write_program(program, segments))
     if tokenizer is not None:
         write_bytes(out.parent / "tokenizer.json", tokenizer.read_bytes())

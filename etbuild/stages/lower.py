@@ -102,10 +102,11 @@ def dump_files(dump_dir: Path, steps: Iterable[str]) -> dict[str, Path]:
 
 def run_lower(
     export_paths: Mapping[str, Path], out: Path, debug: Path, dump_dir: Path, dump_after: Iterable[str] = (),
-    backends: Sequence[BackendConfig] = (),
+    backends: Sequence[BackendConfig] = (), names: Path | None = None,
 ) -> None:
     """Load each method's `.pt2`, lower them together and write `lowered.unplanned`, its debug
-    map, `etrecord.bin` (etbuild.devtools.etrecord) and, with backends, `partition.json` and
+    map, the constants' keys (`names`, lowered.constants.json, etbuild.lowering.constant_names),
+    `etrecord.bin` (etbuild.devtools.etrecord) and, with backends, `partition.json` and
     `partition.svg` beside it.
 
     `dump_dir` is emptied first, so every dump in it comes from the latest lowering; the form
@@ -132,6 +133,8 @@ def run_lower(
         write_partition_report(lowered.report, out.parent)
     write_bytes(out, lowered.to_bytes())
     write_json(debug, to_json(lowered.debug))
+    if names is not None:
+        write_json(names, {m: {str(i): k for i, k in keys.items()} for m, keys in lowered.names.items()})
     records = record.records(lowered)
     write_etrecord(etrecord_path(out.parent), records)
     write_method_etrecords(out.parent, records)

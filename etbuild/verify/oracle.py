@@ -10,7 +10,7 @@ import importlib.util
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from etbuild.errors import VerificationError
+from etbuild.errors import UsageError, VerificationError
 from etbuild.model import build_model, dynamic_shapes, example_inputs
 from etbuild.recipe import Recipe
 from etbuild.stages.export import traceable
@@ -218,12 +218,16 @@ def executorch_installed() -> bool:
     return importlib.util.find_spec("executorch") is not None
 
 
-def run_samples_in_executorch(pte: Path, inputs_npz: Path, out_npz: Path, method: str = "forward") -> None:
+def run_samples_in_executorch(pte: Path, inputs_npz: Path, out_npz: Path, method: str = "forward",
+                              data: Sequence[Path] = ()) -> None:
     """Run each sample of inputs_npz (`s<j>_in<k>`) through ExecuTorch's runtime into out_npz
     (`s<j>_out<k>`), one loaded method for all samples, in a subprocess (`etbuild.verify.oracle_samples`):
     loading ExecuTorch's runtime library into this process would slow torch here for the rest
-    of the build."""
-    argv = [sys.executable, "-m", "etbuild.verify.oracle_samples", str(pte), str(inputs_npz), str(out_npz), method]
+    of the build. `data`: at most one `.ptd` (what ExecuTorch 1.5.1 loads from Python)."""
+    if len(data) > 1:
+        raise UsageError(f"{pte}: ExecuTorch's Python runtime loads one data file, not {len(data)}")
+    argv = [sys.executable, "-m", "etbuild.verify.oracle_samples", str(pte), str(inputs_npz), str(out_npz), method,
+            *map(str, data)]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False)
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-6:])

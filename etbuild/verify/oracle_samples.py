@@ -1,7 +1,7 @@
 """Runs a program's samples in ExecuTorch's runtime, in the subprocess that
 `etbuild.verify.oracle.run_samples_in_executorch` starts.
 
-    python -m etbuild.verify.oracle_samples PTE IN.npz OUT.npz METHOD
+    python -m etbuild.verify.oracle_samples PTE IN.npz OUT.npz METHOD [PTD]
 
 It imports only numpy, torch and the pybindings' extension module, which
 `executorch.extension.pybindings.portable_lib` re-exports after importing all of
@@ -19,8 +19,9 @@ import numpy as np
 import torch
 
 
-def run_samples(pte: str, inputs_npz: str, out_npz: str, method: str) -> None:
-    """Each sample's outputs, in order on one loaded method."""
+def run_samples(pte: str, inputs_npz: str, out_npz: str, method: str, ptd: str | None = None) -> None:
+    """Each sample's outputs, in order on one loaded method (with the `.ptd` data file `ptd`: ExecuTorch 1.5.1
+    takes one from Python)."""
     from executorch.extension.pybindings import _C
 
     data = Path(pte).read_bytes()  # ExecuTorch's program reads these bytes, not a copy: keep them alive
@@ -28,7 +29,8 @@ def run_samples(pte: str, inputs_npz: str, out_npz: str, method: str) -> None:
         import executorch.kernels.quantized  # noqa: F401  (registers quantized_decomposed's kernels)
     if calls_namespace(data, "llama::"):
         import executorch.extension.llm.custom_ops.custom_ops  # noqa: F401  (registers the llama:: kernels)
-    loaded = _C._load_for_executorch_from_buffer(data)
+    weights = Path(ptd).read_bytes() if ptd else None  # kept alive beside the program's bytes
+    loaded = _C._load_for_executorch_from_buffer(data, *([weights] if weights else []))
     with np.load(inputs_npz) as npz:
         arity = len([k for k in npz.files if k.startswith("s0_in")])
         count = len(npz.files) // arity if arity else 0
@@ -56,6 +58,6 @@ def calls_namespace(data: bytes, prefix: str) -> bool:
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 5:
-        sys.exit("usage: python -m etbuild.verify.oracle_samples PTE IN.npz OUT.npz METHOD")
-    run_samples(*sys.argv[1:5])
+    if len(sys.argv) not in (5, 6):
+        sys.exit("usage: python -m etbuild.verify.oracle_samples PTE IN.npz OUT.npz METHOD [PTD]")
+    run_samples(*sys.argv[1:])

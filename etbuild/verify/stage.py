@@ -25,9 +25,10 @@ holds the same per-output report, or why it was skipped.
 
 from __future__ import annotations
 
+import functools
 import json
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -42,6 +43,7 @@ from etbuild.model import build_model, call_method, sample_inputs
 from etbuild.quantize import checks
 from etbuild.recipe import Recipe
 from etbuild.recipe.llm import is_llm
+from etbuild.runtime.data_files import load_data_file
 from etbuild.runtime.format.pte import read_program
 from etbuild.stages.export import export_method
 from etbuild.verify import oracle_fork
@@ -60,11 +62,11 @@ Outputs = list[list[np.ndarray]]
 """Per sample, the outputs of one method (flattened), in order."""
 
 
-def trimmed_runner(runtime: Path) -> Runner:
-    """The trimmed runtime at `runtime`, in an isolated subprocess."""
+def trimmed_runner(runtime: Path, data: Sequence[Path] = ()) -> Runner:
+    """The trimmed runtime at `runtime`, in an isolated subprocess, loading the `.ptd` data files `data`."""
     def run(pte: Path, ins: Path, outs: Path, method: str) -> None:
         try:
-            run_trimmed(runtime, pte, ins, outs, method)
+            run_trimmed(runtime, pte, ins, outs, method, data)
         except EtbuildError as exc:
             raise VerificationError(f"{pte} failed in its trimmed runtime: {exc}") from None
     return run
@@ -152,22 +154,24 @@ def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Pat
     one, whose converted methods `quantized` names, also with its converted model); a program
     with delegates, or quantized, also in ExecuTorch's runtime (`executorch`), when the oracle is installed."""
     samples = {m.name: verify_samples(recipe, m.name) for m in recipe.model.methods}
-    in_executorch = bool(quantized) or has_delegates(pte)
+    data = data_files(recipe, pte)
+    in_executorch = bool(quantized) or has_delegates(pte) or bool(data)
+    theirs_run = functools.partial(run_samples_in_executorch, data=data)
     # The trimmed runtime runs in a subprocess while eager torch runs here, once for both runtimes;
     # ExecuTorch's runs first (in forks of this process, before any other thread starts) or beside
     # ours in subprocesses. Each result is awaited, and its error raised, where it is compared.
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="etbuild-verify") as pool:
-        theirs = _executorch_runs(pool, pte, samples) if in_executorch and executorch_installed() else None
-        ours = _started(pool, trimmed_runner(runtime), pte, samples)
+        theirs = _executorch_runs(pool, pte, samples, data) if in_executorch and executorch_installed() else None
+        ours = _started(pool, trimmed_runner(runtime, data), pte, samples)
         eager = {name: (s, eager_run(recipe, name, s)) for name, s in samples.items()}
         report = _report(recipe, pte, quantized, eager, ours)
         if in_executorch:
             report["executorch"] = _in_executorch(recipe, pte, quantized, eager, theirs)
             report["passed"] = report["passed"] and report["executorch"].get("passed", True)
     if is_llm(recipe):
-        report["llm"] = llm_check(recipe, pte, trimmed_runner(runtime), run_samples)
+        report["llm"] = llm_check(recipe, pte, trimmed_runner(runtime, data), run_samples)
         if executorch_installed():
-            report["llm"]["executorch"] = llm_check(recipe, pte, run_samples_in_executorch, run_samples)
+            report["llm"]["executorch"] = llm_check(recipe, pte, theirs_run, run_samples)
         report["passed"] = report["passed"] and report["llm"]["passed"] and report["llm"].get(
             "executorch", {}).get("passed", True)
     return report
@@ -182,11 +186,12 @@ def _started(pool: ThreadPoolExecutor, run: Runner, pte: Path, samples: Mapping[
     return {name: pool.submit(run_samples, run, pte, s, name) for name, s in samples.items()}
 
 
-def _executorch_runs(pool: ThreadPoolExecutor, pte: Path, samples: Mapping[str, list[tuple[Any, ...]]]) -> Runs:
+def _executorch_runs(pool: ThreadPoolExecutor, pte: Path, samples: Mapping[str, list[tuple[Any, ...]]],
+                     data: Sequence[Path] = ()) -> Runs:
     """ExecuTorch's runs of every method: now, in forks of this process (`oracle_fork`; while the pool
-    has started no thread), or on the pool in subprocesses of their own."""
-    if not oracle_fork.usable(pte):
-        return _started(pool, run_samples_in_executorch, pte, samples)
+    has started no thread), or on the pool in subprocesses of their own (always, with data files)."""
+    if data or not oracle_fork.usable(pte):
+        return _started(pool, functools.partial(run_samples_in_executorch, data=data), pte, samples)
     runs: dict[str, Future[Outputs]] = {}
     for name, s in samples.items():
         runs[name] = Future()
@@ -245,6 +250,14 @@ def _in_executorch(recipe: Recipe, pte: Path, quantized: Mapping[str, Path] | No
     results = _results(recipe, pte, quantized, eager, runs, intermediates=False)
     methods = {name: r["outputs"] for name, (r, _) in results.items()}
     return {"methods": methods, "passed": _passed(methods)}
+
+
+def data_files(recipe: Recipe, pte: Path) -> list[Path]:
+    """The `.ptd` emit wrote beside the `.pte` when the recipe keeps its weights apart (`emit.weights`), unless
+    it holds no key (a program without constants): ExecuTorch's runtime refuses an empty data file."""
+    weights = recipe.emit.weights
+    path = pte.parent / f"{weights.file}.ptd" if weights else None
+    return [path] if path is not None and load_data_file(path).entries else []
 
 
 def has_delegates(pte: Path) -> bool:

@@ -90,7 +90,8 @@ def run_isolated(
 
 
 def run_trimmed(
-    runtime_dir: str | Path, pte: str | Path, inputs_npz: str | Path, out_npz: str | Path, method: str = "forward"
+    runtime_dir: str | Path, pte: str | Path, inputs_npz: str | Path, out_npz: str | Path, method: str = "forward",
+    data: Sequence[Path] = (),
 ) -> None:
     """Run each sample of inputs_npz (`s<j>_in<k>`) through the trimmed runtime into out_npz.
 
@@ -99,6 +100,7 @@ def run_trimmed(
     kernel in this runtime`), InternalError for a crash.
     """
     argv: list[str | Path] = ["samples", pte, inputs_npz, out_npz, "--method", method]
+    argv += [arg for path in data for arg in ("--data", path)]
     proc = run_isolated(runtime_dir, code=runner_source(), argv=argv)
     if proc.returncode != 0:
         raise _error(proc, f"the trimmed runtime {runtime_dir}")

@@ -145,6 +145,7 @@ def write_ptd(named: Mapping[str, tuple[bytes, ft.TensorLayout | None]], alignme
     root = struct.unpack_from("<I", flat, 0)[0] + INSERTED_LENGTH
     head = struct.pack("<I", root) + flat[4:8] + header + bytes(INSERTED_LENGTH - len(header))
     out = bytearray(head + flat[8:])
+    out += bytes(base - len(out))
     for blob, offset in zip(blobs, offsets):
         out += bytes(base + offset - len(out))
         out += blob
