@@ -33,6 +33,10 @@ def _is_count(v: Any) -> bool:
     return isinstance(v, int) and not isinstance(v, bool) and v >= 1
 
 
+def _is_name(v: Any) -> bool:
+    return isinstance(v, str) and bool(v) and not any(c.isspace() for c in v)
+
+
 def _is_globs(v: Any) -> bool:
     return isinstance(v, (list, tuple)) and all(isinstance(s, str) and s for s in v)
 
@@ -42,6 +46,7 @@ KINDS: dict[str, tuple[Callable[[Any], bool], str, Callable[[Any], Any]]] = {
     "bool": (_is_bool, "true or false", bool),
     "count": (_is_count, "an integer >= 1", int),
     "globs": (_is_globs, "a list of non-empty glob strings", tuple),
+    "name": (_is_name, "a non-empty name without spaces", str),
 }
 
 

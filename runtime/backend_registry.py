@@ -40,6 +40,18 @@ BACKENDS: dict[str, Backend] = {
         options="etbuild.backends.xnnpack.options",
         schemas=("xnnpack.fbs",),
     ),
+    "ethos-u": Backend(
+        id="EthosUBackend",
+        runtime="etbuild.backends.ethos_u.runtime",
+        aot="etbuild.backends.ethos_u.aot",
+        options="etbuild.backends.ethos_u.options",
+    ),
+    "tosa": Backend(
+        id="TOSABackend",
+        runtime="etbuild.backends.tosa.runtime",
+        aot="etbuild.backends.tosa.aot",
+        options="etbuild.backends.tosa.options",
+    ),
 }
 
 

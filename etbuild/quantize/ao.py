@@ -35,6 +35,7 @@ from torchao.quantization.pt2e.observer import (  # noqa: E402
 )
 from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_pt2e  # noqa: E402
 from torchao.quantization.pt2e.quantizer import (  # noqa: E402
+    DerivedQuantizationSpec,
     QuantizationAnnotation,
     QuantizationSpec,
     QuantizationSpecBase,
@@ -47,6 +48,7 @@ ANNOTATION = "quantization_annotation"
 
 __all__ = [
     "ANNOTATION",
+    "DerivedQuantizationSpec",
     "HistogramObserver",
     "MinMaxObserver",
     "PerChannelMinMaxObserver",

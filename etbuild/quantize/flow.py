@@ -25,7 +25,7 @@ from etbuild.quantize import bias_correction, gptq, weights
 from etbuild.quantize.ao import convert_pt2e, prepare_pt2e
 from etbuild.quantize.modules import SchemeMap
 from etbuild.quantize.quantizer import Choices, EtbuildQuantizer
-from etbuild.quantize.schemes import DYNAMIC, FLOAT, INT4, STATIC
+from etbuild.quantize.schemes import DEFAULT_MODE, DYNAMIC, FLOAT, INT4, MODES, STATIC, Mode
 
 EMBEDDING_BITS = {"int8": 8, "int4": 4}
 ROUNDED, GPTQ = "rounded", "gptq"
@@ -38,7 +38,8 @@ HESSIANS = "etbuild_gptq_hessians"
 @dataclass(frozen=True)
 class Plan:
     """What to quantize: schemes per node, weights per channel or not, int4 group size, embedding
-    tables (None, `int8`, `int4`), and what the accuracy search chose per node (`choices`)."""
+    tables (None, `int8`, `int4`), what the accuracy search chose per node (`choices`), and the
+    quantizer mode the recipe's backends ask for (`mode`: int32 biases for an NPU)."""
 
     schemes: SchemeMap
     per_channel: bool = True
@@ -47,6 +48,7 @@ class Plan:
     choices: Choices = field(default_factory=Choices)
     bias_correction: bool = False
     weights: str = ROUNDED
+    mode: Mode = MODES[DEFAULT_MODE]
 
     @property
     def keep_float(self) -> frozenset[str]:
@@ -58,7 +60,7 @@ class Plan:
         return STATIC in (self.schemes.default, *(o.scheme for o in self.schemes.overrides))
 
     def quantizer(self) -> EtbuildQuantizer:
-        return EtbuildQuantizer(self.schemes, self.per_channel, self.choices)
+        return EtbuildQuantizer(self.schemes, self.per_channel, self.choices, self.mode)
 
     def scheme_of(self, node: Node) -> str:
         """The scheme of `node` before the quantizer's own choices (`float` when kept float)."""

@@ -40,7 +40,18 @@ from etbuild.quantize.ao import (
     SharedQuantizationSpec,
 )
 from etbuild.quantize.modules import SchemeMap
-from etbuild.quantize.schemes import DYNAMIC, FLOAT, INT4, Specs, specs, static_activation
+from etbuild.quantize.schemes import (
+    DEFAULT_MODE,
+    DYNAMIC,
+    FLOAT,
+    INT4,
+    MODES,
+    Mode,
+    Specs,
+    int32_bias,
+    specs,
+    static_activation,
+)
 
 aten = torch.ops.aten
 
@@ -91,12 +102,14 @@ class Choices:
 
 
 class EtbuildQuantizer(Quantizer):
-    """Annotates by `schemes` (per node), weights per channel or per tensor, with the search's `choices`."""
+    """Annotates by `schemes` (per node), weights per channel or per tensor, with the search's `choices`,
+    in the `mode` the recipe's backends ask for (etbuild.quantize.schemes.Mode)."""
 
-    def __init__(self, schemes: SchemeMap, per_channel: bool, choices: Choices | None = None) -> None:
+    def __init__(self, schemes: SchemeMap, per_channel: bool, choices: Choices | None = None,
+                 mode: Mode = MODES[DEFAULT_MODE]) -> None:
         super().__init__()
         self.schemes, self.per_channel, self.choices = schemes, per_channel, choices or Choices()
-        self.keep_float = self.choices.keep_float
+        self.keep_float, self.mode = self.choices.keep_float, mode
 
     def scheme_of(self, node: Node) -> str:
         """The scheme `node` is quantized with (`float`: none)."""
@@ -143,6 +156,9 @@ class EtbuildQuantizer(Quantizer):
         spec = self._static(x, node, s) if isinstance(x, Node) else None
         if spec is not None and x.name not in self.keep_float:
             inputs[x] = spec
+            bias = node.args[2] if len(node.args) > 2 else None
+            if self.mode.int32_bias and s.static and isinstance(bias, Node) and bias.op == "get_attr":
+                inputs[bias] = int32_bias((x, node), (weight, node))
         _annotate(node, inputs, self._output(node, s))
 
     def _activation_op(self, node: Node, s: Specs) -> None:

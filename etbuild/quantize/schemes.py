@@ -24,11 +24,15 @@ same quantize/dequantize ops of them.
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from etbuild.quantize.ao import (
+    DerivedQuantizationSpec,
     HistogramObserver,
     MinMaxObserver,
     PerChannelMinMaxObserver,
@@ -109,3 +113,55 @@ def specs(scheme: str, per_channel: bool) -> Specs:
     if scheme == WEIGHT_ONLY:
         return Specs(None, None, weight)
     raise ValueError(f"no pt2e specs for scheme {scheme!r}; expected one of {', '.join(SCHEMES)}")
+
+
+# ---------------------------------------------------------------------------- quantizer modes
+
+
+@dataclass(frozen=True)
+class Mode:
+    """What a backend needs of a quantized graph beyond the recipe's scheme; a backend asks for one by
+    name (its options module's `QUANTIZER_MODE`), generic code never names the backend.
+
+    int32_bias: the bias of a weighted op with static activations becomes int32 (scale = input scale ×
+    weight scale, per channel, zero point 0), as an integer-only accelerator adds it to its int32
+    accumulator; otherwise biases stay float."""
+
+    name: str
+    int32_bias: bool = False
+
+
+DEFAULT_MODE = "default"
+MODES = {DEFAULT_MODE: Mode(DEFAULT_MODE), "npu-int8": Mode("npu-int8", int32_bias=True)}
+INT32_BIAS_RANGE = (-(2**31 - 1), 2**31 - 1)
+
+
+def requested_mode(backends: Iterable[Any]) -> Mode:
+    """The mode the recipe's backends (BackendConfigs) ask for: the default unless one asks for another;
+    ValueError when two ask for different ones."""
+    from etbuild.runtime.backend_registry import BACKENDS
+
+    asked = {}
+    for cfg in backends:
+        mode = getattr(importlib.import_module(BACKENDS[cfg.name].options), "QUANTIZER_MODE", DEFAULT_MODE)
+        if mode != DEFAULT_MODE:
+            asked[cfg.name] = mode
+    if len(set(asked.values())) > 1:
+        raise ValueError(f"backends ask for different quantizer modes: {asked}")
+    return MODES[next(iter(asked.values()), DEFAULT_MODE)]
+
+
+def int32_bias(x: Any, weight: Any) -> DerivedQuantizationSpec:
+    """The spec of an int32 bias derived from the observers of input `x` and `weight` (edges of one op)."""
+    return DerivedQuantizationSpec(
+        derived_from=[x, weight], derive_qparams_fn=_bias_qparams, dtype=torch.int32,
+        quant_min=INT32_BIAS_RANGE[0], quant_max=INT32_BIAS_RANGE[1], qscheme=torch.per_channel_symmetric,
+        ch_axis=0,
+    )
+
+
+def _bias_qparams(observers: list[Any]) -> tuple[torch.Tensor, torch.Tensor]:
+    act_scale, _ = observers[0].calculate_qparams()
+    weight_scale, _ = observers[1].calculate_qparams()
+    scale = (act_scale.to(torch.float32) * weight_scale.to(torch.float32)).reshape(-1)
+    return scale, torch.zeros(scale.shape, dtype=torch.int32)

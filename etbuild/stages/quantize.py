@@ -40,6 +40,7 @@ from etbuild.quantize.calibration import calibration_inputs
 from etbuild.quantize.checks import worst_layer
 from etbuild.quantize.metrics import db, gate_holds, gate_value
 from etbuild.quantize.modules import MODULE_STACK, SchemeMap, graph_modules, unmatched_glob
+from etbuild.quantize.schemes import requested_mode
 from etbuild.quantize.program_judge import ProgramJudge
 from etbuild.recipe import QuantizeConfig, Recipe
 from etbuild.stages import handoff
@@ -80,7 +81,8 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
     """Quantize one method and measure it on the verify samples."""
     cfg = _config(recipe)
     plan = flow.Plan(schemes, cfg.per_channel, cfg.group_size, cfg.embeddings,
-                     bias_correction=cfg.calibration.bias_correction, weights=cfg.weights)
+                     bias_correction=cfg.calibration.bias_correction, weights=cfg.weights,
+                     mode=requested_mode(recipe.backends))
     inputs = fallback.Inputs(calibration_inputs(recipe, method),
                              sample_inputs(recipe, recipe.verify.samples, recipe.verify.seed, method))
     gate = cfg.accuracy

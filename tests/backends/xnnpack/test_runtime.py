@@ -204,8 +204,9 @@ def test_half_precision_values_round_at_every_node():
 
 
 def test_registry_table_and_lookup():
-    assert {name: b.id for name, b in registry.BACKENDS.items()} == {"xnnpack": "XnnpackBackend"}
-    assert registry.backend_ids() == ["XnnpackBackend"]
+    assert {name: b.id for name, b in registry.BACKENDS.items()} == {
+        "xnnpack": "XnnpackBackend", "ethos-u": "EthosUBackend", "tosa": "TOSABackend"}
+    assert registry.backend_ids() == ["EthosUBackend", "TOSABackend", "XnnpackBackend"]
     assert registry.backend("XnnpackBackend") is BACKEND and isinstance(BACKEND, XnnpackBackend)
     assert registry.backend("VulkanBackend") is None
 

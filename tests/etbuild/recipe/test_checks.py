@@ -160,7 +160,7 @@ def test_int_bounds_are_checked_in_methods() -> None:
 
 def test_unknown_backend_lists_the_backends() -> None:
     assert error_of(GOOD + "backends: [{name: xnnpak}]\n") == (
-        "recipes/x.yaml:5:13: backends[0].name: expected one of the backends xnnpack; got 'xnnpak'"
+        "recipes/x.yaml:5:13: backends[0].name: expected one of the backends xnnpack, ethos-u, tosa; got 'xnnpak'"
         " — did you mean 'xnnpack'?"
     )
 

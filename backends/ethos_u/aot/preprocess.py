@@ -1,0 +1,35 @@
+"""Ethos-U's preprocess: one partition → TOSA (our walk) → Vela → the `vela_bin_stream` blob.
+
+The blob is exactly what ExecuTorch's EthosUBackend reads; its compile specs are ExecuTorch's, in its
+order (tosa_spec, compile_flags, output_format, preserve_io_quantization, target). The partition's TOSA
+flatbuffer travels beside the blob in the program's named data, under `tosa_key(blob)`, for runtimes
+without an NPU (etbuild.backends.ethos_u.runtime); ExecuTorch's runtime reads named data only by the keys
+a backend asks for, so it never touches it (it costs its bytes in flash).
+"""
+
+from __future__ import annotations
+
+from etbuild.backends.aot import Processed, Subgraph
+from etbuild.backends.ethos_u.aot.vela import compile_flags, compile_tosa
+from etbuild.backends.ethos_u.format.blob import pack, tosa_key
+from etbuild.backends.ethos_u.options import EthosUOptions
+from etbuild.backends.ethos_u.targets import family
+from etbuild.backends.tosa.aot.lower import lower_subgraph
+
+
+def compile_specs(options: EthosUOptions) -> tuple[tuple[str, bytes], ...]:
+    return (
+        ("tosa_spec", family(options.target).tosa_spec.encode()),
+        ("compile_flags", " ".join(compile_flags(options)).encode()),
+        ("output_format", b"vela"),
+        ("preserve_io_quantization", b"False"),
+        ("target", options.target.encode()),
+    )
+
+
+def preprocess(sub: Subgraph, options: EthosUOptions) -> Processed:
+    """The blob of one partition, its TOSA graph as named data, and the TOSA operators it holds."""
+    lowered = lower_subgraph(sub)
+    compiled = compile_tosa(lowered.tosa, options)
+    blob = pack(compiled.bin)
+    return Processed(blob, {tosa_key(blob): lowered.tosa}, dict(lowered.operators), compile_specs(options))

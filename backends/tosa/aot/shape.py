@@ -1,0 +1,43 @@
+"""Calls that only move int8 elements: reshapes, (un)squeezes, permutes, getitem of a pool's result.
+
+A reshape of a channels-last value that keeps batch and channels and only adds or drops size-1 spatial
+dims stays channels-last (a RESHAPE, which Vela elides); any other goes back to PyTorch's order first.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from torch.fx import Node
+
+from etbuild.backends.tosa.aot.values import CHANNELS_LAST, TORCH, Context, Value, in_layout, reshape, stored_shape
+
+
+def _keeps_channels_last(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
+    if len(before) < 3 or len(after) < 3 or before[:2] != after[:2]:
+        return False
+    return [d for d in before[2:] if d != 1] == [d for d in after[2:] if d != 1]
+
+
+def view(lw: Context, node: Node) -> Value:
+    """view, reshape, (un)squeeze, flatten, clone: the same elements in the result's shape."""
+    value = lw.value(node.args[0])
+    shape = tuple(node.meta["val"].shape)
+    if value.layout == CHANNELS_LAST and _keeps_channels_last(value.shape, shape):
+        target = replace(value, shape=shape)
+        return replace(target, tensor=reshape(lw.b, value, target.stored))
+    value = in_layout(lw.b, value, TORCH)
+    return Value(reshape(lw.b, value, shape), shape, TORCH, value.params, value.scales, value.clamp)
+
+
+def permute(lw: Context, node: Node) -> Value:
+    value = in_layout(lw.b, lw.value(node.args[0]), TORCH)
+    perm = [d % len(value.shape) for d in node.args[1]]
+    shape = tuple(node.meta["val"].shape)
+    tensor = lw.b.op("TRANSPOSE", [value.tensor], stored_shape(shape, TORCH), value.dtype, "TransposeAttribute", perm)
+    return Value(tensor, shape, TORCH, value.params, value.scales, value.clamp)
+
+
+def first_result(lw: Context, node: Node) -> Value:
+    """getitem(pool, 0): the pool's value."""
+    return lw.value(node.args[0])

@@ -1,0 +1,34 @@
+"""TOSA's fixed-point scales: a real factor as an int32 multiplier and a right shift (RESCALE). Torch-free.
+
+RESCALE computes round(x × multiplier / 2**shift) with scale32 multipliers in [2**30, 2**31) and shifts in
+[2, 62] (TOSA 1.0 specification, RESCALE). A factor too small for that range is flushed to multiplier 0.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+MIN_SHIFT, MAX_SHIFT = 2, 62
+
+
+def multiplier_shift(scale: float) -> tuple[int, int]:
+    """(multiplier, shift) with multiplier / 2**shift closest to `scale` (> 0)."""
+    if scale <= 0.0 or not math.isfinite(scale):
+        raise ValueError(f"a rescale factor must be positive and finite; got {scale}")
+    mantissa, exponent = math.frexp(scale)
+    multiplier, shift = round(mantissa * (1 << 31)), 31 - exponent
+    if multiplier == 1 << 31:
+        multiplier, shift = multiplier // 2, shift - 1
+    if shift > MAX_SHIFT:
+        return 0, MAX_SHIFT
+    if shift < MIN_SHIFT:
+        raise ValueError(f"a rescale factor of {scale} is too large for TOSA's RESCALE")
+    return multiplier, shift
+
+
+def multipliers_shifts(scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per-channel (int32 multipliers, int8 shifts) of an array of factors."""
+    pairs = [multiplier_shift(float(s)) for s in np.asarray(scales, dtype=np.float64).reshape(-1)]
+    return (np.array([m for m, _ in pairs], dtype=np.int32), np.array([s for _, s in pairs], dtype=np.int8))
