@@ -15,7 +15,7 @@ with a note.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TextIO
@@ -24,13 +24,14 @@ from doit.cmd_base import ModuleTaskLoader
 from doit.doit_cmd import DoitMain
 from doit.exceptions import UnmetDependency
 
+from etbuild.build import shared_weights
 from etbuild.build.progress import Event, Sink, TextSink, event
 from etbuild.build.stage_table import STAGES
 from etbuild.build.stagerun import Executor, StageRunner
 from etbuild.build.state import BACKEND, DOIT_PLUGINS, STATE_FILE, MD5Checker, prepared_tree
 from etbuild.build.tasks import StageFailure, recipe_tasks
 from etbuild.cache import Cache, versions
-from etbuild.errors import InternalError, RecipeError, UsageError
+from etbuild.errors import InternalError, RecipeError, StageError, UsageError
 from etbuild.recipe import Recipe, load_recipe
 
 
@@ -196,10 +197,21 @@ def build(
         loader = ModuleTaskLoader(doit_namespace(recipes, build_root, reporter, steps, runner))
         parallel = ["-n", str(jobs), *(["-P", "thread"] if executor else [])] if jobs > 1 else []
         result.exit_code = DoitMain(loader, extra_config=DOIT_PLUGINS).run(["run", *parallel, *targets])
+        _check_shared_weights(recipes, build_root, result, say)
     sink.close()
     order = [f"{stage}:{r.name}" for r in recipes for stage in STAGES]
     result.exit_code = result.error_code(order)
     return result
+
+
+def _check_shared_weights(recipes: Sequence[Recipe], build_root: Path, result: BuildResult,
+                          say: Callable[[str], None]) -> None:
+    """A key two recipes' shared weights file holds with different values fails the later recipe's emit."""
+    for recipe, message in shared_weights.conflicts(recipes, build_root):
+        task = f"emit:{recipe}"
+        result.failed[task] = message
+        result.failed_codes[task] = StageError.exit_code
+        say(f"error: {message}")
 
 
 def _lowering_steps(dump_after: Sequence[str]) -> tuple[str, ...]:
