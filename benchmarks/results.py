@@ -99,7 +99,7 @@ def _cell(value: Any) -> str:
     if isinstance(value, bool):
         return "yes" if value else "no"
     if isinstance(value, float):
-        return f"{value:.4g}"
+        return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
     text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
     return text.replace("|", "\\|").replace("\n", " ")
 
