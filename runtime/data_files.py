@@ -95,7 +95,7 @@ class NamedData(Mapping[str, memoryview]):
 
     def missing(self, key: str, where: str) -> InvalidData:
         """The error for a key found nowhere."""
-        listed = ", ".join(self.sources) or "none (load the program with data=[...])"
+        listed = ", ".join(self.sources) or "none were given"
         return InvalidData(f"{where}: key {key!r} is neither in the program nor in its data files ({listed})")
 
     def constant(self, t: fb.Tensor, nbytes: int, where: str) -> memoryview:

@@ -104,7 +104,7 @@ def run_profile(args: argparse.Namespace) -> int:
         raise UsageError("etbuild profile: --from shows an ETDump; --etdump writes one from a run: give one of them")
     if args.intermediates and not args.etdump:
         raise UsageError("etbuild profile: --intermediates records into the ETDump: give --etdump out.etdump too")
-    program = Program.load(args.pte)
+    program = Program.load(args.pte, args.data)
     if (args.method == "forward" and not args.inputs and not args.from_etdump and not args.etdump
             and is_runner_program(program.method_names)):
         return profile_phases(args)  # an LLM: prefill and decode are two different calls of forward
@@ -162,8 +162,9 @@ def profile_phases(args: argparse.Namespace) -> int:
     from etbuild.tools.profile_report import format_table, write_trace
     from etbuild.tools.runner import load_runner, phase_inputs
 
-    for k, (phase, inputs) in enumerate(phase_inputs(load_runner(args.pte).contract, args.prompt).items()):
-        forward = load_runner(args.pte, args.max_planned_bytes).forward  # a fresh method: the profiler wraps it
+    contract = load_runner(args.pte, data=args.data).contract
+    for k, (phase, inputs) in enumerate(phase_inputs(contract, args.prompt).items()):
+        forward = load_runner(args.pte, args.max_planned_bytes, args.data).forward  # a fresh method: profiled
         profile = profile_method(forward, inputs, args.calls)
         print(("\n" if k else "") + f"== {phase}\n" + format_table(profile, args.top))
         if args.trace:

@@ -38,10 +38,11 @@ def _next(outputs: Sequence[Any]) -> int:
     return int(np.argmax(logits.reshape(-1, logits.shape[-1])[-1]))
 
 
-def generate(pte: str | Path, prompt: Sequence[int], count: int) -> list[int]:
-    """Greedy generation with the `.pte` in etbuild's runtime (both methods loaded before the first call)."""
+def generate(pte: str | Path, prompt: Sequence[int], count: int, data: Sequence[Path] = ()) -> list[int]:
+    """Greedy generation with the `.pte` (and its `.ptd` files `data`) in etbuild's runtime (both methods loaded
+    before the first call)."""
     from etbuild.runtime import Program
 
-    program = Program.load(pte)
+    program = Program.load(pte, data)
     prefill, decode = program.load_method("prefill"), program.load_method("decode")
     return greedy(prefill, decode, prompt, count)

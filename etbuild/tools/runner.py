@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -144,12 +145,13 @@ class Runner:
             self.stats.decode_s += time.perf_counter() - start
 
 
-def load_runner(pte: Any, max_planned_bytes: int | None = None) -> Runner:
-    """A Runner on etbuild's runtime for the runner-contract `.pte` at `pte` (every method loaded first)."""
+def load_runner(pte: Any, max_planned_bytes: int | None = None, data: Sequence[Path] = ()) -> Runner:
+    """A Runner on etbuild's runtime for the runner-contract `.pte` at `pte` (every method loaded first), its keys
+    looked up in the `.ptd` files `data`."""
     from etbuild.runtime import Program
     from etbuild.runtime.format import program as fb
 
-    program = Program.load(pte)
+    program = Program.load(pte, data)
     kwargs = {} if max_planned_bytes is None else {"max_planned_bytes": max_planned_bytes}
     forward = program.load_method("forward", **kwargs)
     constants = {name: program.load_method(name)()[0] for name in CONSTANTS if name in program.method_names}

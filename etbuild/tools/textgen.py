@@ -29,6 +29,7 @@ class Request:
     top_p: float = 1.0
     seed: int = 0
     tokenizer: Path | None = None
+    data: tuple[Path, ...] = ()  # `.ptd` weights files (etbuild's runtime only)
 
 
 def load_tokenizer(path: Path) -> Any:
@@ -60,7 +61,9 @@ class TextStream:
 
 def generate_tokens(request: Request, prompt: Sequence[int], runtime: str, emit: Callable[[int], None]) -> Stats:
     """Generate after `prompt` (token ids) in `runtime` (`etbuild` or `executorch`), calling emit per token."""
-    runner = load_runner(request.pte) if runtime == "etbuild" else executorch_runner(request.pte)
+    if request.data and runtime != "etbuild":
+        raise UsageError("--data with --runtime executorch: ExecuTorch's runner is not given data files here")
+    runner = load_runner(request.pte, data=request.data) if runtime == "etbuild" else executorch_runner(request.pte)
     for token in runner.generate(prompt, request.count, request.temperature, request.top_p, request.seed):
         emit(token)
     return runner.stats
