@@ -9,7 +9,7 @@ from typing import Any
 
 from etbuild.cli.command import Command
 from etbuild.cli.options import max_planned_bytes
-from etbuild.errors import printable
+from etbuild.errors import InvalidData, printable
 
 
 def run_arguments(p: argparse.ArgumentParser) -> None:
@@ -22,7 +22,13 @@ def run_arguments(p: argparse.ArgumentParser) -> None:
                    help="run a .bpte's test cases and check them (exit 4 when one fails)")
     p.add_argument("--rtol", type=float, help="with --verify: per-element relative tolerance")
     p.add_argument("--atol", type=float, help="with --verify: per-element absolute tolerance")
+    data_argument(p)
     max_planned_bytes(p)
+
+
+def data_argument(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--data", action="append", default=[], type=Path, metavar="W.ptd",
+                   help="a .ptd weights file the program's keys are looked up in (repeatable)")
 
 
 def run_run(args: argparse.Namespace) -> int:
@@ -33,7 +39,8 @@ def run_run(args: argparse.Namespace) -> int:
         return run_bundle(args)
     if not (args.inputs and args.out):
         raise UsageError("etbuild run: --inputs and --out are required (or --verify, for a .bpte)")
-    run_calls(Path(args.pte), Path(args.inputs), Path(args.out), args.method, args.calls, args.max_planned_bytes)
+    run_calls(Path(args.pte), Path(args.inputs), Path(args.out), args.method, args.calls, args.max_planned_bytes,
+              args.data)
     return 0
 
 
@@ -60,9 +67,11 @@ def inspect_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("pte")
     p.add_argument("--json", action="store_true")
     p.add_argument("--memory", action="store_true", help="per memory level: planned bytes, lower bound, tensors")
+    data_argument(p)
 
 
 def run_inspect(args: argparse.Namespace) -> int:
+    from etbuild.runtime.data_report import data_report, format_report
     from etbuild.runtime.inspect import describe, format_description
 
     if args.memory:
@@ -71,8 +80,12 @@ def run_inspect(args: argparse.Namespace) -> int:
         print(printable(memory_tables(args.pte), keep="\n"))
         return 0
     d = describe(args.pte)
-    print(json.dumps(d, indent=2) if args.json else format_description(d))
-    return 0
+    report = data_report(args.pte, args.data)
+    if args.json:
+        print(json.dumps({**d, "weights": report}, indent=2))
+    else:
+        print(format_description(d) + ("\n" + format_report(report) if report["external_keys"] or args.data else ""))
+    return 0 if report.get("satisfied", True) else InvalidData.exit_code
 
 
 def profile_arguments(p: argparse.ArgumentParser) -> None:
@@ -89,6 +102,7 @@ def profile_arguments(p: argparse.ArgumentParser) -> None:
                         "(their bytes in <out.etdump>.debug)")
     p.add_argument("--from", dest="from_etdump", metavar="device.etdump",
                    help="show an ETDump that ExecuTorch's runtime wrote for this .pte instead of running it")
+    data_argument(p)
     p.add_argument("--prompt", type=int, default=64,
                    help="runner-contract programs (LLMs): the prefill phase's token count (default 64)")
     max_planned_bytes(p)
@@ -184,6 +198,7 @@ def generate_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--temperature", type=float, default=0.0, help="0 (default): greedy; else sample")
     p.add_argument("--top-p", type=float, default=1.0, help="sample from the most likely tokens of this mass")
     p.add_argument("--seed", type=int, default=0, help="seed of the sampling")
+    data_argument(p)
 
 
 def run_generate(args: argparse.Namespace) -> int:
@@ -195,9 +210,9 @@ def run_generate(args: argparse.Namespace) -> int:
     from etbuild.tools.textgen import Request, run
 
     prompt = token_list(args.prompt) if args.tokenizer is None else None
-    if is_runner_program(Program.load(args.pte).method_names):
+    if is_runner_program(Program.load(args.pte, args.data).method_names):
         request = Request(Path(args.pte), args.prompt, args.tokens, args.temperature, args.top_p, args.seed,
-                          args.tokenizer)
+                          args.tokenizer, tuple(args.data))
         stats = run(request, args.runtime, prompt)
         print(stats.summary(), file=sys.stderr)
         return 0
@@ -216,7 +231,7 @@ def two_method_tokens(args: argparse.Namespace, prompt: list[int]) -> list[int]:
         from etbuild.verify.oracle import executorch_methods
 
         return greedy(*executorch_methods(Path(args.pte), "prefill", "decode"), prompt, args.tokens)
-    return generate(args.pte, prompt, args.tokens)
+    return generate(args.pte, prompt, args.tokens, args.data)
 
 
 def token_list(text: str) -> list[int]:
