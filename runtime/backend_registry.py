@@ -30,6 +30,7 @@ class Backend:
     aot: str  # module exposing BACKEND: AotBackend (may import torch)
     options: str  # torch-free module exposing OPTIONS: the dataclass of the recipe's `options`
     schemas: tuple[str, ...] = ()  # files of etbuild.schema its runtime decodes (via reader.schema_layout)
+    memory: str = ""  # torch-free build-side module exposing delegate_memory (etbuild.memory.delegates), or none
 
 
 BACKENDS: dict[str, Backend] = {
@@ -45,6 +46,7 @@ BACKENDS: dict[str, Backend] = {
         runtime="etbuild.backends.ethos_u.runtime",
         aot="etbuild.backends.ethos_u.aot",
         options="etbuild.backends.ethos_u.options",
+        memory="etbuild.backends.ethos_u.memory",
     ),
     "tosa": Backend(
         id="TOSABackend",

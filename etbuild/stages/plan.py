@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from etbuild.fsutil import write_bytes, write_json
+from etbuild.memory.delegates import check_fastest_level, delegate_reports
 from etbuild.memory.hierarchy import HierarchyPlan, Level, Rule, place
 from etbuild.memory.lifetimes import TensorLife, lifetimes
 from etbuild.memory.report import memory_report
@@ -142,8 +143,11 @@ def plan_program(program: fb.Program, cfg: MemoryConfig) -> tuple[list[PlannedMe
 
 def run_plan(lowered: Path, cfg: MemoryConfig, out_dir: Path) -> None:
     """Plan every method of `lowered.unplanned`; write plan.json, memory.json and memory.svg."""
-    program, _ = read_program(lowered.read_bytes())
+    data = lowered.read_bytes()
+    program, header = read_program(data)
     planned, shared = plan_program(program, cfg)
+    delegates = delegate_reports(data, program, header)
+    check_fastest_level(cfg.levels, max(m.plan.level_bytes[0] for m in planned), delegates)
     plans = [m.plan.to_json() for m in planned]
     reports = {
         m.plan.method: memory_report(m.placed, m.lives, _levels(cfg, m.plan, shared), runtime_allocations(p))
@@ -155,5 +159,5 @@ def run_plan(lowered: Path, cfg: MemoryConfig, out_dir: Path) -> None:
                      title, first.modules)
     total, bound = sum(p["planned_bytes"] for p in plans), sum(p["lower_bound"] for p in plans)
     write_json(out_dir / "plan.json", {"methods": plans, "planned_bytes": total, "lower_bound": bound})
-    write_json(out_dir / "memory.json", {"methods": reports})
+    write_json(out_dir / "memory.json", {"methods": reports, **({"delegates": delegates} if delegates else {})})
     write_bytes(out_dir / "memory.svg", svg.encode())

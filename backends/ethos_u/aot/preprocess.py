@@ -10,10 +10,10 @@ a backend asks for, so it never touches it (it costs its bytes in flash).
 from __future__ import annotations
 
 from etbuild.backends.aot import Processed, Subgraph
-from etbuild.backends.ethos_u.aot.vela import compile_flags, compile_tosa
 from etbuild.backends.ethos_u.format.blob import pack, tosa_key
 from etbuild.backends.ethos_u.options import EthosUOptions
 from etbuild.backends.ethos_u.targets import family
+from etbuild.backends.ethos_u.vela import compile_flags, compile_tosa
 from etbuild.backends.tosa.aot.lower import lower_subgraph
 
 
