@@ -76,8 +76,8 @@ def test_no_temporary_files_are_left(project):
     recipe, root = project
     _build(recipe, root)
     assert sorted(p.name for p in (root / "tiny").iterdir()) == [
-        "etrecord.bin", "export", "lowered.debug.json", "lowered.unplanned", "memory.json", "memory.svg", "plan.json",
-        "runtime", "select.json", "selected_operators.yaml", "tiny.pte", "verify.json"]
+        "etrecord.bin", "export", "lowered.constants.json", "lowered.debug.json", "lowered.unplanned", "memory.json",
+        "memory.svg", "plan.json", "runtime", "select.json", "selected_operators.yaml", "tiny.pte", "verify.json"]
     assert [p.name for p in (root / "tiny" / "export").iterdir()] == ["forward.pt2"]
     assert list(root.rglob("*.pte")) == [root / "tiny" / "tiny.pte"]  # the intermediate is not named as a product
 
