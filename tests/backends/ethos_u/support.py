@@ -1,0 +1,60 @@
+"""Helpers for the Ethos-U and TOSA tests: a model quantized in the NPU's mode, lowered with a backend,
+its delegates' processed blobs, and the int8 values the quantized torch model gives at a delegate's edges."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from etbuild.backends.aot import Processed
+from etbuild.lowering.partition_report import MethodPartitions
+from etbuild.quantize import flow
+from etbuild.quantize.modules import SchemeMap
+from etbuild.quantize.schemes import MODES
+from etbuild.recipe import BackendConfig
+from etbuild.stages.lower import lower
+
+qd = torch.ops.quantized_decomposed
+
+
+@dataclass(frozen=True)
+class Lowered:
+    converted: torch.fx.GraphModule
+    exported: torch.export.ExportedProgram
+    processed: list[Processed]
+    report: MethodPartitions
+
+
+def quantized(model: torch.nn.Module, x: tuple[torch.Tensor, ...]) -> tuple[torch.fx.GraphModule, Any]:
+    """The model converted in the NPU mode (calibrated on x and a shifted copy), and re-exported."""
+    torch.manual_seed(0)
+    ep = torch.export.export(model.eval(), x, strict=False)
+    plan = flow.Plan(SchemeMap("int8-static"), True, mode=MODES["npu-int8"])
+    converted = flow.quantize(ep, plan, [x, tuple(t * 0.8 + 0.1 for t in x)])
+    return converted, flow.reexport(converted, x, None)
+
+
+def lowered(model: torch.nn.Module, x: tuple[torch.Tensor, ...], backend: str, **options: Any) -> Lowered:
+    converted, exported = quantized(model, x)
+    found: list[Processed] = []
+
+    def after(step: Any, form: Any) -> None:
+        if step.name == "partition":
+            found.extend(m.processed for _, m in form.methods[0].exported.graph_module.named_children())
+
+    result = lower({"forward": exported}, after, backends=[BackendConfig(backend, options)])
+    return Lowered(converted, exported, found, result.report.methods[0])
+
+
+def int8_edges(converted: torch.fx.GraphModule, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+    """The quantized model's int8 input (its first quantize) and int8 output (its last dequantize's input)."""
+    quants = [n for n in converted.graph.nodes if n.target is qd.quantize_per_tensor.default]
+    dequants = [n for n in converted.graph.nodes if n.target is qd.dequantize_per_tensor.default]
+    scale, zero = quants[0].args[1:3]
+    q_in = torch.clamp(torch.round(x / scale) + zero, -128, 127).to(torch.int8).numpy()
+    scale, zero = dequants[-1].args[1:3]
+    q_out = torch.clamp(torch.round(converted(x).detach() / scale) + zero, -128, 127).to(torch.int8).numpy()
+    return q_in, q_out
