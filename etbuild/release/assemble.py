@@ -11,6 +11,7 @@ and leaves no release directory. The directory:
     products/<p>/verify-<runtime>.json    and its verification on each runtime it ships with
     products/<p>/<p>.bpte                 its bundled program, when the recipe asks for one (gated too)
     products/<p>/tokenizer.json           a language model's tokenizer, which its runner reads beside the `.pte`
+    weights/<file>.ptd                    weights kept apart (`emit.weights`), once however many products use them
     runtimes/<r>/<wheel>.whl              installable with pip (needs numpy and flatbuffers)
     runtimes/<r>/selected_operators.yaml  ExecuTorch's selective-build format
     SHA256SUMS                            every file above
@@ -45,6 +46,7 @@ from etbuild.release import provenance as prov
 from etbuild.release.bundles import copy_bundle, gate_bundles
 from etbuild.release.config import Release, RuntimeGroup, load_release
 from etbuild.release.latency import measure_latency
+from etbuild.release.weights import data_files, product_files, weights_path, write_weights
 from etbuild.release.wheel import installed_bytes, runtime_wheel, wheel_filename
 from etbuild.select import generate_runtime, selected_operators_yaml
 from etbuild.verify.stage import verify
@@ -110,6 +112,7 @@ def make_release(
     runtimes = {g.name: _runtime(release, g, build_root, epoch) for g in release.runtimes}
     dist = dist_root / release.dist_name
     with atomic_dir(dist) as tmp:
+        shared = write_weights(release, build_root, tmp)
         summary = _write_products(release, build_root, tmp, runtimes)
         _write_runtimes(tmp, runtimes)
         accuracy = _verify_on_runtimes(release, tmp, runtimes, sink)
@@ -117,7 +120,7 @@ def make_release(
             sink.emit(event("step", message=f"bundled program of {name}: {cases} cases passed"))
         latency = _time_on_runtimes(release, tmp, runtimes, sink)
         _check_budgets(release, tmp, runtimes, latency)
-        _write_summary(release, tmp, summary, runtimes, accuracy)
+        _write_summary(release, tmp, summary, runtimes, accuracy, shared)
         write_json(tmp / "measurements.json", {"latency": latency, "stage_seconds": built.seconds})
         sums = write_sums(tmp)
         _write_provenance(release, tmp, sums, build_root, root, epoch, started)
@@ -169,7 +172,8 @@ def _write_products(
             "recipe": p.written, "pte": f"products/{p.name}/{a.pte.name}", "pte_bytes": a.pte.stat().st_size,
             "runtimes": [g.name for g in release.runtimes_of(p.name)],
             "budget": {k: v for k, v in vars(p.budget).items() if v is not None}, **copy_bundle(a, folder),
-            **_copy_tokenizer(a, folder),
+            **_copy_tokenizer(a, folder), **({"weights": weights_path(p)} if weights_path(p) else {}),
+            "download": {f.relative_to(out).as_posix(): f.stat().st_size for f in product_files(out, p)},
         }
     return summary
 
@@ -200,7 +204,7 @@ def _verify_on_runtimes(
     for p in release.products:
         pte = out / "products" / p.name / f"{p.name}.pte"
         for g in release.runtimes_of(p.name):
-            report = verify(p.recipe, pte, wheel_path(out, runtimes[g.name]))
+            report = verify(p.recipe, pte, wheel_path(out, runtimes[g.name]), data=data_files(out, p))
             write_json(out / "products" / p.name / f"verify-{g.name}.json", report)
             outputs = [o for method in report["methods"].values() for o in method]
             worst = {"max_abs_error": max(o.get("max_abs_error", float("inf")) for o in outputs),
@@ -223,8 +227,8 @@ def _time_on_runtimes(
     for p in release.products:
         pte = out / "products" / p.name / f"{p.name}.pte"
         for g in release.runtimes_of(p.name):
-            latency.setdefault(p.name, {})[g.name] = measured = measure_latency(p.recipe, pte,
-                                                                                wheel_path(out, runtimes[g.name]))
+            latency.setdefault(p.name, {})[g.name] = measured = measure_latency(
+                p.recipe, pte, wheel_path(out, runtimes[g.name]), data=data_files(out, p))
             sink.emit(event("step", message=f"timed {p.name} on runtime {g.name}: {measured['median_ms']:.3f} ms"))
     return latency
 
@@ -239,6 +243,10 @@ def _check_budgets(
         pte_bytes = (out / "products" / p.name / f"{p.name}.pte").stat().st_size
         if b.pte_bytes is not None and pte_bytes > b.pte_bytes:
             over.append(f"product {p.name}: pte_bytes {pte_bytes:,} > budget {b.pte_bytes:,}")
+        download = sum(f.stat().st_size for f in product_files(out, p))
+        if b.download_bytes is not None and download > b.download_bytes:
+            over.append(f"product {p.name}: download_bytes (.pte and weights) {download:,} > budget "
+                        f"{b.download_bytes:,}")
         for g in release.runtimes_of(p.name):
             size = runtimes[g.name].runtime_bytes
             if b.runtime_bytes is not None and size > b.runtime_bytes:
@@ -253,14 +261,14 @@ def _check_budgets(
 
 def _write_summary(
     release: Release, out: Path, products: dict[str, dict[str, Any]], runtimes: dict[str, BuiltRuntime],
-    accuracy: dict[str, dict[str, Any]],
+    accuracy: dict[str, dict[str, Any]], weights: dict[str, dict[str, Any]],
 ) -> None:
     for name, entry in products.items():
         select = (out / "products" / name / "select.json").read_text()
         entry["operators"] = sorted(json.loads(select)["operators"])
         entry["accuracy"] = accuracy[name]
     write_json(out / "release.json", {
-        "name": release.name, "version": release.version, "products": products,
+        "name": release.name, "version": release.version, "products": products, "weights": weights,
         "runtimes": {
             name: {"products": list(rt.group.products), "wheel": f"runtimes/{name}/{rt.wheel_name}",
                    "runtime_bytes": rt.runtime_bytes, "wheel_bytes": len(rt.wheel), "operators": list(rt.operators)}

@@ -24,6 +24,7 @@ from etbuild.errors import IntegrityError, ReleaseError
 from etbuild.fsutil import sha256_file
 from etbuild.release import provenance as prov
 from etbuild.release.assemble import UNSUMMED
+from etbuild.release.weights import update_summary
 
 HASH_SEEDS = ("0", "1")
 
@@ -97,6 +98,7 @@ def _change(before: float | None, after: float | None, digits: int = 0) -> str:
 def diff_dists(a: Path, b: Path) -> str:
     """What release `b` changes against release `a`, per product (see the module docstring)."""
     (ra, la), (rb, lb) = _load(a), _load(b)
+    sums_a, sums_b = _sums(a), _sums(b)
     lines = [f"{ra['name']} {ra['version']} → {rb['name']} {rb['version']}"]
     for name in sorted(set(ra["products"]) | set(rb["products"])):
         pa, pb = ra["products"].get(name), rb["products"].get(name)
@@ -105,6 +107,7 @@ def diff_dists(a: Path, b: Path) -> str:
             continue
         lines.append(f"{name}:")
         lines.append(f"  pte bytes      {_change(pa['pte_bytes'], pb['pte_bytes'])}")
+        lines += update_summary(pa, pb, sums_a, sums_b) if "pte" in pb else []
         for g in sorted(set(pa["runtimes"]) | set(pb["runtimes"])):
             sa, sb = ra["runtimes"].get(g, {}), rb["runtimes"].get(g, {})
             lines.append(f"  runtime {g}: bytes {_change(sa.get('runtime_bytes'), sb.get('runtime_bytes'))}")
@@ -118,6 +121,11 @@ def diff_dists(a: Path, b: Path) -> str:
                      + (f": {', '.join([*('+' + o for o in added), *('-' + o for o in removed)])}"
                         if added or removed else ""))
     return "\n".join(lines)
+
+
+def _sums(folder: Path) -> dict[str, str]:
+    """SHA256SUMS of a release directory, or nothing when it has none (a summary alone: no update line)."""
+    return read_sums(folder) if (folder / "SHA256SUMS").is_file() else {}
 
 
 def check_reproducible(release_file: Path, jobs: int = 1, keep: Path | None = None) -> tuple[dict[str, str], Path]:

@@ -32,6 +32,7 @@ class Budget:
 
     pte_bytes: int | None = None
     runtime_bytes: int | None = None
+    download_bytes: int | None = None  # the `.pte` and its weights file: what a device downloads to install it
     latency_ms: float | None = None
 
 

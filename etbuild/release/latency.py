@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from etbuild.runtime import Program
 pte, inputs, method, calls, warmup = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5])
 with np.load(inputs) as npz:
     args = [npz[f"in{k}"] for k in range(len(npz.files))]
-m = Program.load(pte).load_method(method)
+m = Program.load(pte, sys.argv[6:]).load_method(method)
 for _ in range(warmup):
     m(*args)
 times = []
@@ -37,13 +38,15 @@ print(json.dumps({"median_ms": times[len(times) // 2] * 1e3, "min_ms": times[0] 
 """
 
 
-def measure_latency(recipe: Recipe, pte: Path, runtime: Path, calls: int = CALLS) -> dict[str, Any]:
-    """`{"method", "median_ms", "min_ms", "calls"}` for the recipe's first method on its example inputs."""
+def measure_latency(recipe: Recipe, pte: Path, runtime: Path, calls: int = CALLS,
+                    data: Sequence[Path] = ()) -> dict[str, Any]:
+    """`{"method", "median_ms", "min_ms", "calls"}` for the recipe's first method on its example inputs (its keys
+    looked up in the `.ptd` files `data`)."""
     method = recipe.model.methods[0].name
     with tempfile.TemporaryDirectory(prefix="etbuild-latency-") as tmp:
         inputs = Path(tmp) / "in.npz"
         np.savez(inputs, **{f"in{k}": t.detach().numpy() for k, t in enumerate(example_inputs(recipe, method))})
-        proc = run_isolated(runtime, code=_TIMER, argv=[pte, inputs, method, calls, WARMUP])
+        proc = run_isolated(runtime, code=_TIMER, argv=[pte, inputs, method, calls, WARMUP, *data])
     if proc.returncode != 0:
         tail = "\n".join(proc.stderr.strip().splitlines()[-4:])
         raise VerificationError(f"{pte.name} could not be timed on {runtime.name}: {tail}")

@@ -149,12 +149,14 @@ def verify_method(
     return {"outputs": outputs}, checks.gate(recipe.quantize.accuracy if recipe.quantize else None, expected, actual)
 
 
-def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Path] | None = None) -> dict[str, Any]:
+def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Path] | None = None,
+           data: Sequence[Path] | None = None) -> dict[str, Any]:
     """Compare every method of the program, run in `runtime`, with eager torch (a quantized
     one, whose converted methods `quantized` names, also with its converted model); a program
-    with delegates, or quantized, also in ExecuTorch's runtime (`executorch`), when the oracle is installed."""
+    with delegates, or quantized, or with weights apart, also in ExecuTorch's runtime (`executorch`), when the oracle
+    is installed. `data`: the `.ptd` files (default: the one emit wrote beside the `.pte`, see `data_files`)."""
     samples = {m.name: verify_samples(recipe, m.name) for m in recipe.model.methods}
-    data = data_files(recipe, pte)
+    data = data_files(recipe, pte) if data is None else list(data)
     in_executorch = bool(quantized) or has_delegates(pte) or bool(data)
     theirs_run = functools.partial(run_samples_in_executorch, data=data)
     # The trimmed runtime runs in a subprocess while eager torch runs here, once for both runtimes;
