@@ -3,7 +3,7 @@
     python benchmarks/llm.py [--work DIR] [--json out.json] [--tokens 160] [--prompt 64] [--max-prefill 128]
                              [--attention custom] [--kv-cache float32] [--flows etbuild export_llm]
                              [--settings fp32 8da4w] [--architectures llama qwen2 qwen3] [--rounds 3]
-                             [--weights rounded gptq] [--markdown docs/results/llm-vs-export_llm.md]
+                             [--weights rounded gptq] [--results]
 
 Per architecture (--architectures: Llama 3 with GQA and an untied head, Qwen2 with q/k/v biases and tied embeddings,
 Qwen3 with q/k norms and tied embeddings), a Hugging Face checkpoint (random weights, seeded; ~20 M parameters, so
@@ -46,6 +46,7 @@ import torch
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import results  # noqa: E402
 from etbuild.build.driver import build  # noqa: E402
 from etbuild.llm.checkpoint import make_model  # noqa: E402
 from etbuild.llm.runner import decoder  # noqa: E402
@@ -309,7 +310,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--work", type=Path, default=Path("/tmp/etbuild-llm-bench"))
     parser.add_argument("--json", type=Path)
-    parser.add_argument("--markdown", type=Path, help="write the rows as a markdown table (docs/results/...)")
+    results.add_option(parser, "llm-vs-export_llm")
     parser.add_argument("--tokens", type=int, default=160, help="new tokens per runner generation")
     parser.add_argument("--prompt", type=int, default=64)
     parser.add_argument("--architectures", nargs="+", choices=list(ARCHITECTURES), default=list(ARCHITECTURES))
@@ -329,40 +330,35 @@ def main() -> None:
         rows += measure(args, architecture)
         if args.json:
             args.json.write_text(json.dumps(rows, indent=2))
-    if args.markdown:
-        args.markdown.parent.mkdir(parents=True, exist_ok=True)
-        args.markdown.write_text(render(rows, " ".join(["python", "benchmarks/llm.py", *sys.argv[1:]])))
+    if args.results:
+        results.save(args.results, with_ratios(rows), title="etbuild against export_llm: same weights, one run",
+                     columns=COLUMNS, notes=NOTES)
 
 
-def render(rows: list[dict[str, Any]], command: str) -> str:
-    """The rows as a markdown page: one table of what each program measured, one of ours against export_llm's."""
-    loads = [float(row["load_average"][0]) for row in rows]
-    lines = ["# etbuild against export_llm: same weights, one run", "",
-             f"Written by `{command}` on {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; do not edit by hand.",
-             "Both flows: KV cache, ExecuTorch's custom SDPA (export_llm's `use_sdpa_with_kv_cache`, our "
-             "`llm.attention: custom`), XNNPACK with export_llm's `extended_ops`; random weights. Runner: "
-             "ExecuTorch's TextLLMRunner, one thread, median of the rounds; forward: CPU time in ExecuTorch's "
-             f"runtime. 1-minute load average during the run: {min(loads):.2f}-{max(loads):.2f}.", "",
-             "| model | setting | flow | clean build s | .pte bytes | greedy (of 32) | agreement "
-             "| runner prefill / decode tok/s | forward prefill / decode tok/s |",
-             "|---|---|---|---|---|---|---|---|---|"]
+COLUMNS = ["architecture", "setting", "flow", "build_s", "pte_bytes", "greedy_match", "agreement", "prefill_tok_s",
+           "decode_tok_s", "forward_prefill_tok_s_cpu", "forward_decode_tok_s_cpu", "vs_export_llm.decode_tok_s",
+           "vs_export_llm.forward_decode_tok_s_cpu", "vs_export_llm.build_s", "load_average"]
+"""The columns of the results table (`vs_export_llm`: ours / export_llm's, on our rows)."""
+NOTES = ["Both flows: KV cache, ExecuTorch's custom SDPA (export_llm `use_sdpa_with_kv_cache`, ours `llm.attention: "
+         "custom`), a dynamic prefill, XNNPACK with export_llm's `backend.xnnpack.extended_ops=True` in every setting; "
+         "random weights.",
+         "prefill_tok_s / decode_tok_s: ExecuTorch's TextLLMRunner, one thread, fresh process, median of --rounds "
+         "generations; forward_*_cpu: `forward` in ExecuTorch's runtime by CPU time (llm_step.py).",
+         "greedy_match: of Hugging Face's 32 greedy tokens; agreement: teacher-forced top-1 against the float model "
+         "over 128 positions."]
+
+
+def with_ratios(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows, ours with `vs_export_llm`: its rates and build time over export_llm's on the same model and setting."""
+    theirs = {(r["architecture"], r["setting"]): r for r in rows if r["flow"] == "export_llm"}
+    keys = ("prefill_tok_s", "decode_tok_s", "forward_prefill_tok_s_cpu", "forward_decode_tok_s_cpu", "build_s",
+            "pte_bytes")
+    out = []
     for r in rows:
-        lines.append(f"| {r['architecture']} | {r['setting']} | {r['flow']} | {r['build_s']} | {r['pte_bytes']:,} "
-                     f"| {r['greedy_match']} | {r['agreement']:.4f} "
-                     f"| {r['prefill_tok_s']:,.0f} / {r['decode_tok_s']:,.0f} "
-                     f"| {r['forward_prefill_tok_s_cpu']:,.0f} / {r['forward_decode_tok_s_cpu']:,.0f} |")
-    pairs = [(a, b) for a in rows for b in rows if a["flow"] == "etbuild" and b["flow"] == "export_llm"
-             and (a["architecture"], a["setting"]) == (b["architecture"], b["setting"])]
-    if pairs:
-        lines += ["", "Ours against export_llm's (ratios of the rates; build time and bytes: ours / theirs):", "",
-                  "| model | setting | runner prefill | runner decode | forward prefill | forward decode | build time "
-                  "| .pte bytes |", "|---|---|---|---|---|---|---|---|"]
-        keys = ("prefill_tok_s", "decode_tok_s", "forward_prefill_tok_s_cpu", "forward_decode_tok_s_cpu",
-                "build_s", "pte_bytes")
-        for a, b in pairs:
-            lines.append(f"| {a['architecture']} | {a['setting']} | "
-                         + " | ".join(f"{a[k] / b[k]:.2f}x" for k in keys) + " |")
-    return "\n".join(lines) + "\n"
+        other = theirs.get((r["architecture"], r["setting"])) if r["flow"] == "etbuild" else None
+        ratios = {k: round(r[k] / other[k], 3) for k in keys} if other else None
+        out.append({**r, **({"vs_export_llm": ratios} if ratios else {})})
+    return out
 
 
 def measure(args: argparse.Namespace, architecture: str) -> list[dict[str, Any]]:
