@@ -27,11 +27,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import torch
 from torch.export import ExportedProgram
 
 from etbuild.errors import VerificationError
-from etbuild.fsutil import atomic_path, write_json
+from etbuild.fsutil import write_json
 from etbuild.llm import fallback as llm_fallback
 from etbuild.model import dynamic_shapes, example_inputs, sample_inputs
 from etbuild.quantize import auto, fallback, flow, report
@@ -66,8 +65,7 @@ def run_quantize(recipe: Recipe, exports: Mapping[str, Path], outs: Mapping[str,
     if failed:
         raise VerificationError(_gate_message(recipe, cfg, failed, layers_json))
     for name, out in outs.items():
-        with atomic_path(out) as tmp:
-            torch.export.save(results[name].exported, str(tmp))
+        handoff.write(results[name].exported, out)
 
 
 class MethodResult:

@@ -30,6 +30,7 @@ from etbuild.devtools.bundle_format import write_bundle
 from etbuild.fsutil import write_bytes
 from etbuild.model import build_model, call_method, sample_inputs
 from etbuild.recipe import Recipe
+from etbuild.stages import handoff
 
 HEADROOM = 1.25  # a quantized bundle's atol over the largest error verify accepted
 
@@ -45,7 +46,7 @@ def method_cases(recipe: Recipe, method: str, quantized: Path | None) -> list[tu
         model = build_model(recipe)
         outputs = [call_method(recipe, model, method, s) for s in samples]
     else:
-        module = torch.export.load(str(quantized)).module()
+        module = handoff.read(quantized).module()
         with torch.no_grad():
             outputs = [module(*s) for s in samples]
     return [([_numpy(x) for x in s], [np.asarray(_numpy(o)) for o in tree_flatten(out)[0]])

@@ -36,6 +36,7 @@ from etbuild.model import sample_inputs
 from etbuild.recipe import Recipe
 from etbuild.runtime.kernel_registry import KernelInfo
 from etbuild.runtime.program import Method, Program
+from etbuild.stages import handoff
 from etbuild.stages.lower import LOWERING, lower
 from etbuild.tools import instrument
 
@@ -229,7 +230,7 @@ def _localise_methods(
     recipe: Recipe, pte: Path, exports: Mapping[str, Path], debug_map: Path, methods: Sequence[str]
 ) -> dict[str, dict[str, Any]]:
     debug = read_debug_map(debug_map)
-    exported = {name: torch.export.load(str(path)) for name, path in exports.items()}
+    exported = {name: handoff.read(path) for name, path in exports.items()}
     graphs = {g.name: g for g in reference_graphs(exported).methods}
     program = Program.load(pte)
     cfg = recipe.verify

@@ -45,6 +45,7 @@ from etbuild.recipe import Recipe
 from etbuild.recipe.llm import is_llm
 from etbuild.runtime.data_files import load_data_file
 from etbuild.runtime.format.pte import read_program
+from etbuild.stages import handoff
 from etbuild.stages.export import export_method
 from etbuild.verify import oracle_fork
 from etbuild.verify.bundle import write_recipe_bundle
@@ -139,7 +140,7 @@ def verify_method(
         if intermediate is not None:
             report["intermediate"] = intermediate
         return report, None
-    ep = torch.export.load(str(quantized))
+    ep = handoff.read(quantized)
     module = ep.module()
     with torch.no_grad():
         converted = [[_numpy(t) for t in tree_flatten(module(*s))[0]] for s in samples]
