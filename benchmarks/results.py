@@ -100,6 +100,8 @@ def _cell(value: Any) -> str:
         return "yes" if value else "no"
     if isinstance(value, float):
         return f"{value:,.0f}" if abs(value) >= 1000 else f"{value:.4g}"
+    if isinstance(value, int) and abs(value) >= 10_000:
+        return f"{value:,}"
     text = value if isinstance(value, str) else json.dumps(value, separators=(",", ":"), default=str)
     return text.replace("|", "\\|").replace("\n", " ")
 

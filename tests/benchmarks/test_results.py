@@ -25,7 +25,8 @@ def test_save_writes_the_record_and_its_table(results, tmp_path, monkeypatch):
     for name in results.THREAD_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setattr(sys, "argv", [str(ROOT / "benchmarks" / "load.py"), "build/mlp/mlp.pte", "--results"])
-    rows = [{"pte": "mlp", "load_us": 12.34567, "call": {"us": 3.0}}, {"pte": "a|b", "load_us": 10452.4, "ok": True}]
+    rows = [{"pte": "mlp", "load_us": 12.34567, "call": {"us": 3.0}}, {"pte": "a|b", "load_us": 10452.4, "ok": True},
+            {"pte": "big", "load_us": 2026, "call": {"us": 72891}}]
     path = results.save("load", rows, title="Load times", columns=["pte", "load_us", "call.us", "ok"],
                         notes=["one note"], extra={"threads": 1}, folder=tmp_path)
     record = json.loads(path.read_text())
@@ -39,6 +40,7 @@ def test_save_writes_the_record_and_its_table(results, tmp_path, monkeypatch):
     assert "| pte | load_us | call.us | ok |" in table
     assert "| mlp | 12.35 | 3 | — |" in table
     assert "| a\\|b | 10,452 | — | yes |" in table
+    assert "| big | 2026 | 72,891 | — |" in table
     assert "- one note" in table and "- threads: 1" in table
     assert sorted(p.name for p in tmp_path.iterdir()) == ["load.json", "load.md"]
 
