@@ -228,9 +228,12 @@ def two_method_tokens(args: argparse.Namespace, prompt: list[int]) -> list[int]:
         from etbuild.extras import require
 
         require("executorch.runtime", "interop")
+        from etbuild.runtime.program import Program
+        from etbuild.tools.generate import logits_width
         from etbuild.verify.oracle import executorch_methods
 
-        return greedy(*executorch_methods(Path(args.pte), "prefill", "decode"), prompt, args.tokens)
+        vocab = logits_width(Program.load(args.pte).plan("decode"))
+        return greedy(*executorch_methods(Path(args.pte), "prefill", "decode"), prompt, args.tokens, vocab)
     return generate(args.pte, prompt, args.tokens, args.data)
 
 

@@ -16,14 +16,17 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import MethodInputError
+from etbuild.tools.runner import check_token_ids
 
 Step = Callable[..., Sequence[Any]]
 
 
-def greedy(prefill: Step, decode: Step, prompt: Sequence[int], count: int) -> list[int]:
-    """The `count` tokens that follow `prompt`, each the argmax of the logits before it."""
+def greedy(prefill: Step, decode: Step, prompt: Sequence[int], count: int, vocab_size: int | None = None) -> list[int]:
+    """The `count` tokens that follow `prompt`, each the argmax of the logits before it. Prompt ids outside
+    [0, vocab_size) are a MethodInputError (below 0 when the size is not given)."""
     if not prompt:
         raise MethodInputError("the prompt is empty: prefill needs at least one token")
+    check_token_ids(prompt, vocab_size)
     if count < 1:
         return []
     tokens = [_next(prefill(np.asarray([prompt], dtype=np.int64)))]
@@ -45,4 +48,11 @@ def generate(pte: str | Path, prompt: Sequence[int], count: int, data: Sequence[
 
     program = Program.load(pte, data)
     prefill, decode = program.load_method("prefill"), program.load_method("decode")
-    return greedy(prefill, decode, prompt, count)
+    return greedy(prefill, decode, prompt, count, logits_width(program.plan("decode")))
+
+
+def logits_width(plan: Any) -> int | None:
+    """The last dimension of an execution plan's first output (a language model's vocabulary), if it is a tensor."""
+    value = plan.values[plan.outputs[0]].val if plan.outputs else None
+    sizes = getattr(value, "sizes", None)
+    return int(sizes[-1]) if sizes else None

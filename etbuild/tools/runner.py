@@ -34,6 +34,7 @@ class Contract:
     chunk: int
     bos_id: int | None = None
     eos_ids: tuple[int, ...] = ()
+    vocab_size: int | None = None  # `get_vocab_size`, when the program has it
 
 
 @dataclass
@@ -84,7 +85,18 @@ def read_contract(constants: dict[str, Any], chunk_bound: int) -> Contract:
         raise InvalidProgram(f"constant method get_eos_ids returns {eos!r}; expected Ints")
     dynamic = constants.get("enable_dynamic_shape", chunk_bound > 1)
     chunk = max(1, min(chunk_bound, max_seq)) if dynamic else 1
-    return Contract(max_seq, context, chunk, integer("get_bos_id"), tuple(int(e) for e in eos))
+    return Contract(max_seq, context, chunk, integer("get_bos_id"), tuple(int(e) for e in eos),
+                    integer("get_vocab_size"))
+
+
+def check_token_ids(tokens: Sequence[int], vocab_size: int | None) -> None:
+    """MethodInputError for a token id below 0 or, when the vocabulary size is known, not below it: an id is never
+    read from the end of the embedding table."""
+    for i, token in enumerate(tokens):
+        if token < 0 or (vocab_size is not None and token >= vocab_size):
+            expected = "≥ 0" if vocab_size is None else f"0 … {vocab_size - 1} (a vocabulary of {vocab_size})"
+            raise MethodInputError(f"token id {token} (position {i} of the tokens given) is out of range: "
+                                   f"expected {expected}")
 
 
 def sample(logits: np.ndarray, temperature: float, top_p: float, rng: np.random.Generator) -> int:
@@ -115,6 +127,7 @@ class Runner:
         """Run tokens at the next positions, in chunks of at most the contract's bound; the logits after the last."""
         if not tokens:
             raise MethodInputError("the prompt is empty: prefill needs at least one token")
+        check_token_ids(tokens, self.contract.vocab_size)
         end = self.position + len(tokens)
         if end > self.contract.max_context_len:
             raise MethodInputError(f"{len(tokens)} tokens at position {self.position} reach position {end - 1}, "

@@ -2,7 +2,7 @@
 index_put(_), masked_fill/select/scatter, select/slice_scatter, nonzero, repeat_interleave.
 
 Indices follow torch: int32 or int64, negative values wrap where torch wraps them (index,
-index_select), bool tensors in `index`/`index_put` are masks. Out-of-range indices raise
+index_select; not embedding), bool tensors in `index`/`index_put` are masks. Out-of-range indices raise
 KernelError.
 """
 
@@ -80,8 +80,14 @@ def index_select_out(x: np.ndarray, dim: int, index: np.ndarray, out: np.ndarray
 def embedding_out(
     weight: np.ndarray, indices: np.ndarray, padding_idx: int, scale_grad: bool, sparse: bool, out: np.ndarray
 ) -> np.ndarray:
-    """weight rows by index: (*indices.shape, embedding_dim)."""
-    return store(out, np.take(weight, _indices(indices, weight.shape[0], "embedding"), axis=0))
+    """weight rows by index: (*indices.shape, embedding_dim). An index outside [0, rows) is a KernelError: torch's
+    embedding does not wrap negative ones (a token id of -1 is not the last token)."""
+    rows = weight.shape[0]
+    idx = _indices(indices, rows, "embedding")
+    if idx.size and idx.min() < 0:
+        raise KernelError(f"embedding: index {int(idx.min())} is out of range for size {rows} "
+                          f"(expected 0 … {rows - 1})")
+    return store(out, np.take(weight, idx, axis=0))
 
 
 @kernel("aten::where.self_out", dtypes=ALL_DTYPES)

@@ -26,8 +26,14 @@ def _rows(weight: np.ndarray, indices: np.ndarray) -> np.ndarray:
     if indices.dtype.kind not in "iu":
         raise KernelError(f"embedding: expected integer indices; got {indices.dtype}")
     if indices.size and (indices.min() < 0 or indices.max() >= weight.shape[0]):
-        raise KernelError(f"embedding: index out of range for a table of {weight.shape[0]} rows")
+        raise _out_of_range(int(indices.min()), int(indices.max()), weight.shape[0])
     return weight[indices]
+
+
+def _out_of_range(low: int, high: int, rows: int) -> KernelError:
+    """The error for indices `low … high` of which one is outside [0, rows): a token id is never read from the end."""
+    return KernelError(f"embedding: index {low if low < 0 else high} is out of range for a table of {rows} rows "
+                       f"(expected 0 … {rows - 1})")
 
 
 def _unpack_table(bits: int) -> np.ndarray:
@@ -106,7 +112,7 @@ def _lookup_fast(
     def lookup() -> None:
         low, high = (int(flat[0]),) * 2 if n == 1 else (int(flat.min()), int(flat.max()))
         if low < 0 or high >= rows:
-            raise KernelError(f"embedding: index out of range for a table of {rows} rows")
+            raise _out_of_range(low, high, rows)
         np.take(weight, flat, axis=0, out=packed)
         if codes is not None:
             np.take(table, packed, axis=0, out=codes)

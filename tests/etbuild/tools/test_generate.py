@@ -47,3 +47,12 @@ def test_generate_errors(lm_pte: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert "--prompt '1,x': expected token ids" in capsys.readouterr().err
     with pytest.raises(MethodInputError, match="the prompt is empty"):
         generate(lm_pte, [], 3)
+
+
+@pytest.mark.parametrize("bad", ["-1", "256"])
+def test_a_token_id_outside_the_vocabulary_is_an_input_error(lm_pte: Path, bad: str,
+                                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """-1 is not the last token: `--prompt 5,-1` stops (exit 6) as an id past the vocabulary of 256 does."""
+    assert main(["generate", str(lm_pte), "--prompt", f"5,{bad}", "--tokens", "3"]) == MethodInputError.exit_code
+    message = f"token id {bad} (position 1 of the tokens given) is out of range: expected 0 … 255"
+    assert message in capsys.readouterr().err
