@@ -1,13 +1,17 @@
 """`llm.attention: custom`: a decoder whose attention calls `llama::update_cache` and `llama::custom_sdpa`.
 
 The KV cache is one pair of buffers per layer, `[1, max_context, H_kv, D]` (ExecuTorch's layout,
-sequence at dim 1), registered on the module so export makes them program state. Each forward
-hands the model a `SequenceCache` over them: transformers' attention layers call its `update`
-after RoPE, which writes the new keys and values in place with `update_cache` and returns the whole
-caches; the attention function registered as `etbuild_custom` then calls `custom_sdpa`, which
-attends over positions `0 … start + n - 1` only. A decode step so neither copies the cache nor
-attends over unfilled positions. With no mask function registered for `etbuild_custom`,
-transformers builds no mask (custom_sdpa is causal). In the program, the lowering step `grouped-attention`
+sequence at dim 1), registered on the module so export makes them program state. The model runs
+without a transformers cache: each forward hands the attention function registered as `etbuild_custom`
+a `SequenceCache` over the buffers (a keyword argument transformers passes through to it), and that
+function writes the layer's new keys and values (after RoPE) in place with `update_cache`, then calls
+`custom_sdpa`, which attends over positions `0 … start + n - 1` only. A decode step so neither copies
+the cache nor attends over unfilled positions. With no mask function registered for `etbuild_custom`,
+transformers builds no mask (custom_sdpa is causal). What this takes from transformers is small and
+public (`SUPPORTED` in `etbuild.llm.versions`): `AttentionInterface.register`, the attention-function
+contract (`module.layer_idx`, query/key/value `[1, H, n, D]`, extra keyword arguments passed through),
+`position_ids` and `logits_to_keep`; transformers' own cache classes, whose `update` signature changed
+in 5.24, are not used. In the program, the lowering step `grouped-attention`
 (`etbuild.lowering.grouped_attention`) gives one token's call over grouped-query heads the heads as rows.
 
 `llm.kv_cache: int8` (`QuantizedSequenceCache`) keeps each cache as int8 values with a float32 scale
@@ -29,6 +33,8 @@ from etbuild.llm import custom_ops, imports
 
 ATTENTION = "etbuild_custom"
 """The name the attention function is registered under in transformers' AttentionInterface."""
+CACHE_KEYWORD = "etbuild_cache"
+"""The keyword argument that carries the `SequenceCache` through the model to the attention function."""
 
 
 class SequenceCache:
@@ -37,7 +43,7 @@ class SequenceCache:
     def __init__(self, keys: list[torch.Tensor], values: list[torch.Tensor], start: Any) -> None:
         self.keys, self.values, self.start = keys, values, start
 
-    def update(self, key: torch.Tensor, value: torch.Tensor, layer: int, *_: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(self, key: torch.Tensor, value: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         """Write `key`/`value` (`[1, H_kv, n, D]`) at positions `start …`; the layer's full caches."""
         torch.ops.llama.update_cache(key.transpose(1, 2), self.keys[layer], self.start)
         torch.ops.llama.update_cache(value.transpose(1, 2), self.values[layer], self.start)
@@ -57,7 +63,7 @@ class QuantizedSequenceCache(SequenceCache):
         self.params = params  # per layer: key scales, key zero points, value scales, value zero points
         self.prefix = prefix  # `start` again, as a size of its own (see CustomRunner._cache)
 
-    def update(self, key: torch.Tensor, value: torch.Tensor, layer: int, *_: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    def update(self, key: torch.Tensor, value: torch.Tensor, layer: int) -> tuple[torch.Tensor, torch.Tensor]:
         key_scales, key_zeros, value_scales, value_zeros = self.params[layer]
         return (self._write(key.transpose(1, 2), self.keys[layer], key_scales, key_zeros),
                 self._write(value.transpose(1, 2), self.values[layer], value_scales, value_zeros))
@@ -81,10 +87,11 @@ class QuantizedSequenceCache(SequenceCache):
 
 def attention(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
               mask: Any, scaling: float | None = None, dropout: float = 0.0, **kwargs: Any) -> tuple[Any, None]:
-    """transformers' attention-function contract: `query` `[1, H, n, D]`, `key`/`value` the layer's caches;
-    returns `[1, n, H, D]` and no weights."""
-    start = kwargs["cache_start"]
-    out = torch.ops.llama.custom_sdpa(query.transpose(1, 2), key, value, start, None, 0.0, True, scaling)
+    """transformers' attention-function contract: `query` `[1, H, n, D]`, `key`/`value` the step's own
+    `[1, H_kv, n, D]`, written into the `etbuild_cache` keyword's caches first; returns `[1, n, H, D]`, no weights."""
+    cache: SequenceCache = kwargs[CACHE_KEYWORD]
+    key, value = cache.update(key, value, module.layer_idx)
+    out = torch.ops.llama.custom_sdpa(query.transpose(1, 2), key, value, cache.start, None, 0.0, True, scaling)
     return out, None
 
 
@@ -152,8 +159,8 @@ class CustomRunner(torch.nn.Module):
         config = self.model.config
         eager, config._attn_implementation = config._attn_implementation, ATTENTION
         try:
-            out = self.model(input_ids=tokens, position_ids=positions, past_key_values=cache, use_cache=True,
-                             cache_start=start, logits_to_keep=1)  # the head on the last position only
+            out = self.model(input_ids=tokens, position_ids=positions, use_cache=False, logits_to_keep=1,
+                             **{CACHE_KEYWORD: cache})  # logits_to_keep: the head on the last position only
         finally:
             config._attn_implementation = eager  # `language_model()` generates as transformers does
         return out.logits[:, -1, :]

@@ -8,7 +8,8 @@ them as `kwargs`, and the runner contract's inputs: `tokens` `[1, n]` int64 with
 XNNPACK here, then take the whole model, and the runner prefills token by token), and
 `input_pos` `[1]` int64. Each added key is located at `model.llm`. The
 schema then checks the rest; what it cannot say (an architecture outside the list, a folder
-without config.json, `max_prefill` past `max_context`) is a RecipeError here.
+without config.json, `max_prefill` past `max_context`, a transformers release outside
+`etbuild.llm.versions.SUPPORTED`) is a RecipeError here.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from etbuild.llm import versions
 from etbuild.llm.architectures import unsupported
 from etbuild.recipe.checks import INT4_SCHEME, LLM_FACTORY, STATIC_SCHEME, override_schemes
 from etbuild.recipe.parse import Doc
@@ -49,6 +51,9 @@ def expand_llm(doc: Doc) -> None:
     for key in MODEL_KEYS:
         if key in model:
             raise _error(doc, ("model", key), f"expected no model.{key} beside model.llm (it gives the model)")
+    problem = versions.problem(versions.installed())
+    if problem:
+        raise _error(doc, ("model", "llm"), problem)
     kwargs = {**_source(doc, llm), **_lengths(doc, llm), **_section(doc)}
     vocab = vocab_size(kwargs)
     added: dict[str, Any] = {
