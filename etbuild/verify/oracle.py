@@ -6,7 +6,9 @@ when these functions are called, never by etbuild's build or runtime.
 
 from __future__ import annotations
 
+import functools
 import importlib.util
+import json
 import subprocess
 import sys
 import time
@@ -216,6 +218,27 @@ def write_operator_list(path: Path) -> None:
 def executorch_installed() -> bool:
     """Whether the executorch oracle package can be imported (without importing it)."""
     return importlib.util.find_spec("executorch") is not None
+
+
+@functools.lru_cache(maxsize=1)
+def executorch_backends() -> frozenset[str]:
+    """The backend ids ExecuTorch's Python runtime registers (asked once, in a subprocess)."""
+    code = ("import json; from executorch.runtime import Runtime; "
+            "print(json.dumps(sorted(Runtime.get().backend_registry.registered_backend_names)))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    lines = proc.stdout.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        raise VerificationError(f"ExecuTorch's runtime did not list its backends (exit {proc.returncode})")
+    return frozenset(json.loads(lines[-1]))
+
+
+def missing_backends(pte: Path) -> list[str]:
+    """The backend ids the program's delegates name that ExecuTorch's Python runtime lacks (an NPU's, say)."""
+    from etbuild.runtime.format.pte import read_program
+
+    program, _ = read_program(pte.read_bytes())
+    named = {d.id for plan in program.execution_plan for d in plan.delegates}
+    return sorted(named - executorch_backends()) if named else []
 
 
 def run_samples_in_executorch(pte: Path, inputs_npz: Path, out_npz: Path, method: str = "forward",
