@@ -17,6 +17,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import results  # benchmarks/results.py (the script's folder is on sys.path)
 from timing import executorch_fresh_us  # benchmarks/timing.py (the script's folder is on sys.path)
 
 
@@ -38,15 +39,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--runs", type=int, default=100)
     parser.add_argument("--threads", type=int, default=1)
+    results.add_option(parser, "alternate")
     args = parser.parse_args(argv)
     if len(args.ptes) < 2:
         parser.error("give at least two programs: the last is the baseline")
     times = alternate(args.inputs, args.ptes, args.rounds, args.runs, args.threads)
     baseline = times[args.ptes[-1]]
+    rows = []
     for pte, own in times.items():
         ratios = [a / b for a, b in zip(own, baseline)]
         print(f"{str(pte):60s} {statistics.median(own):10.1f} µs  {statistics.median(ratios):.3f}× "
               f"({min(ratios):.2f}–{max(ratios):.2f})")
+        rows.append({"program": str(pte), "median us": statistics.median(own), "ratio": statistics.median(ratios),
+                     "least ratio": min(ratios), "largest ratio": max(ratios)})
+    if args.results:
+        results.save(args.results, rows, title="Builds of one model in ExecuTorch's runtime, alternating",
+                     notes=[f"{args.rounds} rounds of {args.runs} calls in a fresh process, {args.threads} thread(s); "
+                            "ratio: to the last program, the median of the rounds' ratios"])
     return 0
 
 
