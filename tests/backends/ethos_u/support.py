@@ -52,9 +52,16 @@ def lowered(model: torch.nn.Module, x: tuple[torch.Tensor, ...], backend: str, *
 def int8_edges(converted: torch.fx.GraphModule, x: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """The quantized model's int8 input (its first quantize) and int8 output (its last dequantize's input)."""
     quants = [n for n in converted.graph.nodes if n.target is qd.quantize_per_tensor.default]
-    dequants = [n for n in converted.graph.nodes if n.target is qd.dequantize_per_tensor.default]
     scale, zero = quants[0].args[1:3]
     q_in = torch.clamp(torch.round(x / scale) + zero, -128, 127).to(torch.int8).numpy()
-    scale, zero = dequants[-1].args[1:3]
+    scale, zero = output_params(converted)
     q_out = torch.clamp(torch.round(converted(x).detach() / scale) + zero, -128, 127).to(torch.int8).numpy()
     return q_in, q_out
+
+
+def output_params(converted: torch.fx.GraphModule) -> tuple[float, int]:
+    """The (scale, zero point) of the dequantize that gives the model's output."""
+    (output,) = [n for n in converted.graph.nodes if n.op == "output"]
+    produced = output.args[0][0] if isinstance(output.args[0], (tuple, list)) else output.args[0]
+    assert produced.target is qd.dequantize_per_tensor.default
+    return produced.args[1], produced.args[2]

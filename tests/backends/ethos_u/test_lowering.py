@@ -82,3 +82,20 @@ def test_an_ethos_u_delegate_carries_executorchs_specs_and_its_tosa_graph() -> N
     assert blob.cmd_data[:4] == b"COP1" and blob.inputs[0].shape == (1, 1, 1, 1, 8, 21)
     (tosa,) = processed.named_data.values()
     assert [len(names) for names in block_io(tosa)] == [1, 1]
+
+
+def test_a_tosa_program_runs_in_our_runtime(tmp_path) -> None:
+    from etbuild.pipeline import compile_exported
+    from etbuild.recipe import BackendConfig
+    from etbuild.runtime.program import Program
+    from tests.backends.ethos_u.support import output_params, quantized
+
+    torch.manual_seed(2)
+    x = torch.randn(1, 8, 21)
+    converted, exported = quantized(Audio(), (x,))
+    compiled = compile_exported({"forward": exported}, backends=[BackendConfig("tosa", {})])
+    (tmp_path / "p.pte").write_bytes(compiled.pte)
+    (out,) = Program.load(tmp_path / "p.pte").load_method("forward")(x.numpy())
+    _, q_out = int8_edges(converted, x)
+    scale, zero = output_params(converted)
+    assert np.abs(out / scale + zero - q_out).max() <= 1.001

@@ -7,7 +7,8 @@ import pytest
 from etbuild.backends.ethos_u.options import EthosUOptions
 from etbuild.backends.ethos_u.targets import TARGETS, family, macs
 from etbuild.backends.options import OptionError, parse_options
-from tests.etbuild.recipe.support import GOOD, error_of
+from etbuild.recipe import load_recipe
+from tests.etbuild.recipe.support import GOOD, REPO_RECIPES, error_of
 
 
 def test_defaults_follow_the_family_as_executorch_does() -> None:
@@ -42,3 +43,13 @@ def test_a_recipe_error_points_at_the_option() -> None:
     assert message.endswith("got 'ethos-u85-265' — did you mean 'ethos-u85-256'?")
     message = error_of(GOOD + "backends: [{name: ethos-u, options: {memory_mode: Shared Sram}}]\n")
     assert "expected a non-empty name without spaces for option 'memory_mode'" in message
+
+
+@pytest.mark.parametrize(("name", "target", "mode"), [
+    ("kws-ethos-u55", "ethos-u55-128", "Shared_Sram"), ("cnn-ethos-u85", "ethos-u85-256", "Sram_Only")])
+def test_the_repository_recipes_load(name: str, target: str, mode: str) -> None:
+    recipe = load_recipe(REPO_RECIPES / f"{name}.yaml")
+    (backend,) = recipe.backends
+    options = parse_options(EthosUOptions, backend.options, backend.name)
+    assert (backend.name, options.target, options.memory_mode) == ("ethos-u", target, mode)
+    assert recipe.quantize.scheme == "int8-static"

@@ -61,14 +61,14 @@ def program() -> tuple[bytes, torch.fx.GraphModule, torch.Tensor]:
 
 def test_our_runtime_runs_an_ethos_u_program_through_its_tosa_graph(program, tmp_path) -> None:
     from etbuild.runtime.program import Program
+    from tests.backends.ethos_u.support import output_params
 
     pte, converted, x = program
     path = tmp_path / "small.pte"
     path.write_bytes(pte)
     (out,) = Program.load(path).load_method("forward")(x.numpy())
     expected = converted(x).detach().numpy()
-    dequantize = torch.ops.quantized_decomposed.dequantize_per_tensor.default
-    step = [n for n in converted.graph.nodes if n.target is dequantize][-1].args[1]
+    step, _ = output_params(converted)
     assert np.abs(out - expected).max() <= step * 1.001
 
 
