@@ -11,8 +11,9 @@ Vela 5.2.0 (the same flags: the target's default system config and memory mode).
 - `cpu_ops`: operators left on the CPU in the `.pte`, quantize/dequantize not counted (the same count on
   both programs); `delegates`: EthosUBackend delegates;
 - `cycles`, `sram_kib`, `flash_kib`, `macs`: Vela's estimate for the delegates' TOSA graphs (cycles summed,
-  SRAM the largest), each graph compiled again here with the same flags (ExecuTorch's graph taken from
-  its intermediate artifacts); Vela's README: estimates, not measurements;
+  SRAM the largest), each graph compiled again here with the same flags; ExecuTorch's graphs come from its
+  intermediate artifacts, each matched to its delegate by the blob its compile packs to, byte for byte
+  (which also proves Vela deterministic on them); Vela's README: estimates, not measurements;
 - `snr_db`: output SNR against the float model on the evaluation samples, each `.pte` run in etbuild's
   runtime with every delegate's TOSA graph in the TOSA reference model (a functional simulation, no NPU).
 Needs the `ethos-u` and `interop` extras.
@@ -71,7 +72,7 @@ def snr_db(model: torch.nn.Module, pte: bytes, graphs: list[bytes], target: str,
     from etbuild.runtime.format.ptd import write_ptd
     from etbuild.runtime.program import Program
 
-    named = {tosa_key(pack(compile_tosa(g, EthosUOptions(target)).bin)): (g, None) for g in graphs}
+    named = {tosa_key(pack(compile_tosa(g, EthosUOptions(target)).bin)): (g, None) for g in dict.fromkeys(graphs)}
     signal, noise = 0.0, 0.0
     with tempfile.TemporaryDirectory(prefix="ethosu-bench-") as tmp:
         Path(tmp, "p.pte").write_bytes(pte)
@@ -83,6 +84,22 @@ def snr_db(model: torch.nn.Module, pte: bytes, graphs: list[bytes], target: str,
             signal += float((want**2).sum())
             noise += float(((np.asarray(got, dtype=np.float64).reshape(want.shape) - want) ** 2).sum())
     return round(float(10 * np.log10(signal / max(noise, 1e-30))), 2)
+
+
+def delegate_graphs(pte: bytes, candidates: list[bytes], target: str) -> list[bytes]:
+    """The TOSA graph of each delegate of the program, in delegate order: the candidate whose Vela compile
+    packs to exactly the delegate's blob (Vela is deterministic; a folder of intermediates may hold copies)."""
+    from etbuild.backends.ethos_u.format.blob import pack
+    from etbuild.runtime.delegates import processed_blob
+
+    program, header = read_program(pte)
+    packed = {pack(compile_tosa(g, EthosUOptions(target)).bin): g for g in dict.fromkeys(candidates)}
+    blobs = [bytes(processed_blob(pte, program, header, d.processed, "delegate"))
+             for d in program.execution_plan[0].delegates]
+    missing = [k for k, b in enumerate(blobs) if b not in packed]
+    if missing:
+        raise SystemExit(f"no TOSA graph compiles to delegate(s) {missing} of the program")
+    return [packed[b] for b in blobs]
 
 
 def vela_numbers(graphs: list[bytes], target: str) -> dict[str, Any]:
@@ -145,7 +162,8 @@ def case(name: str, target: str, flow: str, args: argparse.Namespace) -> dict[st
     torch.manual_seed(0)
     model = factory().eval()
     calibration, samples = inputs(shape, args.calibration, 0), inputs(shape, args.samples, 1)
-    pte, graphs, converted = (ours if flow == "etbuild" else theirs)(model, calibration, target)
+    pte, candidates, _ = (ours if flow == "etbuild" else theirs)(model, calibration, target)
+    graphs = delegate_graphs(pte, candidates, target)
     ops, delegates = cpu_ops(pte)
     row: dict[str, Any] = {"model": name, "target": target, "flow": flow, "cpu_ops": ops, "delegates": delegates}
     row.update(vela_numbers(graphs, target) if graphs else {})
