@@ -11,6 +11,7 @@ Functions that take `method` default to `forward`, the one method of a recipe wi
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import hashlib
 import importlib
@@ -51,7 +52,7 @@ def build_model(recipe: Recipe) -> torch.nn.Module:
     Also checks that the module has every method the recipe exports.
     """
     factory = _resolve_factory(recipe)
-    kwargs = recipe.section("model")["kwargs"]
+    kwargs = recipe.model.factory_kwargs()
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(recipe.model.seed)
         module = _call_factory(recipe, factory, kwargs)
@@ -60,6 +61,12 @@ def build_model(recipe: Recipe) -> torch.nn.Module:
     for method in recipe.model.methods:
         method_callable(module, method.name, recipe)
     return module.eval()
+
+
+def fresh(model: torch.nn.Module) -> torch.nn.Module:
+    """A copy of `model` (as `build_model` made it, never run) to run on fresh state: running a model changes its
+    buffers, and one build then serves every run that wants the model as built."""
+    return copy.deepcopy(model)
 
 
 def method_callable(

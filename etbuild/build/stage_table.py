@@ -38,7 +38,7 @@ from typing import Any
 from etbuild.build import collector
 from etbuild.build.layout import Artifacts
 from etbuild.recipe import Recipe
-from etbuild.recipe.llm import is_llm
+from etbuild.recipe.kinds import kind_of
 
 STAGES = ("export", "quantize", "lower", "plan", "emit", "select", "verify")
 
@@ -117,10 +117,7 @@ def model_files(recipe: Recipe) -> list[Path]:
     """Files the model stage reads besides the recipe: weights, a language model's folder (config,
     safetensors, tokenizer) and a path-based factory."""
     files = [recipe.model.weights] if recipe.model.weights else []
-    if is_llm(recipe):
-        from etbuild.llm.runner import checkpoint_files
-
-        files += checkpoint_files(recipe.section("model")["kwargs"])
+    files += kind_of(recipe).model_files(recipe)
     source = recipe.model.factory.rsplit(":", 1)[0]
     if source.endswith(".py"):
         files.append(Path(source))  # file factories are absolute once loaded
@@ -144,41 +141,24 @@ SECTION_FILES: dict[str, Callable[[Recipe], list[Path]]] = {
 """Recipe section -> the files it names: a stage reading the section reads them too."""
 
 
-def llm_emit(recipe: Recipe) -> tuple[Any, ...]:
-    """A language model's constant methods and tokenizer.json for emit; nothing for other models."""
-    if not is_llm(recipe):
-        return ()
-    from etbuild.llm.runner import constant_methods, tokenizer_file
-
-    kwargs = recipe.section("model")["kwargs"]
-    return constant_methods(kwargs), tokenizer_file(kwargs)
-
-
 def emit_sections(recipe: Recipe) -> tuple[str, ...]:
-    """What emit reads: `emit`, and a language model's `model` (its constant methods and tokenizer)."""
-    return ("model", "emit") if is_llm(recipe) else ("emit",)
+    """What emit reads: `emit`, and what the model kind asks (a language model's `model`: its constant methods and
+    tokenizer)."""
+    return (*kind_of(recipe).emit_sections, "emit")
 
 
 def emit_args(recipe: Recipe, a: Artifacts) -> tuple[Any, ...]:
-    """Emit's arguments after lowered, plan and pte: a language model's constant methods and tokenizer (None,
-    None for other models), the constants' keys and `emit.weights` (None: the weights stay in the `.pte`)."""
-    return (*(llm_emit(recipe) or (None, None)), a.constant_names, recipe.emit.weights)
-
-
-def llm_outputs(recipe: Recipe, a: Artifacts) -> list[Path]:
-    """tokenizer.json beside the `.pte` when a language model's folder has one."""
-    if not is_llm(recipe):
-        return []
-    from etbuild.llm.runner import tokenizer_file
-
-    return [a.tokenizer] if tokenizer_file(recipe.section("model")["kwargs"]) else []
+    """Emit's arguments after lowered, plan and pte: the model kind's constant methods and tokenizer (None, None
+    for a plain module), the constants' keys and `emit.weights` (None: the weights stay in the `.pte`)."""
+    return (*kind_of(recipe).emit_args(recipe), a.constant_names, recipe.emit.weights)
 
 
 def quantize_sections(recipe: Recipe) -> tuple[str, ...]:
-    """What quantize reads: with `verify.fallback: auto` also that and `verify.agreement` (the search's target)."""
-    verify = recipe.section("verify")
-    keys = ("fallback", "agreement") if verify.get("fallback") == "auto" else ()
-    search = (f"verify.{key}" for key in keys if key in verify)
+    """What quantize reads: when the model kind's search runs (`verify.fallback: auto`), also that and
+    `verify.agreement` (the search's target) when the recipe sets it."""
+    search: tuple[str, ...] = ()
+    if kind_of(recipe).searches(recipe):
+        search = ("verify.fallback", *(("verify.agreement",) if recipe.verify.agreement is not None else ()))
     return ("model", "quantize", "backends", "verify.samples", "verify.seed", *search)
 
 
@@ -204,7 +184,8 @@ def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) ->
                                        *a.partition(recipe)], ("backends",), dumps),
         call("plan", (a.lowered, recipe.memory, a.root), [a.lowered], a.memory, ("memory",)),
         call("emit", (a.lowered, a.plan, a.pte, *emit_args(recipe, a)), [a.lowered, a.plan, a.constant_names],
-              [a.pte, *a.data_files(recipe), *llm_outputs(recipe, a)], emit_sections(recipe)),
+              [a.pte, *a.data_files(recipe), *kind_of(recipe).emit_outputs(recipe, a.tokenizer)],
+             emit_sections(recipe)),
         call("select", (recipe, a.pte, a.lowered, a.root), [a.pte, a.lowered],
              [*a.select, a.runtime_package], ("operators",)),
         call("verify", (recipe, a.pte, a.runtime_zip, a.verify, methods, a.debug_map, *q_args),

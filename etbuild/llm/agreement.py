@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 import torch
 
-from etbuild.model import build_model
 from etbuild.recipe import Recipe
 from etbuild.recipe.llm import vocab_size
 
@@ -48,7 +47,7 @@ def search_sequence(recipe: Recipe) -> list[int]:
 
 def threshold(recipe: Recipe) -> float:
     """The recipe's `verify.agreement` (default `AGREEMENT`)."""
-    return float(recipe.section("verify").get("agreement", AGREEMENT))
+    return AGREEMENT if recipe.verify.agreement is None else recipe.verify.agreement
 
 
 def one_token_calls(sequence: list[int]) -> Samples:
@@ -56,9 +55,8 @@ def one_token_calls(sequence: list[int]) -> Samples:
     return [(np.array([[t]], dtype=np.int64), np.array([i], dtype=np.int64)) for i, t in enumerate(sequence)]
 
 
-def float_model(recipe: Recipe) -> torch.nn.Module:
-    """The recipe's float model (with a float KV cache: an int8-cache program is judged against it)."""
-    model = build_model(recipe)
+def float_model(model: torch.nn.Module) -> torch.nn.Module:
+    """The float model of a recipe's `model` (with a float KV cache: an int8-cache program is judged against it)."""
     return model.with_float_cache() if getattr(model, "int8_cache", False) else model
 
 

@@ -36,11 +36,11 @@ from torch.fx import GraphModule, Node
 
 from etbuild.llm.agreement import agreement, float_model, one_token_calls, search_sequence, teacher_forced, threshold
 from etbuild.llm.swap import Layer, quantized_layers, swappable
+from etbuild.model import build_model
 from etbuild.quantize import flow
 from etbuild.quantize.fallback.search import first_passing
 from etbuild.quantize.modules import module_path
 from etbuild.recipe import Recipe
-from etbuild.recipe.llm import is_llm
 
 MARGIN = 0.02
 """What the search aims above `verify.agreement` on its own sequence (about 2.5 of 128 positions): verify
@@ -74,7 +74,7 @@ class Evaluation:
     def __init__(self, recipe: Recipe, ep: ExportedProgram) -> None:
         self.ep = ep
         self.samples = one_token_calls(search_sequence(recipe))
-        self.reference = teacher_forced(float_model(recipe), self.samples)
+        self.reference = teacher_forced(float_model(build_model(recipe)), self.samples)
         self.count = 0
 
     def measure(self, model: GraphModule, what: str, positions: int | None = None) -> dict[str, Any]:
@@ -160,11 +160,6 @@ def _final(ep: ExportedProgram, plan: flow.Plan, calibration: Sequence[Any], eva
 
 def _holds(target: float) -> Callable[[dict[str, Any]], bool]:
     return lambda step: bool(step["agreement"] >= target)
-
-
-def wanted(recipe: Recipe) -> bool:
-    """Whether the recipe asks for the search: a `model.llm` recipe with `verify.fallback: auto`."""
-    return is_llm(recipe) and recipe.section("verify").get("fallback") == "auto"
 
 
 def keep_float(plan: flow.Plan, nodes: Sequence[str]) -> flow.Plan:

@@ -22,7 +22,7 @@ from etbuild.model import TORCH_DTYPES, sample_inputs
 from etbuild.quantize.flow import GPTQ
 from etbuild.quantize.schemes import INT4, STATIC
 from etbuild.recipe import InputSpec, MethodSpec, Recipe
-from etbuild.recipe.llm import is_llm
+from etbuild.recipe.kinds import kind_of
 
 DATA_KEY = "quantize.calibration.data"
 
@@ -38,10 +38,9 @@ def _calibrates(recipe: Recipe) -> bool:
 def calibration_inputs(recipe: Recipe, method: str) -> list[tuple[torch.Tensor, ...]]:
     """The calibration samples of one method, as input tuples."""
     cfg = recipe.quantize.calibration if recipe.quantize else None
-    if is_llm(recipe) and (cfg is None or cfg.data is None) and _calibrates(recipe):
-        from etbuild.llm.calibration import calibration_calls
-
-        return list(calibration_calls(recipe))
+    kind = kind_of(recipe)
+    if kind.calibration is not None and (cfg is None or cfg.data is None) and _calibrates(recipe):
+        return list(kind.calibration(recipe))
     if cfg is None or cfg.data is None:
         samples, seed = (cfg.samples, cfg.seed) if cfg else (1, 0)
         return sample_inputs(recipe, samples, seed, method)

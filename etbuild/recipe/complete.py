@@ -192,7 +192,9 @@ def _build(path: Path, doc: Doc, data: dict[str, Any]) -> Recipe:
         operators=OperatorsConfig(None if allow is None else tuple(allow)),
         verify=VerifyConfig(
             samples=verify["samples"], rtol=float(verify["rtol"]), atol=float(verify["atol"]), seed=verify["seed"],
-            bundle=verify["bundle"],
+            bundle=verify["bundle"], tokens=verify.get("tokens"),
+            agreement=None if verify.get("agreement") is None else float(verify["agreement"]),
+            fallback=verify.get("fallback", VerifyConfig.fallback),
         ),
         sources=tuple(doc.files.values()),
         locations=MappingProxyType({**doc.values, **doc.keys}),

@@ -69,6 +69,15 @@ class FrozenMapping(Mapping[_K, _V]):
         return f"FrozenMapping({self._items!r})"
 
 
+def thaw(value: Any) -> Any:
+    """Frozen recipe data as plain data again: FrozenMappings become dicts, tuples lists."""
+    if isinstance(value, Mapping):
+        return {key: thaw(item) for key, item in value.items()}
+    if isinstance(value, tuple):
+        return [thaw(item) for item in value]
+    return value
+
+
 # ---------------------------------------------------------------------------- model
 
 
@@ -122,6 +131,12 @@ class ModelConfig:
             object.__setattr__(self, "methods", (MethodSpec("forward", self.inputs),))
         elif not self.inputs:
             object.__setattr__(self, "inputs", self.methods[0].inputs)
+
+    def factory_kwargs(self) -> dict[str, Any]:
+        """`kwargs` as the plain data the recipe wrote (dicts and lists, a fresh copy): what the factory and its
+        model kind's functions (`etbuild.recipe.kinds`) take."""
+        thawed: dict[str, Any] = thaw(self.kwargs)
+        return thawed
 
     def method(self, name: str) -> MethodSpec:
         """The method called `name`; KeyError naming the recipe's methods if there is none."""
@@ -260,13 +275,20 @@ class OperatorsConfig:
 
 @dataclass(frozen=True)
 class VerifyConfig:
-    """How to compare the program against eager PyTorch."""
+    """How to compare the program against eager PyTorch.
+
+    `tokens`, `agreement` and `fallback` judge a language model (its model kind, `etbuild.recipe.kinds`): None
+    leaves `tokens` and `agreement` to the kind's defaults; `fallback` "auto" asks for its agreement search.
+    """
 
     samples: int = default("verify", "samples")
     rtol: float = default("verify", "rtol")
     atol: float = default("verify", "atol")
     seed: int = default("verify", "seed")
     bundle: bool = default("verify", "bundle")  # also write `<recipe>.bpte` (etbuild.verify.bundle)
+    tokens: int | None = None
+    agreement: float | None = None
+    fallback: str = "none"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from etbuild.llm import versions
 from etbuild.llm.architectures import unsupported
@@ -25,17 +25,9 @@ from etbuild.recipe.checks import INT4_SCHEME, LLM_FACTORY, STATIC_SCHEME, overr
 from etbuild.recipe.parse import Doc
 from etbuild.recipe.places import KeyPath, located_error
 
-if TYPE_CHECKING:
-    from etbuild.recipe.config import Recipe
-
 FACTORY = LLM_FACTORY  # written in checks, which tells language models apart before Recipe exists
 MODEL_KEYS = ("factory", "kwargs", "weights", "inputs", "methods", "dynamic")
 """Keys that `model.llm` gives; a recipe with `model.llm` sets none of them."""
-
-
-def is_llm(recipe: Recipe) -> bool:
-    """Whether the recipe's model is a `model.llm` language model."""
-    return recipe.model.factory == FACTORY
 
 
 def expand_llm(doc: Doc) -> None:

@@ -42,6 +42,7 @@ from etbuild.quantize.modules import MODULE_STACK, SchemeMap, graph_modules, unm
 from etbuild.quantize.schemes import requested_mode
 from etbuild.quantize.program_judge import ProgramJudge
 from etbuild.recipe import QuantizeConfig, Recipe
+from etbuild.recipe.kinds import kind_of
 from etbuild.stages import handoff
 
 METHOD_MODULE = "etbuild.stages.export.MethodModule"
@@ -119,9 +120,11 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
 def _agreement_search(recipe: Recipe, ep: ExportedProgram, plan: flow.Plan, model: Any,
                       calibration: Any) -> llm_fallback.Found | None:
     """`verify.fallback: auto` on a language model's method with a KV cache: the layers it keeps float."""
-    if not llm_fallback.wanted(recipe) or not flow.mutated_buffers(ep):
+    kind = kind_of(recipe)
+    if kind.search is None or not kind.searches(recipe) or not flow.mutated_buffers(ep):
         return None
-    return llm_fallback.fall_back(recipe, ep, plan, model, calibration)
+    found: llm_fallback.Found = kind.search(recipe, ep, plan, model, calibration)
+    return found
 
 
 def _judge(recipe: Recipe, method: str, ep: ExportedProgram, samples: Any) -> ProgramJudge | None:

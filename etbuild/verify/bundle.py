@@ -28,7 +28,7 @@ from torch.utils._pytree import tree_flatten
 
 from etbuild.devtools.bundle_format import write_bundle
 from etbuild.fsutil import write_bytes
-from etbuild.model import build_model, call_method, sample_inputs
+from etbuild.model import build_model, call_method, fresh, sample_inputs
 from etbuild.recipe import Recipe
 from etbuild.stages import handoff
 
@@ -39,11 +39,13 @@ def _numpy(x: Any) -> Any:
     return x.detach().numpy() if isinstance(x, torch.Tensor) else x
 
 
-def method_cases(recipe: Recipe, method: str, quantized: Path | None) -> list[tuple[list[Any], list[Any]]]:
-    """(inputs, expected outputs) per verify sample of one method, on fresh state."""
+def method_cases(recipe: Recipe, method: str, quantized: Path | None,
+                 built: torch.nn.Module | None = None) -> list[tuple[list[Any], list[Any]]]:
+    """(inputs, expected outputs) per verify sample of one method, on fresh state (a copy of `built`, the recipe's
+    model as built; None: built here)."""
     samples = sample_inputs(recipe, recipe.verify.samples, recipe.verify.seed, method)
     if quantized is None:
-        model = build_model(recipe)
+        model = fresh(built) if built is not None else build_model(recipe)
         outputs = [call_method(recipe, model, method, s) for s in samples]
     else:
         module = handoff.read(quantized).module()
@@ -69,10 +71,12 @@ def tolerances(recipe: Recipe, report: Mapping[str, Any], quantized: bool) -> di
 
 
 def write_recipe_bundle(
-    recipe: Recipe, pte: Path, out: Path, report: Mapping[str, Any], quantized: Mapping[str, Path] | None = None
+    recipe: Recipe, pte: Path, out: Path, report: Mapping[str, Any], quantized: Mapping[str, Path] | None = None,
+    model: torch.nn.Module | None = None,
 ) -> dict[str, Any]:
-    """Write the recipe's `.bpte` to `out`; the `bundle` entry of `verify.json` (file, tolerances)."""
-    suites = {m.name: method_cases(recipe, m.name, quantized[m.name] if quantized else None)
+    """Write the recipe's `.bpte` to `out`; the `bundle` entry of `verify.json` (file, tolerances). `model`: the
+    recipe's model as built (None: built here)."""
+    suites = {m.name: method_cases(recipe, m.name, quantized[m.name] if quantized else None, model)
               for m in recipe.model.methods}
     write_bytes(out, write_bundle(pte.read_bytes(), suites))
     return {"file": out.name, "cases": {m: len(c) for m, c in suites.items()},

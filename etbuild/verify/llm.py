@@ -31,7 +31,7 @@ from etbuild.llm.agreement import (
     teacher_forced,
     threshold,
 )
-from etbuild.model import build_model
+from etbuild.model import fresh
 from etbuild.recipe import Recipe
 
 __all__ = ["POSITIONS", "llm_check", "search_summary"]
@@ -42,15 +42,17 @@ Runner = Callable[[Path, Path, Path, str], None]
 RunSamples = Callable[[Runner, Path, list[tuple[Any, ...]], str], list[list[np.ndarray]]]
 
 
-def llm_check(recipe: Recipe, pte: Path, run: Runner, run_samples: RunSamples) -> dict[str, Any]:
-    """The token check of a float program, or the agreement check of a quantized one, as a report."""
-    kwargs, cfg = recipe.section("model")["kwargs"], recipe.section("verify")
-    model = build_model(recipe)
+def llm_check(recipe: Recipe, pte: Path, run: Runner, run_samples: RunSamples,
+              built: torch.nn.Module) -> dict[str, Any]:
+    """The token check of a float program, or the agreement check of a quantized one, as a report; `built` is the
+    recipe's model as built (never run: each use runs a copy)."""
+    kwargs, cfg = recipe.model.factory_kwargs(), recipe.verify
+    model = fresh(built)
     vocab = int(model.language_model().config.vocab_size)
-    generator = torch.Generator().manual_seed(int(cfg["seed"]))
+    generator = torch.Generator().manual_seed(cfg.seed)
     exact = recipe.quantize is None and kwargs.get("kv_cache", "float32") == "float32"
     if exact:
-        tokens = min(int(cfg.get("tokens", TOKENS)), kwargs["max_context"] - PROMPT)
+        tokens = min(TOKENS if cfg.tokens is None else cfg.tokens, kwargs["max_context"] - PROMPT)
         prompt = torch.randint(0, vocab, (PROMPT,), generator=generator).tolist()
         greedy = _hf_greedy(model.language_model(), prompt, tokens)
         sequence = prompt + greedy[:-1]
@@ -58,7 +60,7 @@ def llm_check(recipe: Recipe, pte: Path, run: Runner, run_samples: RunSamples) -
         sequence = random_sequence(vocab, min(POSITIONS, kwargs["max_context"]), generator)
     samples = one_token_calls(sequence)
     actual = np.stack([out[0].reshape(-1) for out in run_samples(run, pte, samples, "forward")])
-    report = agreement(actual, teacher_forced(float_model(recipe), samples))
+    report = agreement(actual, teacher_forced(float_model(fresh(built)), samples))
     if exact:
         matched = [int(a) == g for a, g in zip(actual[PROMPT - 1:].argmax(-1), greedy)]
         report.update(greedy_tokens=greedy, matched=sum(matched), tokens=len(greedy), passed=all(matched))

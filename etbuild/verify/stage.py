@@ -39,10 +39,10 @@ from torch.utils._pytree import tree_flatten
 
 from etbuild.errors import EtbuildError, InternalError, StageError, VerificationError
 from etbuild.fsutil import write_json
-from etbuild.model import build_model, call_method, sample_inputs
+from etbuild.model import build_model, call_method, fresh, sample_inputs
 from etbuild.quantize import checks
 from etbuild.recipe import Recipe
-from etbuild.recipe.llm import is_llm
+from etbuild.recipe.kinds import kind_of
 from etbuild.runtime.data_files import load_data_file
 from etbuild.runtime.format.pte import read_program
 from etbuild.stages import handoff
@@ -51,7 +51,7 @@ from etbuild.verify import oracle_fork
 from etbuild.verify.bundle import write_recipe_bundle
 from etbuild.verify.compare import compare, describe, varies
 from etbuild.verify.intermediate import compare_intermediate
-from etbuild.verify.llm import llm_check, search_summary
+from etbuild.verify.llm import search_summary
 from etbuild.verify.localise import describe_divergence, localise_recipe
 from etbuild.verify.oracle import executorch_installed, missing_backends, run_samples_in_executorch
 from etbuild.verify.trimmed import run_trimmed
@@ -97,27 +97,29 @@ def verify_samples(recipe: Recipe, method: str) -> list[tuple[Any, ...]]:
     return sample_inputs(recipe, recipe.verify.samples, recipe.verify.seed, method)
 
 
-def eager_run(recipe: Recipe, method: str, samples: list[tuple[Any, ...]]) -> Outputs:
-    """Eager torch's outputs for the samples, in order on one fresh model."""
-    model = build_model(recipe)
+def eager_run(recipe: Recipe, method: str, samples: list[tuple[Any, ...]],
+              model: torch.nn.Module | None = None) -> Outputs:
+    """Eager torch's outputs for the samples, in order on one fresh model (a copy of `model`, the recipe's model
+    as built; None: built here)."""
+    model = fresh(model) if model is not None else build_model(recipe)
     return [[_numpy(t) for t in tree_flatten(call_method(recipe, model, method, s))[0]] for s in samples]
 
 
-def eager_outputs(recipe: Recipe, method: str) -> Eager:
+def eager_outputs(recipe: Recipe, method: str, model: torch.nn.Module | None = None) -> Eager:
     """The method's samples (`verify.samples`, `verify.seed`) and eager torch's outputs, in order on fresh state."""
     samples = verify_samples(recipe, method)
-    return samples, eager_run(recipe, method, samples)
+    return samples, eager_run(recipe, method, samples, model)
 
 
 def verify_method(
     recipe: Recipe, pte: Path, method: str, eager: Eager, run: Future[Outputs], quantized: Path | None = None,
-    intermediates: bool = True,
+    intermediates: bool = True, model: torch.nn.Module | None = None,
 ) -> tuple[dict[str, Any], dict[str, Any] | None]:
     """One method's outputs from a runtime (`run`, awaited here) against eager torch's on fresh state
     (`eager`): per output (and, when no output varies and `intermediates`, the last intermediate value
     that does, checked while the runtime's outputs are on their way); for a quantized method (`quantized`
     names its converted `.pt2`) against the converted model, with the accuracy gate against the float
-    model as the second result."""
+    model as the second result. `model`: the recipe's model as built (None: built here when needed)."""
     cfg = recipe.verify
     samples, expected = eager
     intermediate: dict[str, Any] | None = None
@@ -125,7 +127,7 @@ def verify_method(
     if quantized is None and intermediates and all(varies([s[k] for s in expected]) is False
                                                    for k in range(len(expected[0]))):
         try:
-            exported = export_method(recipe, build_model(recipe), method)
+            exported = export_method(recipe, fresh(model) if model is not None else build_model(recipe), method)
             intermediate = compare_intermediate(exported, samples, cfg.rtol, cfg.atol, recipe.backends)
         except Exception as exc:  # raised after the runtime's own error, as when it ran after the comparison
             early = exc
@@ -151,11 +153,14 @@ def verify_method(
 
 
 def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Path] | None = None,
-           data: Sequence[Path] | None = None) -> dict[str, Any]:
+           data: Sequence[Path] | None = None, model: torch.nn.Module | None = None) -> dict[str, Any]:
     """Compare every method of the program, run in `runtime`, with eager torch (a quantized
     one, whose converted methods `quantized` names, also with its converted model); a program
     with delegates, or quantized, or with weights apart, also in ExecuTorch's runtime (`executorch`), when the oracle
-    is installed. `data`: the `.ptd` files (default: the one emit wrote beside the `.pte`, see `data_files`)."""
+    is installed. `data`: the `.ptd` files (default: the one emit wrote beside the `.pte`, see `data_files`).
+    `model`: the recipe's model as `build_model` made it (None: built here), the one build every comparison
+    runs copies of."""
+    model = build_model(recipe) if model is None else model
     samples = {m.name: verify_samples(recipe, m.name) for m in recipe.model.methods}
     data = data_files(recipe, pte) if data is None else list(data)
     in_executorch = bool(quantized) or has_delegates(pte) or bool(data)
@@ -166,15 +171,16 @@ def verify(recipe: Recipe, pte: Path, runtime: Path, quantized: Mapping[str, Pat
     with ThreadPoolExecutor(max_workers=2, thread_name_prefix="etbuild-verify") as pool:
         theirs = _executorch_runs(pool, pte, samples, data) if in_executorch and executorch_installed() else None
         ours = _started(pool, trimmed_runner(runtime, data), pte, samples)
-        eager = {name: (s, eager_run(recipe, name, s)) for name, s in samples.items()}
-        report = _report(recipe, pte, quantized, eager, ours)
+        eager = {name: (s, eager_run(recipe, name, s, model)) for name, s in samples.items()}
+        report = _report(recipe, pte, quantized, eager, ours, model)
         if in_executorch:
             report["executorch"] = _in_executorch(recipe, pte, quantized, eager, theirs)
             report["passed"] = report["passed"] and report["executorch"].get("passed", True)
-    if is_llm(recipe):
-        report["llm"] = llm_check(recipe, pte, trimmed_runner(runtime, data), run_samples)
+    check = kind_of(recipe).check
+    if check is not None:
+        report["llm"] = check(recipe, pte, trimmed_runner(runtime, data), run_samples, model)
         if executorch_installed():
-            report["llm"]["executorch"] = llm_check(recipe, pte, theirs_run, run_samples)
+            report["llm"]["executorch"] = check(recipe, pte, theirs_run, run_samples, model)
         report["passed"] = report["passed"] and report["llm"]["passed"] and report["llm"].get(
             "executorch", {}).get("passed", True)
     return report
@@ -206,10 +212,10 @@ def _executorch_runs(pool: ThreadPoolExecutor, pte: Path, samples: Mapping[str, 
 
 
 def _report(recipe: Recipe, pte: Path, quantized: Mapping[str, Path] | None, eager: Mapping[str, Eager],
-            ours: Runs) -> dict[str, Any]:
+            ours: Runs, model: torch.nn.Module | None = None) -> dict[str, Any]:
     """The comparison of our runtime's outputs with eager torch's (and the accuracy gate when quantized)."""
     cfg = recipe.verify
-    results = _results(recipe, pte, quantized, eager, ours)
+    results = _results(recipe, pte, quantized, eager, ours, model=model)
     methods = {name: r["outputs"] for name, (r, _) in results.items()}
     intermediates = {name: r["intermediate"] for name, (r, _) in results.items() if "intermediate" in r}
     report = {"samples": cfg.samples, "rtol": cfg.rtol, "atol": cfg.atol, "bound": "rtol * max|eager| + atol",
@@ -225,10 +231,10 @@ Results = dict[str, tuple[dict[str, Any], dict[str, Any] | None]]
 
 
 def _results(recipe: Recipe, pte: Path, quantized: Mapping[str, Path] | None, eager: Mapping[str, Eager],
-             runs: Runs, intermediates: bool = True) -> Results:
+             runs: Runs, intermediates: bool = True, model: torch.nn.Module | None = None) -> Results:
     """verify_method of every method, in the recipe's order, each with its runtime outputs on their way."""
     return {m.name: verify_method(recipe, pte, m.name, eager[m.name], runs[m.name],
-                                  quantized[m.name] if quantized else None, intermediates)
+                                  quantized[m.name] if quantized else None, intermediates, model)
             for m in recipe.model.methods}
 
 
@@ -285,12 +291,13 @@ def run_verify(
     localised first: each failing method's first diverging node goes into `verify.json`
     (`first_divergence`) and the error.
     """
-    report = verify(recipe, pte, runtime, quantized)
+    model = build_model(recipe)
+    report = verify(recipe, pte, runtime, quantized, model=model)
     searched = search_summary(layers) if "llm" in report and layers is not None else None
     if searched is not None:
         report["llm"]["fallback"] = searched
     if recipe.verify.bundle:
-        report["bundle"] = write_recipe_bundle(recipe, pte, pte.with_suffix(".bpte"), report, quantized)
+        report["bundle"] = write_recipe_bundle(recipe, pte, pte.with_suffix(".bpte"), report, quantized, model)
     if not report["passed"] and not quantized and exports is not None and debug_map is not None:
         failing = [m for m, outputs in report["methods"].items() if not _passed({m: outputs})]
         report["first_divergence"] = localise_recipe(recipe, pte, exports, debug_map, failing)

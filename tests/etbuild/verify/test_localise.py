@@ -139,7 +139,7 @@ def test_a_failing_verify_reports_the_first_divergence(tmp_path, monkeypatch):
     wrong = _wrong(load_all(), "aten::relu.out", _scaled_relu)
     # the wrong kernel in both runtimes: the trimmed one verify runs, and the full one localisation runs
     monkeypatch.setattr("etbuild.runtime.program.load_all", lambda: wrong)
-    monkeypatch.setattr(verify, "trimmed_runner", lambda runtime: _in_process)
+    monkeypatch.setattr(verify, "trimmed_runner", lambda runtime, data=(): _in_process)
     with pytest.raises(VerificationError) as err:
         verify.run_verify(recipe, a.pte, a.runtime_zip, a.verify, a.exports, a.debug_map)
     message = str(err.value)
@@ -160,7 +160,7 @@ def test_a_verify_failure_without_a_divergence_says_where_to_look(tmp_path, monk
     def off_by_one(pte: Path, ins: Path, outs: Path, method: str) -> None:
         _in_process(pte, ins, outs, method, shift=1.0)
 
-    monkeypatch.setattr(verify, "trimmed_runner", lambda runtime: off_by_one)
+    monkeypatch.setattr(verify, "trimmed_runner", lambda runtime, data=(): off_by_one)
     with pytest.raises(VerificationError, match="every value matches the lowered torch graph"):
         verify.run_verify(recipe, a.pte, a.runtime_zip, a.verify, a.exports, a.debug_map)
     assert json.loads(a.verify.read_text())["first_divergence"]["forward"] == {"note": NO_DIVERGENCE}
