@@ -118,17 +118,16 @@ def _bytes(pool: list[memoryview], t: fb.Tensor, where: str) -> bytes:
 
 def _drop_unused(program: fb.Program, segments: list[bytes]) -> list[bytes]:
     """Keep the segments something still refers to, renumbering the references."""
-    refs: list[object] = []
-    if program.constant_segment is not None:
-        refs.append(program.constant_segment)
-    refs += program.mutable_data_segments
-    refs += program.named_data
+    subs = [*([program.constant_segment] if program.constant_segment is not None else []),
+            *program.mutable_data_segments]
     delegates = [d.processed for p in program.execution_plan for d in p.delegates
                  if d.processed is not None and d.processed.location == fb.DataLocation.SEGMENT]
-    used = sorted({r.segment_index for r in refs} | {d.index for d in delegates})  # type: ignore[attr-defined]
+    used = sorted({r.segment_index for r in [*subs, *program.named_data]} | {d.index for d in delegates})
     renumber = {old: new for new, old in enumerate(used)}
-    for r in refs:
-        r.segment_index = renumber[r.segment_index]  # type: ignore[attr-defined]
+    for sub in subs:
+        sub.segment_index = renumber[sub.segment_index]
+    for item in program.named_data:
+        item.segment_index = renumber[item.segment_index]
     for d in delegates:
         d.index = renumber[d.index]
     return [segments[i] for i in used]
