@@ -108,3 +108,31 @@ def test_separate_drops_the_segments_of_moved_named_data():
     assert out.segments == [b"", b"blob"] and out.program.named_data == []
     assert out.program.execution_plan[0].delegates[0].processed.index == 1
     assert {k: v[0] for k, v in out.entries.items()} == {"k1": b"one", "k2": b"two"}
+
+
+class Adapted(torch.nn.Module):
+    """Scaled's layer plus a low-rank adapter: lin(x) + b(a(x))."""
+
+    def __init__(self, base: Scaled) -> None:
+        super().__init__()
+        self.lin = base.lin
+        self.lora_a = torch.nn.Linear(4, 2, bias=False)
+        self.lora_b = torch.nn.Linear(2, 3, bias=False)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) + self.lora_b(self.lora_a(x))
+
+
+def test_an_adapter_shares_the_base_file_and_keeps_its_own_weights(scaled):
+    model, inputs = scaled
+    adapted = Adapted(model).eval()
+    base_model = Adapted(model).eval()
+    for p in (*base_model.lora_a.parameters(), *base_model.lora_b.parameters()):
+        torch.nn.init.zeros_(p)
+    base = compile_module(base_model, inputs, weights=WeightsConfig("base", ("lin.*",)))
+    lora = compile_module(adapted, inputs, weights=WeightsConfig("base", ("lin.*",)))
+    assert not any(k.startswith("lora") for k in _external(lora.pte))
+    assert lora.ptd == base.ptd  # one base.ptd serves both programs
+    for program, module in ((lora.pte, adapted), (base.pte, base_model)):
+        got = Program.from_bytes(program, [data_file(base.ptd)]).load_method()(inputs[0].numpy())[0]
+        np.testing.assert_allclose(got, module(*inputs).detach().numpy(), rtol=1e-5, atol=1e-6)
