@@ -50,7 +50,7 @@ def _assert_same_outputs(recipe_path: Path, ext_path: Path, root: Path) -> None:
     recipe, ext = load_recipe(recipe_path), load_recipe(ext_path)
     inside = root / "build" / recipe.name / f"{recipe.name}.pte"
     apart = root / "build" / ext.name / f"{ext.name}.pte"
-    ptd = apart.with_suffix(".ptd")
+    ptd = apart.parent / f"{ext.emit.weights.file}.ptd"
     data = [ptd] if load_data_file(ptd).entries else []
     for m in recipe.model.methods:
         samples = sample_inputs(recipe, 3, 7, m.name)
