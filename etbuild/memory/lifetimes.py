@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from etbuild.runtime.data_files import is_external
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.values import tensor_nbytes
 
@@ -55,6 +56,8 @@ def is_mutable_state(t: fb.Tensor) -> bool:
     """A buffer the model mutates: a planned tensor with an initial value, or one named by its fully
     qualified name without one (its initial state is zeros, which the arena holds)."""
     info = t.extra_tensor_info
+    if is_external(t):  # in a data file: state when planned (its initial value copied in), else a constant
+        return t.allocation_info is not None
     if t.data_buffer_idx > 0:
         return t.allocation_info is not None or info is not None
     return info is not None and bool(info.fully_qualified_name) and info.location == 0  # 0: in the program
@@ -62,7 +65,7 @@ def is_mutable_state(t: fb.Tensor) -> bool:
 
 def needs_planning(t: fb.Tensor) -> bool:
     """True for tensors that live in planned memory (not constants)."""
-    return t.data_buffer_idx == 0 or is_mutable_state(t)
+    return (t.data_buffer_idx == 0 and not is_external(t)) or is_mutable_state(t)
 
 
 def lifetimes(plan: fb.ExecutionPlan) -> list[TensorLife]:
