@@ -1,195 +1,212 @@
-"""Our runtime as users see it: each timing in its own fresh process, at the default thread count and at one.
+"""Our runtime as users see it: each program in a fresh process, at the default thread count and at one, on a quiet
+machine and beside a busy process, next to ExecuTorch's runtime and eager torch measured in the same conditions.
 
-    python benchmarks/runtime_speed.py [RECIPE ...] [--portable gru,kws] [--work /tmp/rt] [--runs 200]
-                                       [--warmup 20] [--repeat 3] [--threads default,1] [--json out.json]
+    python benchmarks/runtime_speed.py [--models mlp,cnn,kws,gru,transformer] [--tier bert,vit,mobilenetv4]
+        [--threads default,1] [--loads quiet,busy] [--runs 100] [--warmup 10] [--repeat 3]
+        [--work /tmp/etbuild-runtime-speed] [--results [NAME]]
 
-Per zoo recipe (default mlp, cnn, kws, gru, transformer), ExecuTorch lowers the model with
-`to_edge_transform_and_lower` + XnnpackPartitioner (the oracle); for the --portable recipes etbuild
-builds its portable `.pte` (`etbuild build`). Both are cached under --work (delete it to rebuild).
-Then, for each thread setting and --repeat rounds, every contender runs in a fresh child process
-(load the program, --warmup calls, the median of --runs calls), contenders alternating process by
-process, who goes first alternating round by round:
+Programs: the zoo's recipes (recipes/<name>.yaml) and the real-model tier's architectures (tests/models/zoo.py,
+random weights), each lowered by ExecuTorch itself (`to_edge_transform_and_lower` + XnnpackPartitioner, the
+oracle) and cached under --work with its inputs as an .npz. Per program, thread setting and load, every contender
+runs in a child process of its own (load, --warmup calls, the median of --runs calls), contenders alternating
+process by process and the order reversed round by round; a figure is the median of the --repeat rounds' medians.
 
-- ours on ExecuTorch's XNNPACK program, ExecuTorch's runtime on the same program, eager torch;
-- ours on our portable build, eager torch (for the --portable recipes).
+Contenders: ours (no torch in the process: it loads the inputs from the .npz) with the default BLAS (MKL when the
+`mkl` extra is installed) and with numpy's (`blas="numpy"`), ExecuTorch's runtime (its XNNPACK threadpool reset
+to the thread count) and the eager model under no_grad. "default" leaves every library at its own thread count;
+"1" is `Program.load(threads=1)`, torch.set_num_threads(1) and ExecuTorch's threadpool at 1. "busy" runs the
+children while one process started by this script spins on one core.
 
-A contender's figure is the median of its rounds' medians. "1" thread means OMP_NUM_THREADS,
-OPENBLAS_NUM_THREADS and MKL_NUM_THREADS at 1 in every child, torch.set_num_threads(1) in the
-eager child and ExecuTorch's threadpool reset to 1 (`_unsafe_reset_threadpool`); "default" leaves
-every library at its own default. The load average (/proc/loadavg) is printed before and after.
+The JSON (docs/results/NAME.json with --results) holds every round and the load average; the table gives per
+configuration the medians, ours / eager, ours / ExecuTorch, and ours / ours at one thread (a collapse shows there).
 """
 
 from __future__ import annotations
 
 import argparse
-import io
+import contextlib
 import json
-import os
 import statistics
 import subprocess
 import sys
-from dataclasses import dataclass, field
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = ("mlp", "cnn", "kws", "gru", "transformer")
-THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+TIER = ("bert", "vit", "mobilenetv4")
+COLUMNS = ["model", "threads", "load", "ours_us", "ours_numpy_us", "executorch_us", "eager_us", "ours_vs_eager",
+           "ours_vs_executorch", "ours_vs_one_thread", "ours_numpy_vs_one_thread"]
 
 
-@dataclass
-class Row:
-    """One program and its contenders' timings (µs per round) at one thread setting."""
-
-    recipe: str
-    kind: str  # "xnnpack" (ExecuTorch's program) or "portable" (our build)
-    threads: str
-    rounds: dict[str, list[float]] = field(default_factory=dict)
-
-    def median(self, name: str) -> float:
-        return statistics.median(self.rounds[name]) if self.rounds.get(name) else float("nan")
-
-
-def loadavg() -> str:
-    try:
-        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
-    except OSError:
-        return "n/a"
-
-
-def prepare(name: str, work: Path, portable: bool) -> dict[str, Path]:
-    """The inputs (`in0`, … in an .npz), ExecuTorch's XNNPACK `.pte` and, if asked, our portable one."""
+def prepare(name: str, work: Path) -> dict[str, Path]:
+    """The program's recipe, its inputs (`in0`, … in an .npz) and ExecuTorch's XNNPACK `.pte`, cached in work."""
     import numpy as np
 
     from etbuild.model import example_inputs
     from etbuild.recipe import load_recipe
 
-    path = ROOT / "recipes" / f"{name}.yaml"
-    recipe = load_recipe(path)
-    method = recipe.model.methods[0].name
-    files = {"inputs": work / f"{name}.inputs.npz", "xnnpack": work / f"{name}.xnnpack.pte"}
+    recipe_path = ROOT / "recipes" / f"{name}.yaml"
+    if name not in ZOO:
+        from tests.models.zoo import write_recipe
+
+        recipe_path = write_recipe(name, work / "recipes")
+    recipe = load_recipe(recipe_path)
+    files = {"recipe": recipe_path, "inputs": work / f"{name}.inputs.npz", "pte": work / f"{name}.xnnpack.pte"}
     if not files["inputs"].exists():
+        method = recipe.model.methods[0].name
         np.savez(files["inputs"], **{f"in{k}": t.numpy() for k, t in enumerate(example_inputs(recipe, method))})
-    if not files["xnnpack"].exists():
+    if not files["pte"].exists():
         from etbuild.verify.oracle import executorch_build, xnnpack_partitioner
 
         print(f"{name}: ExecuTorch lowers it to XNNPACK ...", file=sys.stderr, flush=True)
-        tmp = files["xnnpack"].with_suffix(".tmp")
+        tmp = files["pte"].with_suffix(".tmp")
         executorch_build(recipe, tmp, xnnpack_partitioner())
-        tmp.replace(files["xnnpack"])
-    if portable:
-        from etbuild.build.driver import build
-
-        result = build([path], work / "build", stream=io.StringIO())
-        if result.exit_code:
-            raise SystemExit(f"etbuild build failed for {name}: {result.failed}")
-        files["portable"] = work / "build" / name / f"{name}.pte"
+        tmp.replace(files["pte"])
     return files
 
 
-def child_env(threads: str) -> dict[str, str]:
-    env = dict(os.environ)
-    for var in THREAD_VARS:
-        if threads == "default":
-            env.pop(var, None)
-        else:
-            env[var] = threads
-    return env
+def contenders(files: dict[str, Path], threads: str, runs: int, warmup: int, mkl: bool) -> dict[str, list[str]]:
+    """Each contender's child command line (after the interpreter)."""
+    me, timing = str(Path(__file__).resolve()), str(ROOT / "benchmarks" / "timing.py")
+    count = "0" if threads == "default" else threads
+    common = [str(runs), str(warmup), count]
+    found = {"ours": [me, "child-ours", str(files["pte"]), str(files["inputs"]), *common, "auto"],
+             "executorch": [timing, "executorch", str(files["pte"]), str(files["inputs"]), *common],
+             "eager": [me, "child-eager", str(files["recipe"]), *common]}
+    if mkl:  # with the extra, "auto" is MKL: numpy's BLAS is a contender of its own
+        found["ours_numpy"] = [*found["ours"][:-1], "numpy"]
+    return found
 
 
-def run_child(argv: list[str], threads: str) -> float:
-    """A fresh `python benchmarks/runtime_speed.py child ...` (or timing.py's); its median in µs."""
-    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, check=False,
-                          env=child_env(threads), cwd=ROOT)
+def run_child(argv: list[str]) -> float:
+    """A fresh child process; its median in µs."""
+    proc = subprocess.run([sys.executable, *argv], capture_output=True, text=True, check=False, cwd=ROOT,
+                          env={**_env(), "PYTHONPATH": str(ROOT)})
     if proc.returncode != 0:
         last = (proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[-1]
         raise RuntimeError(f"{' '.join(argv[:3])}: {last}")
     return float(json.loads(proc.stdout.strip().splitlines()[-1])["median_us"])
 
 
-def contenders(
-    name: str, kind: str, files: dict[str, Path], runs: int, warmup: int, threads: str,
-) -> dict[str, list[str]]:
-    """Each contender's child command line (after the interpreter)."""
-    me = str(Path(__file__).resolve())
-    pte, npz = str(files[kind]), str(files["inputs"])
-    common = [str(runs), str(warmup), "0" if threads == "default" else threads]
-    found = {"ours": [me, "child-ours", pte, npz, *common], "eager": [me, "child-eager", name, *common]}
-    if kind == "xnnpack":
-        found["executorch"] = [str(ROOT / "benchmarks" / "timing.py"), "executorch", pte, npz, *common]
+def _env() -> dict[str, str]:
+    """The children's environment: the caller's, without thread or etbuild settings (each child sets its own)."""
+    import os
+
+    skip = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "ETBUILD_THREADS", "ETBUILD_BLAS",
+            "ETBUILD_NATIVE")
+    return {k: v for k, v in os.environ.items() if k not in skip}
+
+
+@contextlib.contextmanager
+def load(kind: str) -> Iterator[None]:
+    """"busy": one process spinning on one core for the block's duration; "quiet": nothing."""
+    if kind == "quiet":
+        yield
+        return
+    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        yield
+    finally:
+        spinner.kill()
+        spinner.wait()
+
+
+def measure(names: list[str], files: dict[str, dict[str, Path]], args: argparse.Namespace,
+            mkl: bool) -> list[dict[str, Any]]:
+    """Every configuration's rounds: per load, per round, per program and thread setting, each contender once."""
+    rounds: dict[tuple[str, str, str], dict[str, list[float]]] = {}
+    for kind in args.loads.split(","):
+        with load(kind):
+            for i in range(args.repeat):
+                for name in names:
+                    for threads in args.threads.split(","):
+                        cmds = contenders(files[name], threads, args.runs, args.warmup, mkl)
+                        order = list(cmds) if i % 2 == 0 else list(cmds)[::-1]
+                        cell = rounds.setdefault((name, threads, kind), {})
+                        for who in order:
+                            cell.setdefault(who, []).append(run_child(cmds[who]))
+                        print(f"  {kind} round {i + 1} {name} threads={threads}: "
+                              + ", ".join(f"{w} {cell[w][-1]:,.0f} us" for w in cmds), file=sys.stderr, flush=True)
+    return [row(key, cell, rounds) for key, cell in rounds.items()]
+
+
+def row(key: tuple[str, str, str], cell: dict[str, list[float]],
+        rounds: dict[tuple[str, str, str], dict[str, list[float]]]) -> dict[str, Any]:
+    """One configuration's medians and ratios (ours at one thread in the same load as the reference)."""
+    name, threads, kind = key
+    med = {who: statistics.median(values) for who, values in cell.items()}
+    one = rounds.get((name, "1", kind), {})
+    one_med = {who: statistics.median(values) for who, values in one.items()}
+    found: dict[str, Any] = {"model": name, "threads": threads, "load": kind, "rounds_us": cell}
+    for who in ("ours", "ours_numpy", "executorch", "eager"):
+        found[f"{who}_us"] = round(med[who], 1) if who in med else None
+    found["ours_vs_eager"] = round(med["ours"] / med["eager"], 2)
+    found["ours_vs_executorch"] = round(med["ours"] / med["executorch"], 2)
+    for who in ("ours", "ours_numpy"):
+        ratio = med[who] / one_med[who] if who in med and who in one_med else None
+        found[f"{who}_vs_one_thread"] = None if ratio is None else round(ratio, 2)
     return found
 
 
-def measure(rows: list[Row], files: dict[str, dict[str, Path]], args: argparse.Namespace) -> None:
-    """Every row's contenders, one fresh process each, alternating, --repeat rounds."""
-    for i in range(args.repeat):
-        for row in rows:
-            cmds = contenders(row.recipe, row.kind, files[row.recipe], args.runs, args.warmup, row.threads)
-            order = list(cmds) if i % 2 == 0 else list(cmds)[::-1]
-            for who in order:
-                us = run_child(cmds[who], row.threads)
-                row.rounds.setdefault(who, []).append(us)
-                print(f"  round {i + 1} {row.recipe} {row.kind} threads={row.threads} {who}: {us:,.0f} us",
-                      file=sys.stderr, flush=True)
-
-
-def table(rows: list[Row]) -> list[str]:
-    lines = ["| model | program | threads | ours µs | ExecuTorch µs | eager µs | ours / eager | ours / ExecuTorch |",
-             "|---|---|---|---|---|---|---|---|"]
-    for r in rows:
-        o, x, e = r.median("ours"), r.median("executorch"), r.median("eager")
-        xs, ratio_x = (f"{x:,.0f}", f"{o / x:.2f}x") if r.kind == "xnnpack" else ("–", "–")
-        lines.append(f"| {r.recipe} | {'ExecuTorch XNNPACK' if r.kind == 'xnnpack' else 'etbuild portable'} | "
-                     f"{r.threads} | {o:,.0f} | {xs} | {e:,.0f} | {o / e:.2f}x | {ratio_x} |")
-    return lines
-
-
 def parse_args() -> argparse.Namespace:
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from results import add_option
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("recipes", nargs="*", default=list(ZOO))
-    parser.add_argument("--portable", default="gru,kws", help="recipes also timed on our portable build (a, b, ...)")
-    parser.add_argument("--work", type=Path, default=Path("/tmp/etbuild-runtime-speed"), help="cache of .pte files")
-    for option, default in (("--runs", 200), ("--warmup", 20), ("--repeat", 3)):
+    parser.add_argument("--models", default=",".join(ZOO), help="zoo recipes (recipes/<name>.yaml)")
+    parser.add_argument("--tier", default=",".join(TIER), help="real-model tier architectures (tests/models/zoo.py)")
+    parser.add_argument("--threads", default="default,1")
+    parser.add_argument("--loads", default="quiet,busy")
+    for option, default in (("--runs", 100), ("--warmup", 10), ("--repeat", 3)):
         parser.add_argument(option, type=int, default=default)
-    parser.add_argument("--threads", default="default,1", help="comma-separated: default and/or counts")
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--work", type=Path, default=Path("/tmp/etbuild-runtime-speed"), help="cache of programs")
+    add_option(parser, "runtime-speed")
     return parser.parse_args()
 
 
 def main() -> None:
     args = parse_args()
+    sys.path.insert(0, str(ROOT))
+    from results import save
+
+    from etbuild.kernels.numerics import blas
+
     args.work.mkdir(parents=True, exist_ok=True)
-    portable = {p for p in args.portable.split(",") if p}
-    files = {name: prepare(name, args.work, name in portable) for name in dict.fromkeys([*args.recipes, *portable])}
-    rows = [Row(name, kind, t) for t in args.threads.split(",") for name in files
-            for kind in ("xnnpack", "portable") if kind in files[name] and (kind == "portable" or name in args.recipes)]
-    before = loadavg()
-    measure(rows, files, args)
-    after = loadavg()
-    print(f"fresh process per timing; median of {args.runs} calls after {args.warmup}, median of {args.repeat} "
-          f"rounds; load average {before} before, {after} after; {os.cpu_count()} cores\n")
-    print("\n".join(table(rows)))
-    if args.json:
-        out = [{"recipe": r.recipe, "program": r.kind, "threads": r.threads, "rounds_us": r.rounds,
-                "median_us": {k: r.median(k) for k in r.rounds}} for r in rows]
-        args.json.write_text(json.dumps({"load_before": before, "load_after": after, "rows": out}, indent=2))
+    names = [n for n in (*args.models.split(","), *args.tier.split(",")) if n]
+    files = {name: prepare(name, args.work) for name in names}
+    mkl = blas.library() is not None
+    rows = measure(names, files, args, mkl)
+    for r in rows:
+        print(json.dumps({k: v for k, v in r.items() if k != "rounds_us"}))
+    if args.results:
+        notes = [f"ours' default BLAS: {'MKL (the mkl extra is installed)' if mkl else 'numpy (no mkl extra)'}; "
+                 "ours_numpy: blas='numpy'", f"medians of {args.runs} calls after {args.warmup}, median of "
+                 f"{args.repeat} rounds, each timing in a fresh process; busy: one core spinning"]
+        path = save(args.results, rows, title="Runtime speed: ours, ExecuTorch's runtime, eager torch",
+                    columns=COLUMNS, notes=notes)
+        print(f"wrote {path}")
 
 
-def _ours_child(pte: str, npz: str, runs: str, warmup: str, threads: str) -> None:
+def _ours_child(pte: str, npz: str, runs: str, warmup: str, threads: str, blas: str) -> None:
     """Load the program in our runtime (no torch in this process), warm up, time, print one JSON line."""
     import numpy as np
     from timing import median_us
 
     from etbuild.runtime import Program
 
-    program = Program.load(Path(pte))
+    program = Program.load(Path(pte), threads=int(threads) or None, blas=blas)
     method = program.load_method(program.method_names[0])
     with np.load(npz) as data:
         arrays = [data[f"in{k}"] for k in range(len(data.files))]
-    print(json.dumps({"median_us": median_us(lambda: method(*arrays), int(runs), int(warmup)),
-                      "torch_loaded": "torch" in sys.modules}))
+    us = median_us(lambda: method(*arrays), int(runs), int(warmup))
+    if "torch" in sys.modules:
+        raise SystemExit("our runtime's child imported torch")
+    print(json.dumps({"median_us": us}))
 
 
-def _eager_child(name: str, runs: str, warmup: str, threads: str) -> None:
+def _eager_child(recipe_path: str, runs: str, warmup: str, threads: str) -> None:
     """The recipe's model called eagerly under no_grad, at `threads` intra-op threads (0: torch's default)."""
     import torch
     from timing import median_us
@@ -199,19 +216,19 @@ def _eager_child(name: str, runs: str, warmup: str, threads: str) -> None:
 
     if int(threads):
         torch.set_num_threads(int(threads))
-    recipe = load_recipe(ROOT / "recipes" / f"{name}.yaml")
+    recipe = load_recipe(Path(recipe_path))
     method = recipe.model.methods[0].name
     fn = method_callable(build_model(recipe).eval(), method, recipe)
     inputs = example_inputs(recipe, method)
     with torch.no_grad():
         us = median_us(lambda: fn(*inputs), int(runs), int(warmup))
-    print(json.dumps({"median_us": us, "threads": torch.get_num_threads()}))
+    print(json.dumps({"median_us": us}))
 
 
 if __name__ == "__main__":
     sys.path.insert(0, str(ROOT / "benchmarks"))
     if len(sys.argv) > 1 and sys.argv[1] == "child-ours":
-        _ours_child(*sys.argv[2:7])
+        _ours_child(*sys.argv[2:8])
     elif len(sys.argv) > 1 and sys.argv[1] == "child-eager":
         _eager_child(*sys.argv[2:6])
     else:

@@ -2,6 +2,7 @@
 
     program = Program.load("mlp.pte")          # mmap; header, identifier, offsets checked
     program = Program.load("mlp.pte", data=["mlp.ptd"])  # weights apart: etbuild.runtime.data_files
+    program = Program.load("mlp.pte", threads=1)  # numerics options: etbuild.runtime.threads.NumericOptions
     forward = program.load_method("forward")   # arenas, zero-copy constants, bound steps
     outputs = forward(x)                       # copies inputs in, runs, copies outputs out
 """
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import InvalidProgram, KernelError, MethodInputError
-from etbuild.runtime import control_flow, features
+from etbuild.runtime import control_flow, features, threads
 from etbuild.runtime.binding import Binder
 from etbuild.runtime.data_files import DataFile, NamedData, load_data_file
 from etbuild.runtime.delegates import init_delegates, named_data, processed_blob
@@ -46,10 +47,18 @@ class Program:
         self.data_files = tuple(data_files)  # `.ptd` files the program's EXTERNAL keys are looked up in
         self._named: NamedData | None = None  # the key lookup, made when a constant or a delegate needs it
         self._state: dict[int, np.ndarray] | None = None  # memory id -> the arena every method shares
+        self.options = threads.DEFAULTS  # how its methods' kernels compute (threads, BLAS, compiled loops)
 
     @classmethod
-    def load(cls, path: str | Path, data: Sequence[str | Path] = ()) -> Program:
-        """Memory-map and check a `.pte` file, and the `.ptd` data files its keys are looked up in."""
+    def load(cls, path: str | Path, data: Sequence[str | Path] = (), **options: Any) -> Program:
+        """Memory-map and check a `.pte` file, and the `.ptd` data files its keys are looked up in. options:
+        `threads`, `blas`, `native` (etbuild.runtime.threads.NumericOptions), for every method it loads."""
+        program = cls._load(path, data)
+        program.options = threads.NumericOptions(**options)
+        return program
+
+    @classmethod
+    def _load(cls, path: str | Path, data: Sequence[str | Path]) -> Program:
         files = [load_data_file(p) for p in data]
         path = Path(path)
         with open(path, "rb") as f:
@@ -160,11 +169,15 @@ class Program:
             arenas = _arenas(plan, buffers, limit, sum(owned.values()), self.level_names.get(name))
             registry = kernels if kernels is not None else load_all()
             left = limit - sum(plan.non_const_buffer_sizes[1:]) - sum(owned.values())
-            delegates = _delegates(self, plan, left) if features.DELEGATES and plan.delegates else {}
-            return Method(
-                plan, arenas, self.constant_data(), registry, budget_factor=budget_factor,
-                time_limit=time_limit, owned=owned, delegates=delegates, preload=preload,
-            )
+            with threads.use(self.options) as binding:
+                delegates = _delegates(self, plan, left) if features.DELEGATES and plan.delegates else {}
+                method = Method(
+                    plan, arenas, self.constant_data(), registry, budget_factor=budget_factor,
+                    time_limit=time_limit, owned=owned, delegates=delegates, preload=preload,
+                )
+            if binding.numpy_blas:  # numpy's BLAS held at one thread while it runs: the pool threads products
+                method._run = threads.held(method._run)  # type: ignore[method-assign]
+            return method
         except InvalidProgram as exc:
             raise type(exc)(f"{self.source}: method {name!r}: {exc}") from None
         except MemoryError:

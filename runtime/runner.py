@@ -1,4 +1,5 @@
-"""Run a `.pte` on arrays from an `.npz` file and write the outputs to another (torch-free).
+"""Run a `.pte` on arrays from an `.npz` file and write the outputs to another (torch-free); the command line's
+numerics options from the environment (`environment_options`: ETBUILD_THREADS, ETBUILD_BLAS, ETBUILD_NATIVE).
 
 Used by `etbuild run` and, in a subprocess without torch, by the verify stage:
 
@@ -15,6 +16,7 @@ unpickled) is a MethodInputError naming it.
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 import zipfile
@@ -28,6 +30,28 @@ from etbuild.errors import EtbuildError, MethodInputError
 from etbuild.runtime.program import Method, Program
 
 _KEY = re.compile(r"^(?:s(\d+)_)?in(\d+)$")
+
+ENVIRONMENT = {"ETBUILD_THREADS": "threads", "ETBUILD_BLAS": "blas", "ETBUILD_NATIVE": "native"}
+
+
+def environment_options(environ: dict[str, str] | None = None) -> dict[str, object]:
+    """The numerics options a command-line entry point takes from its environment (ETBUILD_THREADS=N,
+    ETBUILD_BLAS=numpy|mkl|PATH, ETBUILD_NATIVE=0), as keyword arguments of Program.load. Only entry points read
+    them: a program loaded by a library call takes its options as parameters."""
+    env = os.environ if environ is None else environ
+    found: dict[str, object] = {}
+    for var, key in ENVIRONMENT.items():
+        value = env.get(var, "").strip()
+        if not value:
+            continue
+        if key == "threads":
+            if not value.isdigit() or int(value) < 1:
+                raise ValueError(f"{var}={value!r}: expected a whole number of threads, at least 1")
+            found[key] = int(value)
+        else:
+            found[key] = value != "0" if key == "native" else value
+    return found
+
 
 
 _SIZE = re.compile(r"([0-9]+) ?(B|KiB|MiB|GiB|)")
@@ -97,7 +121,7 @@ def run_calls(
     data: Sequence[Path] = (),
 ) -> None:
     """Load once (with the `.ptd` data files `data`), call `calls` times on the same inputs, write the outputs."""
-    m = Program.load(pte, data).load_method(method, max_planned_bytes=max_planned_bytes)
+    m = Program.load(pte, data, **environment_options()).load_method(method, max_planned_bytes=max_planned_bytes)
     args = call_inputs(inputs)
     results: dict[str, Any] = {}
     for c in range(calls):
@@ -109,7 +133,7 @@ def run_calls(
 
 def run_samples(pte: Path, inputs: Path, out: Path, method: str = "forward", data: Sequence[Path] = ()) -> None:
     """Run each sample `s<j>_in*` through one loaded method (with the data files `data`), in order."""
-    m = Program.load(pte, data).load_method(method)
+    m = Program.load(pte, data, **environment_options()).load_method(method)
     results: dict[str, Any] = {}
     arrays = load_inputs(inputs)
     count = len({int(m_.group(1)) for k in arrays if (m_ := _KEY.match(k)) and m_.group(1)})

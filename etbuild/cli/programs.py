@@ -111,6 +111,7 @@ def profile_arguments(p: argparse.ArgumentParser) -> None:
 def run_profile(args: argparse.Namespace) -> int:
     from etbuild.errors import UsageError
     from etbuild.runtime.program import Program
+    from etbuild.runtime.runner import environment_options
     from etbuild.tools.profile_report import format_table, write_trace
     from etbuild.tools.runner import is_runner_program
 
@@ -118,7 +119,7 @@ def run_profile(args: argparse.Namespace) -> int:
         raise UsageError("etbuild profile: --from shows an ETDump; --etdump writes one from a run: give one of them")
     if args.intermediates and not args.etdump:
         raise UsageError("etbuild profile: --intermediates records into the ETDump: give --etdump out.etdump too")
-    program = Program.load(args.pte, args.data)
+    program = Program.load(args.pte, args.data, **environment_options())
     if (args.method == "forward" and not args.inputs and not args.from_etdump and not args.etdump
             and is_runner_program(program.method_names)):
         return profile_phases(args)  # an LLM: prefill and decode are two different calls of forward

@@ -158,13 +158,15 @@ class Runner:
             self.stats.decode_s += time.perf_counter() - start
 
 
-def load_runner(pte: Any, max_planned_bytes: int | None = None, data: Sequence[Path] = ()) -> Runner:
+def load_runner(pte: Any, max_planned_bytes: int | None = None, data: Sequence[Path] = (), **options: Any) -> Runner:
     """A Runner on etbuild's runtime for the runner-contract `.pte` at `pte` (every method loaded first), its keys
-    looked up in the `.ptd` files `data`."""
+    looked up in the `.ptd` files `data`; options: Program.load's numerics options (threads, blas, native), over
+    those the environment gives (etbuild.runtime.runner.environment_options)."""
     from etbuild.runtime import Program
     from etbuild.runtime.format import program as fb
+    from etbuild.runtime.runner import environment_options
 
-    program = Program.load(pte, data)
+    program = Program.load(pte, data, **{**environment_options(), **options})
     kwargs = {} if max_planned_bytes is None else {"max_planned_bytes": max_planned_bytes}
     forward = program.load_method("forward", **kwargs)
     constants = {name: program.load_method(name)()[0] for name in CONSTANTS if name in program.method_names}

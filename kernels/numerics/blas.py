@@ -1,19 +1,18 @@
-"""Float32 matrix products bound once: through Intel's MKL when it is installed, else numpy's BLAS.
+"""Float32 matrix products bound once: split over the program's pool of threads, each block one BLAS call on one
+thread, through Intel's MKL when the `mkl` extra is installed (and the options allow it), else numpy's BLAS.
 
-numpy's OpenBLAS is about a fifth slower than MKL (the BLAS eager torch calls) on the products of
-a transformer's layers, at one thread and at two (128 × 256 × 1024: 410 against 506 µs at one
-thread, 228 against 304 at two; docs/runtime-speed.md). The `mkl` package from PyPI (a dependency
-on Linux x86-64) ships `libmkl_rt`; when it is found, a product of at least MIN_MACS multiply-adds
-whose operands are float32 matrices with a unit stride along one axis (transposed ones included) and
-do not overlap its output is bound to one `cblas_sgemm` call (a stack of them, broadcast ones too,
-to one `cblas_sgemm_batch_strided`), its pointers and sizes fixed at bind. Anything else keeps the
-numpy call it was given.
+Threads come from one place, the pool (etbuild.runtime.threads): a product of at least SPLIT_MACS multiply-adds
+and enough rows is cut into blocks of rows that the calling thread and the pool's workers claim one at a time, so
+a busy core costs at most its share. BLAS itself never starts threads inside a program's call: MKL is set to its
+sequential layer (it then holds no OpenMP state, and a forked child may call it), and numpy's OpenBLAS is held
+at one thread while a program runs (`threads.single_threaded` around each call, the previous count restored
+after, never a setting left behind). A static split by BLAS's own threads waits for its slowest thread: beside a
+busy process that is a scheduler time slice per product (docs/runtime-speed.md).
 
-MKL runs its threads on GNU OpenMP, the pool numba's parallel loops use (etbuild.kernels.native
-picks numba's `omp` layer), so a program's products and loops share one pool of threads as eager
-torch's do; two pools spinning on the same cores cost several times the products (docs/runtime-speed.md,
-"One pool of threads, not two"). Without GNU OpenMP in the process MKL is not used. ETBUILD_BLAS=numpy
-(or ETBUILD_NATIVE=0, every step on numpy) keeps numpy's BLAS; ETBUILD_BLAS=PATH names a `libmkl_rt`.
+MKL (`pip install etbuild[mkl]`) is about a fifth faster than OpenBLAS on a transformer's products; a product of
+at least MKL_MACS multiply-adds whose operands are float32 matrices with a unit stride along one axis (transposed
+ones included) and that do not overlap its output is bound to one `cblas_sgemm` call (a stack of them to one
+`cblas_sgemm_batch_strided`), its pointers and sizes fixed at bind. Anything else keeps the numpy call it was given.
 
 This module is numpy-only (no torch): the runtime binds its products through it.
 """
@@ -23,7 +22,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -32,23 +30,37 @@ from typing import Any
 import numpy as np
 
 from etbuild.kernels import native
+from etbuild.runtime import threads
 
 ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS_LAYOUT and CBLAS_TRANSPOSE values
-THREADING_GNU, INTERFACE_LP64 = 3, 0  # mkl_service's MKL_THREADING_GNU and MKL_INTERFACE_LP64
+THREADING_SEQUENTIAL, INTERFACE_LP64 = 1, 0  # mkl_service's MKL_THREADING_SEQUENTIAL and MKL_INTERFACE_LP64
 INT_MAX = 2**31 - 1  # MKL_INT under the LP64 interface
 # Products of fewer multiply-adds stay with numpy: its BLAS's small-matrix kernels and cheaper call win there
 # (64 × 64 × 64: 4.3 against 6.1 µs, one thread; 1 × 256 × 256: 3.7 against 4.6), MKL from about a million.
-MIN_MACS = 1 << 20
+MKL_MACS = 1 << 20
+# A product is split over threads from this many multiply-adds (about 0.1 ms on one core), into blocks of at least
+# BLOCK_MACS and BLOCK_ROWS rows: a block's call and claim cost a few µs, and each thread must have blocks enough.
+SPLIT_MACS, BLOCK_MACS, BLOCK_ROWS = 1 << 22, 1 << 20, 16
 
 Product = Callable[..., Any]
 
 
 def bound_product(product: Product, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], Any]:
-    """A call computing out = a @ b, as `product(a, b, out)` (np.matmul or np.dot) would: through MKL's
-    sgemm when MKL is loaded in this process and the product is one it takes (module docstring), else that
-    numpy call bound as given."""
-    call = _sgemm_call(a, b, out)
-    return call if call is not None else functools.partial(product, a, b, out)
+    """A call computing out = a @ b, as `product(a, b, out)` (np.matmul or np.dot) would, with the options kernels
+    bind with now (etbuild.runtime.threads.current): split by rows over the pool when large enough, each block
+    through MKL's sgemm where it takes it, else the numpy call as given."""
+    count = _row_blocks(a, b, out)
+    if count < 2:
+        return _one_call(product, a, b, out)
+    rows = -(-a.shape[0] // count)
+    calls = [_one_call(product, a[r:r + rows], b, out[r:r + rows], minimum=0) for r in range(0, a.shape[0], rows)]
+    run, blocks = threads.pool(threads.current().thread_count).run, len(calls)
+
+    def split() -> None:
+        run(lambda i: calls[i](), blocks)
+
+    split.calls = calls  # type: ignore[attr-defined]  # the blocks, for tests and the profiler
+    return split
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
@@ -57,38 +69,61 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     bound_product(np.matmul, a, b, out)()
 
 
+def _row_blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> int:
+    """How many blocks of rows to split out = a @ b into: 2-D operands and out, at least SPLIT_MACS multiply-adds
+    and threads to run them; else 1."""
+    workers = threads.current().thread_count
+    if workers < 2 or a.ndim != 2 or b.ndim != 2 or out.ndim != 2 or not native.enabled():
+        return 1
+    m, k, n = a.shape[0], a.shape[1], b.shape[1]
+    if m * k * n < SPLIT_MACS or m < 2 * BLOCK_ROWS or not out.flags.c_contiguous:
+        return 1
+    return max(1, min(4 * workers, m * k * n // BLOCK_MACS, m // BLOCK_ROWS))
+
+
+def _one_call(product: Product, a: np.ndarray, b: np.ndarray, out: np.ndarray,
+              minimum: int = MKL_MACS) -> Callable[[], Any]:
+    """One BLAS call: MKL's sgemm for a product of at least `minimum` multiply-adds that it takes, else numpy's."""
+    call = _sgemm_call(a, b, out, minimum)
+    if call is not None:
+        return call
+    if _openblas_threads(a, b):
+        threads.note_numpy_blas()
+    return functools.partial(product, a, b, out)
+
+
+def _openblas_threads(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether OpenBLAS would run a @ b on threads of its own: a matrix product of more than 2^18 multiply-adds, or
+    a matrix–vector product over at least 9,216 weights (its interface's thresholds)."""
+    m, k, n = (a.shape[-2] if a.ndim > 1 else 1), a.shape[-1], (b.shape[-1] if b.ndim > 1 else 1)
+    return m * k * n > (1 << 18) if min(m, n) > 1 else m * k * n >= 9216
+
+
 def _usable() -> ctypes.CDLL | None:
-    """MKL when it may run here: loaded by this process (GNU OpenMP's threads do not survive a fork, so a
-    forked child keeps numpy's BLAS) and outside `native.numpy_paths()` (a few calls do not repay its load)."""
-    if not native.enabled():
+    """MKL when the options kernels bind with take it (blas "auto", "mkl" or a path, and numba's loops on)."""
+    options = threads.current()
+    if not native.enabled() or options.blas == "numpy":
         return None
-    found = library()
-    return found[0] if found is not None and found[1] == os.getpid() else None
+    return library(options.blas)
 
 
 @functools.cache
-def library() -> tuple[ctypes.CDLL, int] | None:
-    """libmkl_rt, loaded and set to the LP64 interface and GNU OpenMP threads, and the process that loaded it;
-    None when it is not installed, when ETBUILD_BLAS=numpy, or when GNU OpenMP cannot be loaded."""
-    wanted = os.environ.get("ETBUILD_BLAS", "").strip()
-    paths = [wanted] if wanted else _candidates()
-    if wanted == "numpy" or not paths:
-        return None
-    try:
-        ctypes.CDLL(ctypes.util.find_library("gomp") or "libgomp.so.1", mode=ctypes.RTLD_GLOBAL)
-    except OSError:
-        return None
+def library(wanted: str = "auto") -> ctypes.CDLL | None:
+    """libmkl_rt, loaded and set to the LP64 interface and its sequential layer (threads are the pool's); None
+    when it is not installed (the `mkl` extra), cannot be loaded, or runs another threading layer already (another
+    library in the process started it first). wanted: "auto"/"mkl" (where pip puts it, then the loader's search
+    path) or a path."""
+    paths = _candidates() if wanted in ("auto", "mkl") else [wanted]
     for path in paths:
         try:
             mkl = ctypes.CDLL(path)
             _declare(mkl)
         except (OSError, AttributeError):  # not loadable, or an MKL without the batched product (before 2020)
             continue
-        if os.environ.get("MKL_INTERFACE_LAYER") is None:
-            mkl.MKL_Set_Interface_Layer(INTERFACE_LP64)
-        if os.environ.get("MKL_THREADING_LAYER") is None:
-            mkl.MKL_Set_Threading_Layer(THREADING_GNU)
-        return mkl, os.getpid()
+        mkl.MKL_Set_Interface_Layer(INTERFACE_LP64)
+        if mkl.MKL_Set_Threading_Layer(THREADING_SEQUENTIAL) != THREADING_SEQUENTIAL:
+            return None
+        return mkl
     return None
 
 
@@ -105,6 +140,8 @@ def _declare(mkl: ctypes.CDLL) -> None:
     mkl.cblas_sgemm.restype = None
     mkl.cblas_sgemm_batch_strided.argtypes = [i, i, i, i, i, i, f, p, i, i, p, i, i, f, p, i, i, i]
     mkl.cblas_sgemm_batch_strided.restype = None
+    mkl.MKL_Set_Threading_Layer.argtypes = [i]
+    mkl.MKL_Set_Threading_Layer.restype = i
 
 
 def _matrix(x: np.ndarray) -> tuple[int, int] | None:
@@ -137,11 +174,10 @@ def _batch_stride(x: np.ndarray, batch: tuple[int, ...]) -> int | None:
     return 0 if stride is None else stride // 4
 
 
-def _sgemm_call(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], Any] | None:
-    """One cblas_sgemm (or cblas_sgemm_batch_strided) call computing out = a @ b, or None when MKL does not take
-    this product: not float32 matrices with unit inner strides, out overlapping an operand, batch dims that do not
-    flatten to one stride, fewer than MIN_MACS multiply-adds, or MKL not usable here (loaded only once a product
-    qualifies)."""
+def _operands(a: np.ndarray, b: np.ndarray, out: np.ndarray,
+              minimum: int) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """a and b broadcast to out's batch and the number of matrices, when MKL may take the product: float32
+    matrices, at least `minimum` multiply-adds, out not overlapping an operand; else None."""
     if not (a.dtype == b.dtype == out.dtype == np.float32) or min(a.ndim, b.ndim) < 2:
         return None
     m, k, n = a.shape[-2], a.shape[-1], b.shape[-1]
@@ -149,7 +185,7 @@ def _sgemm_call(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], A
     if b.shape[-2] != k or out.shape[-2:] != (m, n) or out.ndim < max(a.ndim, b.ndim):
         return None
     count = int(np.prod(batch))
-    if count * m * n * k < MIN_MACS or max(a.size, b.size, out.size) > INT_MAX:
+    if count * m * n * k < minimum or max(a.size, b.size, out.size) > INT_MAX:
         return None
     if np.may_share_memory(out, a) or np.may_share_memory(out, b):
         return None
@@ -157,6 +193,17 @@ def _sgemm_call(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], A
         a_, b_ = (np.broadcast_to(x, (*batch, *x.shape[-2:])) for x in (a, b))
     except ValueError:
         return None
+    return a_, b_, count
+
+
+def _sgemm_call(a: np.ndarray, b: np.ndarray, out: np.ndarray, minimum: int = MKL_MACS) -> Callable[[], Any] | None:
+    """One cblas_sgemm (or cblas_sgemm_batch_strided) call computing out = a @ b, or None when MKL does not take
+    this product (see `_operands`; also operands without unit inner strides, batch dims that do not flatten to one
+    stride) or is not usable with the current options (loaded only once a product qualifies)."""
+    found = _operands(a, b, out, minimum)
+    if found is None:
+        return None
+    a_, b_, count = found
     ta, tb, to = _matrix(a_), _matrix(b_), _matrix(out)
     if ta is None or tb is None or to is None or to[0] != NO_TRANS:
         return None
@@ -167,16 +214,17 @@ def _sgemm_call(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], A
     if mkl is None:
         return None
     alpha, beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
-    pa, pb, po = (ctypes.c_void_p(x.ctypes.data) for x in (a_, b_, out))
-    sizes = [ctypes.c_int(v) for v in (m, n, k)]
+    pa, pb, po = (ctypes.c_void_p(x.ctypes.data) for x in views)
+    sizes = [ctypes.c_int(v) for v in (a.shape[-2], b.shape[-1], a.shape[-1])]
     if count == 1:
         call = functools.partial(mkl.cblas_sgemm, ROW_MAJOR, ta[0], tb[0], *sizes, alpha, pa, ta[1], pb, tb[1],
                                  beta, po, to[1])
     else:
-        strides = [_batch_stride(x, batch) for x in (a_, b_, out)]
+        strides = [_batch_stride(x, out.shape[:-2]) for x in views]
         if any(s is None for s in strides) or strides[2] == 0:
             return None
         call = functools.partial(mkl.cblas_sgemm_batch_strided, ROW_MAJOR, ta[0], tb[0], *sizes, alpha,
                                  pa, ta[1], strides[0], pb, tb[1], strides[1], beta, po, to[1], strides[2], count)
     call.arrays = (a, b, out)  # type: ignore[attr-defined]  # the memory its pointers address, kept alive
     return call
+

@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from etbuild.backends.xnnpack.runtime import loops as xnnpack_loops
 from etbuild.errors import EtbuildError, KernelError
 from etbuild.kernels import native
 from etbuild.runtime import Method, Program
@@ -202,6 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     samples = [s.read_bytes() for s in args.samples]
     native.warm()  # numba compiles its loops once per machine: a cost of the first call, not of a mutant
+    xnnpack_loops.warm()
     tally = campaign(samples, MUTATORS[args.mutator], args.count, args.seed, args.progress, args.start)
     if args.json:
         print(tally.as_json())

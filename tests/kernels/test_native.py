@@ -4,7 +4,6 @@ use, and the kernels that bind them conforming to torch with the loops and witho
 from __future__ import annotations
 
 import math
-import os
 import subprocess
 import sys
 
@@ -12,6 +11,7 @@ import numpy as np
 import pytest
 
 from etbuild.kernels import native
+from etbuild.runtime import threads
 from tests.kernels import conformance
 
 F = np.float32
@@ -56,18 +56,6 @@ def test_gelu_in_place_and_empty() -> None:
 
 
 @needs_loops
-def test_sigmoid_against_float64_and_at_the_extremes() -> None:
-    x = np.concatenate([np.linspace(-30, 30, 100_001), [-1e4, 1e4, 0.0]]).astype(F)
-    out = np.empty_like(x)
-    LOOPS.sigmoid(x, out)
-    want = 1 / (1 + np.exp(-x.astype(np.float64)))
-    np.testing.assert_allclose(out, want, rtol=3e-7, atol=1e-30)
-    specials = np.array([np.nan, np.inf, -np.inf], F)
-    LOOPS.sigmoid(specials, specials)
-    assert np.isnan(specials[0]) and specials[1] == 1.0 and specials[2] == 0.0
-
-
-@needs_loops
 @pytest.mark.parametrize("shape", [(1, 1), (3, 7), (128, 256), (5, 1000)])
 def test_layer_norm_rows_against_float64(shape: tuple[int, int]) -> None:
     rng = np.random.default_rng(1)
@@ -86,7 +74,7 @@ def test_layer_norm_rows_against_float64(shape: tuple[int, int]) -> None:
 @pytest.mark.parametrize("name", ["aten::gelu.out", "aten::native_layer_norm.out"])
 @pytest.mark.parametrize("setting", ["1", "0"])
 def test_kernels_conform_with_and_without_the_loops(name: str, setting: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ETBUILD_NATIVE", setting)
+    monkeypatch.setattr(threads, "DEFAULTS", threads.NumericOptions(native=setting != "0"))
     assert (native.loops() is None) == (setting == "0" or LOOPS is None)
     failures = [f for d in ("float32", "float64", "float16") for f in conformance.check(name, d).failures]
     assert not failures, "\n".join(failures)
@@ -110,7 +98,7 @@ def test_without_numba_the_kernels_keep_their_numpy_paths() -> None:
 def test_numpy_paths_turns_the_loops_off_inside_its_block_only() -> None:
     """Nested blocks too; an error inside still restores the loops."""
     with native.numpy_paths():
-        assert native.loops() is None and native.parallel_loops() is None and native.xnn_loops() is None
+        assert native.loops() is None
         with native.numpy_paths():
             assert native.loops() is None
         assert native.loops() is None
@@ -138,15 +126,18 @@ def test_a_numpy_paths_block_neither_imports_nor_starts_numba() -> None:
 
 
 WARM_CHECK = """
-import os, numba
+import contextlib, sys, numba
 from etbuild.kernels import native
 from etbuild.kernels import native_loops
+from etbuild.runtime import threads
 dispatchers = {n: f for n, f in vars(native_loops).items() if isinstance(f, numba.core.registry.CPUDispatcher)}
 assert not any(f.signatures for f in dispatchers.values()), "compiled before warm()"
-native.warm()
-print(sorted(n for n, f in dispatchers.items() if f.signatures))
-print(sorted(dispatchers))
-print(native.loops() is None)
+off = threads.use(threads.NumericOptions(native=False)) if sys.argv[1] == "0" else contextlib.nullcontext()
+with off:
+    native.warm()
+    print(sorted(n for n, f in dispatchers.items() if f.signatures))
+    print(sorted(dispatchers))
+    print(native.loops() is None)
 """
 
 
@@ -154,31 +145,13 @@ print(native.loops() is None)
 @pytest.mark.parametrize("setting", ["1", "0"])
 def test_warm_compiles_every_loop_or_does_nothing(setting: str) -> None:
     """In a fresh process: warm() leaves every numba dispatcher of native_loops with a compiled
-    signature; with ETBUILD_NATIVE=0, loops() is None and warm() compiles none."""
-    env = {**os.environ, "ETBUILD_NATIVE": setting}
-    proc = subprocess.run([sys.executable, "-c", WARM_CHECK], env=env, capture_output=True, text=True, check=True)
+    signature; with the options' native=False, loops() is None and warm() compiles none."""
+    proc = subprocess.run([sys.executable, "-c", WARM_CHECK, setting], capture_output=True, text=True, check=True)
     compiled, every, disabled = proc.stdout.splitlines()
-    assert {"gelu", "sigmoid", "snap_to_grid", "snap_rows_qdint8", "layer_norm"} <= set(eval(every))
+    assert {"gelu", "layer_norm"} <= set(eval(every))
     # helpers compiled into the loops calling them, never bound alone: they have signatures of their own only when
     # their callers were compiled in this process rather than loaded from numba's disk cache
-    called_inside = {"row_moments", "_depthwise_tap", "_clamped", "_qdint8_params", "_nibble_sums8", "_gelu1",
-                     "_exp_le0", "_scaled_max", "_shifted_exps"}
+    called_inside = {"row_moments", "_gelu1"}
     bound = set(eval(every)) - called_inside
     assert set(eval(compiled)) - called_inside == (bound if setting == "1" else set())
     assert disabled == str(setting == "0")
-
-
-@needs_loops
-@pytest.mark.parametrize(("n", "k"), [(129, 77), (1, 1), (0, 5), (3, 0), (512, 784)])
-def test_row_dots_against_float64(n: int, k: int) -> None:
-    """The parallel loop (native_parallel.row_dots): bias + each filter row's dot product with x, odd and empty
-    shapes, within float32 rounding of the float64 sums (its sums are reassociated)."""
-    from etbuild.kernels import native_parallel
-
-    rng = np.random.default_rng(n * 1000 + k)
-    w, x, bias = rng.standard_normal((n, k)).astype(np.float32), rng.standard_normal(k).astype(np.float32), \
-        rng.standard_normal(n).astype(np.float32)
-    out = np.full(n, np.nan, np.float32)
-    native_parallel.row_dots(w, x, bias, out)
-    expected = w.astype(np.float64) @ x.astype(np.float64) + bias
-    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(expected).max(initial=0))))

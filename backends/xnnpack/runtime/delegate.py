@@ -23,6 +23,7 @@ from etbuild.backends.xnnpack.runtime.compile import Compiled
 from etbuild.backends.xnnpack.runtime.memory import Interval, place
 from etbuild.backends.xnnpack.runtime.ops.base import Shape, reshaped
 from etbuild.errors import InvalidProgram, KernelError
+from etbuild.runtime import threads
 from etbuild.runtime.steps import Step
 from etbuild.runtime.tensor import resize
 
@@ -44,6 +45,8 @@ class XnnpackDelegate:
         self.steps: list[Step] = []  # the bound steps, and what each does (profilers time them one by one)
         self.step_names: list[str] = []
         self._results: list[np.ndarray] = []
+        self.options = threads.current()  # the program's numerics options: its steps bind with them, call by call
+        self.hold_blas = False  # a step runs numpy's BLAS at a size it would thread: hold it at one thread
 
     # ------------------------------------------------------------------ calls
 
@@ -55,6 +58,14 @@ class XnnpackDelegate:
             else:
                 self._args = list(args)
             self._frozen = args if type(args) is tuple else None
+        if self.hold_blas:
+            with threads.single_threaded:
+                self._run_all()
+        else:
+            self._run_all()
+        return self._results
+
+    def _run_all(self) -> None:
         if self.quiet:
             with np.errstate(all="ignore"):
                 for step in self.steps:
@@ -62,7 +73,6 @@ class XnnpackDelegate:
         else:
             for step in self.steps:
                 step()
-        return self._results
 
     def steady(self, args: Sequence[Any]) -> Step | None:
         """What runs a call with exactly this tuple of arrays again, the tuple of the last call: the bound steps
@@ -70,7 +80,12 @@ class XnnpackDelegate:
         return self._run_steps if args is self._frozen else None
 
     def _run_steps(self) -> None:
-        for step in self.steps:  # read each call: a profiler may wrap them
+        if self.hold_blas:
+            with threads.single_threaded:
+                for step in self.steps:  # read each call: a profiler may wrap them
+                    step()
+            return
+        for step in self.steps:
             step()
 
     def _prepare(self, args: list[Any]) -> None:
@@ -191,7 +206,9 @@ class XnnpackDelegate:
                 arrays[v.id] = self._slot(v.id)
                 epilogue.append(boundary.storer(v, arrays[v.id], arr))
                 stores.append(f"store {v.describe()}")
-        steps, node_names = self._node_steps(arrays)
+        with threads.use(self.options) as binding:
+            steps, node_names = self._node_steps(arrays)
+        self.hold_blas = binding.numpy_blas
         self.steps = prologue + steps + epilogue
         self.step_names = names + node_names + stores
 

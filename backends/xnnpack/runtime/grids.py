@@ -21,7 +21,7 @@ from types import ModuleType
 import numpy as np
 
 from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
-from etbuild.kernels import native
+from etbuild.backends.xnnpack.runtime import loops
 
 Snap = Callable[[np.ndarray], None]
 
@@ -120,10 +120,10 @@ def _round(x: float) -> int:
 
 def _quantized_snapper(grid: Grid, lo: float, hi: float) -> Snap:
     """a ← clamp(rint(a/scale), steps) · scale (values relative to the zero point); one compiled pass
-    for contiguous float32 arrays where numba is installed (kernels/native.py), the same bits."""
+    for contiguous float32 arrays where numba is installed (loops.py), the same bits."""
     inv, scale = np.float32(1.0 / grid.scale), np.float32(grid.scale)
     qlo, qhi = (np.float32(b) for b in quantized_bounds(grid, lo, hi))
-    fused = native.loops()
+    fused = loops.compiled()
 
     def snap(a: np.ndarray) -> None:
         if fused is not None and a.flags.c_contiguous and a.dtype == np.float32:
@@ -153,12 +153,12 @@ def dynamic_snapper(row_dims: int, codes: RowCodes | None = None) -> Snap:
 
     Scale and zero point are XNNPACK's: the row range widened to include 0, spread over 255
     steps, the zero point nudged to the integer that maps the range best. One compiled loop per
-    call for contiguous float32 arrays where numba is installed (kernels/native.py), the same bits;
+    call for contiguous float32 arrays where numba is installed (loops.py), the same bits;
     a single row as long as `codes` also leaves its codes, zero point and scale there. With `codes` the
     function also has `bind(array)`: that rounding of that very array with its arguments fixed (a decode
     step's Convert then costs one compiled call), or None when the array is not such a row.
     """
-    fused = native.loops()
+    fused = loops.compiled()
 
     def snap(a: np.ndarray) -> None:
         if not a.size:

@@ -11,6 +11,7 @@ import pytest
 from etbuild.backends.xnnpack.format.graph import NO_ID
 from etbuild.backends.xnnpack.runtime.ops.conv import _column_blocks
 from etbuild.kernels import native
+from etbuild.runtime import threads
 from tests.backends.xnnpack.graphs import GraphBuilder
 
 torch = pytest.importorskip("torch")
@@ -42,7 +43,7 @@ def torch_depthwise(x: np.ndarray, w: np.ndarray, b: np.ndarray, case: tuple) ->
 @pytest.mark.parametrize("native_loops", ["1", "0"])
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:5])) + f"-s{c[6][0]}{c[6][1]}")
 def test_depthwise_matches_torch(case: tuple, native_loops: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ETBUILD_NATIVE", native_loops)
+    monkeypatch.setattr(threads, "DEFAULTS", threads.NumericOptions(native=native_loops != "0"))
     if native_loops == "1" and native.loops() is None:
         pytest.skip("numba is not installed")
     n, h, w_, c, mult, (kh, kw), stride, dil, pad, clamp = case
@@ -84,7 +85,7 @@ CONV_CASES = [  # (N, H, W, Cin, Cout, groups, kernel, stride, padding (top, rig
 @pytest.mark.parametrize("native_loops", ["1", "0"])
 @pytest.mark.parametrize("case", CONV_CASES, ids=lambda c: "x".join(map(str, c[:6])))
 def test_conv2d_bias_and_clamp_match_torch(case: tuple, native_loops: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ETBUILD_NATIVE", native_loops)
+    monkeypatch.setattr(threads, "DEFAULTS", threads.NumericOptions(native=native_loops != "0"))
     if native_loops == "1" and native.loops() is None:
         pytest.skip("numba is not installed")
     n, h, w_, cin, cout, groups, (kh, kw), stride, (top, right, bottom, left), has_bias, clamp = case

@@ -6,8 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from etbuild.backends.xnnpack.runtime import loops as compiled_loops
 from etbuild.backends.xnnpack.runtime.ops.conv import DIRECT_CHANNELS, DepthwiseConv2d
-from etbuild.kernels import native
+from etbuild.runtime import threads
 from tests.backends.xnnpack.graphs import GraphBuilder
 
 RNG = np.random.default_rng(0)
@@ -58,7 +59,7 @@ def depthwise(case: tuple) -> tuple[DepthwiseConv2d, np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[:5])) + f"-s{c[6][0]}{c[6][1]}")
 def test_both_forms_compute_the_depthwise_convolution(case: tuple) -> None:
     op, x, want = depthwise(case)
-    loops = native.loops()
+    loops = compiled_loops.compiled()
     for form in ("direct", "phased", "bind") + (("fused",) if loops is not None else ()):
         out = np.empty(want.shape, np.float32)
         if form == "fused":
@@ -75,7 +76,8 @@ def test_both_forms_compute_the_depthwise_convolution(case: tuple) -> None:
 
 
 def test_many_channels_on_small_or_strided_grids_bind_the_direct_form(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ETBUILD_NATIVE", "0")  # the numpy forms (with numba, bind takes the compiled loop)
+    # the numpy forms (with numba, bind takes the compiled loop)
+    monkeypatch.setattr(threads, "DEFAULTS", threads.NumericOptions(native=False))
     op, x, want = depthwise(CASES[0])
     assert op.cout >= DIRECT_CHANNELS
     out = np.empty(want.shape, np.float32)

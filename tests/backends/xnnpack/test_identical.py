@@ -60,7 +60,7 @@ def test_a_repeat_whose_output_is_external_is_kept() -> None:
     x = np.random.default_rng(1).standard_normal((3, 8)).astype(F)
     (second, out), steps = _run(_chain(True), x, 2)
     assert steps == 5
-    # (XNNPACK's sigmoid bits where the runtime has them, kernels/native_xnn.py: within 2 ulp of torch's)
+    # (XNNPACK's sigmoid bits where the runtime has them, backends/xnnpack/runtime/exact.py: within 2 ulp of torch's)
     np.testing.assert_allclose(second, torch.sigmoid(torch.from_numpy(x)).numpy(), rtol=3e-7, atol=3e-7)
     assert np.isfinite(out).all()
 

@@ -1,7 +1,7 @@
 """The XNNPACK runtime's one-row FullyConnected loops (a decode step; ops/gemm.py): XNNPACK's qd8 × int4 product
-(qd8.py, kernels/native_loops.qd8_qb4w_matvec) against a numpy reference and the runtime's float path, the
-float FMA loop of few outputs (native_loops.fma_matvec), and the bits of both against ExecuTorch's runtime on
-programs lowered by ExecuTorch."""
+(qd8.py, compiled.qd8_qb4w_matvec) against a numpy reference and the runtime's float path, the
+float FMA loop over a filter packed in tiles (compiled.tiled_matvec), and the bits of both against ExecuTorch's
+runtime on programs lowered by ExecuTorch."""
 
 from __future__ import annotations
 
@@ -9,15 +9,14 @@ import numpy as np
 import pytest
 
 from etbuild.backends.xnnpack.format import graph as g
-from etbuild.backends.xnnpack.runtime import qd8
+from etbuild.backends.xnnpack.runtime import loops, qd8
 from etbuild.backends.xnnpack.runtime.ops.gemm import FullyConnected
 from etbuild.backends.xnnpack.runtime.values import QuantizedRows
-from etbuild.kernels import native
 from tests.backends.xnnpack.graphs import DT, GraphBuilder, fc_graph
 from tests.conftest import HAS_EXECUTORCH
 
 F = np.float32
-LOOPS = native.loops()
+LOOPS = loops.compiled()
 needs_loops = pytest.mark.skipif(LOOPS is None, reason="numba is not installed")
 IN, OUT = g.FLAG_EXTERNAL_INPUT, g.FLAG_EXTERNAL_OUTPUT
 
@@ -101,18 +100,33 @@ def test_packed_ksum_sums_sixteen_inputs_at_a_time() -> None:
 
 
 @needs_loops
-def test_the_fma_loop_is_a_sequence_of_fused_multiply_adds_from_the_bias() -> None:
+@pytest.mark.parametrize("n", [3, 128, 300])
+def test_the_fma_loop_is_a_sequence_of_fused_multiply_adds_from_the_bias(n: int) -> None:
     """out = bias, then out += x[k]·w[k] for k ascending, each rounded once (emulated: the float64 product of two
-    float32 numbers is exact, and its sum with a float32 rounds to float32 as an FMA does but in rare ties)."""
+    float32 numbers is exact, and its sum with a float32 rounds to float32 as an FMA does but in rare ties), over
+    filters of less than a tile, one tile and a part tile."""
     rng = np.random.default_rng(8)
-    k, n = 200, 3
+    k = 200
     w, x, bias = (rng.standard_normal(s).astype(F) for s in ((k, n), k, n))
     out = np.empty(n, F)
-    LOOPS.fma_matvec(w, x, bias, out)
+    LOOPS.tiled_matvec(LOOPS.pack_tiles(w), x, bias, out)
     expected = bias.copy()
     for j in range(k):
         expected = (expected.astype(np.float64) + np.float64(x[j]) * w[j].astype(np.float64)).astype(F)
     np.testing.assert_array_equal(out, expected)
+
+
+@needs_loops
+@pytest.mark.parametrize(("n", "k"), [(129, 77), (1, 1), (0, 5), (3, 0), (512, 784)])
+def test_row_dots_against_float64(n: int, k: int) -> None:
+    """The one-row loop through a filter kept as [N, K] (compiled.row_dots): bias + each filter row's dot product
+    with x, odd and empty shapes, within float32 rounding of the float64 sums (its sums are reassociated)."""
+    rng = np.random.default_rng(n * 1000 + k)
+    w, x, bias = (rng.standard_normal(shape).astype(F) for shape in ((n, k), k, n))
+    out = np.full(n, np.nan, F)
+    LOOPS.row_dots(w, x, bias, out)
+    expected = w.astype(np.float64) @ x.astype(np.float64) + bias
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(expected).max(initial=0))))
 
 
 def _dynamic_int4_graph(rng: np.random.Generator, rows: int, n: int, k: int) -> tuple[GraphBuilder, np.ndarray]:
@@ -200,50 +214,32 @@ def test_an_8da4w_program_gives_executorchs_bits(tmp_path) -> None:
             np.testing.assert_array_equal(np.asarray(ours(x)[0]), expected)
 
 
-@pytest.mark.parametrize("parallel", [True, False])
-@pytest.mark.parametrize(("k", "n"), [(70, 100), (784, 512), (1, 65), (0, 90)])
-def test_a_one_row_program_keeps_a_float_filter_by_output(monkeypatch, parallel: bool, k: int, n: int) -> None:
-    """A program whose input is one row keeps a float filter of more than FEW_OUTPUTS outputs as [N, K] and takes
-    the dot products of its rows (on numba's threads, or BLAS's matrix-vector product): the same numbers as the
-    product of one row within float32 rounding, the fused clamp applied, new inputs read call after call; and
-    more rows than the program declared (a dynamic batch) still multiply through the same memory."""
-    if not parallel:
-        monkeypatch.setattr(native, "parallel_loops", lambda: None)
-    elif native.parallel_loops() is None:
-        pytest.skip("numba's parallel loop cannot run here")
+@pytest.mark.parametrize(("k", "n"), [(70, 100), (784, 512), (1, 65), (0, 90), (70, 64)])
+def test_a_one_row_program_keeps_a_float_filter_in_tiles(k: int, n: int) -> None:
+    """A program whose input is one row keeps a float filter as tiles of 128 outputs (numba's loops on) and takes
+    XNNPACK's FMA sequence through them: the same numbers as the product of one row within float32 rounding, the
+    fused clamp applied, new inputs read call after call; and more rows than the program declared (a dynamic batch)
+    still multiply through the same tiles."""
     gb, w, b = fc_graph(k, n, rows=1, seed=k + n)
     handle = gb.handle()
     (fc,) = [op for op in handle.graph.ops if isinstance(op, FullyConnected)]
-    assert fc.by_output is not None and fc.by_output.flags.c_contiguous and fc.by_output.shape == (n, k)
+    if LOOPS is not None:
+        assert fc.tiles is not None and fc.packed is None and fc.tiles.shape == (-(-n // 128), k, 128)
     rng = np.random.default_rng(n)
-    for _ in range(3):
-        x = rng.standard_normal((1, k)).astype(F)
-        y = np.full((1, n), np.nan, F)
+    for rows in (1, 1, 1, 3):
+        x = rng.standard_normal((rows, k)).astype(F)
+        y = np.full((rows, n), np.nan, F)
         handle.execute([x, y])
         expected = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + b, 0)
         np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(expected).max()))
-    x = rng.standard_normal((3, k)).astype(F)
-    y = np.full((3, n), np.nan, F)
-    handle.execute([x, y])
-    expected = np.maximum(x.astype(np.float64) @ w.T.astype(np.float64) + b, 0)
-    np.testing.assert_allclose(y, expected, rtol=1e-5, atol=1e-5 * max(1.0, np.abs(expected).max()))
 
 
-def test_a_program_of_more_rows_or_few_outputs_keeps_the_filter_as_k_by_n() -> None:
-    for k, n, rows in ((70, 100, 2), (70, 64, 1)):
-        (fc,) = [op for op in fc_graph(k, n, rows=rows)[0].handle().graph.ops if isinstance(op, FullyConnected)]
-        assert fc.by_output is None and fc.packed.flags.c_contiguous and fc.packed.shape == (k, n)
-
-
-def test_the_parallel_loop_stays_off_on_one_thread_when_disabled_and_in_a_forked_child(monkeypatch) -> None:
-    if native.parallel_loops() is None:
-        pytest.skip("numba's parallel loop cannot run here")
-    monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    assert native.threads() == 1 and native.parallel_loops() is None
-    monkeypatch.delenv("OMP_NUM_THREADS")
-    monkeypatch.setenv("ETBUILD_NATIVE", "0")
-    assert native.parallel_loops() is None
-    monkeypatch.delenv("ETBUILD_NATIVE")
-    pid = native.os.getpid()
-    monkeypatch.setattr(native.os, "getpid", lambda: pid + 1)  # as in a child forked after the loop ran
-    assert native.parallel_loops() is None
+def test_a_program_of_more_rows_keeps_the_filter_by_output_and_few_outputs_as_k_by_n() -> None:
+    """More rows than one: a filter of more than FEW_OUTPUTS outputs is kept as [N, K] (row_dots for one row) with
+    its transpose for BLAS, the same memory; a filter of few outputs as [K, N] (XNNPACK's FMA loop for one row)."""
+    (fc,) = [op for op in fc_graph(70, 100, rows=2)[0].handle().graph.ops if isinstance(op, FullyConnected)]
+    if LOOPS is not None:
+        assert fc.tiles is None and fc.by_output.flags.c_contiguous and fc.by_output.shape == (100, 70)
+        assert np.shares_memory(fc.packed, fc.by_output) and fc.packed.shape == (70, 100)
+    (fc,) = [op for op in fc_graph(70, 64, rows=2)[0].handle().graph.ops if isinstance(op, FullyConnected)]
+    assert fc.tiles is None and fc.by_output is None and fc.packed.flags.c_contiguous and fc.packed.shape == (70, 64)

@@ -13,7 +13,7 @@ from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.runtime import BACKEND, XnnpackBackend
 from etbuild.backends.xnnpack.runtime.grids import Grid
 from etbuild.errors import KernelError
-from etbuild.runtime import Program
+from etbuild.runtime import Program, threads
 from etbuild.runtime import backend_registry as registry
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import read_program, write_program
@@ -120,7 +120,7 @@ def test_block_quantized_int4_weights():
 def test_quantized_filters_give_one_product_for_any_row_count(form, rows, native_loops, monkeypatch):
     """One row (a decode step) reads the integer codes through numba's loop; more rows, or no numba, the
     dequantized float32 matrix: the same product within float32 rounding, the bias added."""
-    monkeypatch.setenv("ETBUILD_NATIVE", native_loops)
+    monkeypatch.setattr(threads, "DEFAULTS", threads.NumericOptions(native=native_loops != "0"))
     rng = np.random.default_rng(4)
     n, k = 37, 64  # an odd output count, two blocks of 32
     gb = GraphBuilder()
@@ -400,7 +400,7 @@ def test_unary_nodes_with_and_without_the_compiled_loops(
 ) -> None:
     import torch
 
-    monkeypatch.setenv("ETBUILD_NATIVE", setting)
+    monkeypatch.setattr(threads, "DEFAULTS", threads.NumericOptions(native=setting != "0"))
     x = (np.random.default_rng(4).standard_normal(shape) * 3).astype(np.float32)
     out = np.empty_like(x)
     _unary_graph(member, x.shape).handle().execute([x, out])
@@ -423,7 +423,7 @@ def test_snapping_onto_grids_compiled_and_by_numpy_gives_the_same_bits(grid, bou
     a[3] = np.abs(a[3])  # one without negatives
     results = []
     for setting in ("1", "0"):
-        monkeypatch.setenv("ETBUILD_NATIVE", setting)
+        monkeypatch.setattr(threads, "DEFAULTS", threads.NumericOptions(native=setting != "0"))
         copy = a.copy()
         grid.snapper(*bounds)(copy)
         results.append(copy)

@@ -1,4 +1,4 @@
-"""Softmax through numba's row loop (native_loops.softmax_rows), alone and fused with the Multiply by a scalar before
+"""Softmax through numba's row loop (compiled.softmax_rows), alone and fused with the Multiply by a scalar before
 it (ops/softmax.py ScaledSoftmax), against torch in float64: ordinary rows, a row far below the others, rows with
 nan, ±inf, negative and zero scales, the scale on either side; and the numpy path with the loops off."""
 
@@ -9,7 +9,9 @@ import pytest
 
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.runtime import compile as compile_module
+from etbuild.backends.xnnpack.runtime import loops as compiled_loops
 from etbuild.kernels import native
+from etbuild.runtime import threads
 from tests.backends.xnnpack.graphs import GraphBuilder
 
 torch = pytest.importorskip("torch")
@@ -54,7 +56,7 @@ def run_scaled(x: np.ndarray, scale: float, scale_first: bool) -> tuple[np.ndarr
 @pytest.mark.parametrize(("scale", "scale_first"), [(0.125, False), (-0.7, True), (0.0, False)])
 def test_scaled_softmax_matches_torch(native_loops: str, special: str | None, scale: float, scale_first: bool,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ETBUILD_NATIVE", native_loops)
+    monkeypatch.setattr(threads, "DEFAULTS", threads.NumericOptions(native=native_loops != "0"))
     if native_loops == "1" and native.loops() is None:
         pytest.skip("numba is not installed")
     x = scores(special)
@@ -72,7 +74,7 @@ def test_scaled_softmax_matches_torch(native_loops: str, special: str | None, sc
 
 @pytest.mark.parametrize("native_loops", ["1", "0"])
 def test_softmax_alone_matches_torch(native_loops: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("ETBUILD_NATIVE", native_loops)
+    monkeypatch.setattr(threads, "DEFAULTS", threads.NumericOptions(native=native_loops != "0"))
     if native_loops == "1" and native.loops() is None:
         pytest.skip("numba is not installed")
     gb = GraphBuilder()
@@ -87,7 +89,7 @@ def test_softmax_alone_matches_torch(native_loops: str, monkeypatch: pytest.Monk
 
 
 def test_exp_is_within_one_ulp() -> None:
-    loops = native.loops()
+    loops = compiled_loops.compiled()
     if loops is None:
         pytest.skip("numba is not installed")
     import numba

@@ -1,18 +1,18 @@
-"""Sigmoid, reciprocal square root, sine and cosine as XNNPACK's AVX512F microkernels compute them
-(kernels/native_xnn.py): the loops against float64 math, and the XNNPACK runtime's nodes against ExecuTorch's
-runtime bit for bit, on programs lowered by ExecuTorch's partitioner and on graphs of one node in our blob format
-(odd lengths, the microkernels' tails, specials, denormals, huge values)."""
+"""Sigmoid, reciprocal square root, sine and cosine as XNNPACK's AVX512F microkernels compute them (exact.py): the
+loops against float64 math, and the XNNPACK runtime's nodes against ExecuTorch's runtime bit for bit, on programs
+lowered by ExecuTorch's partitioner and on graphs of one node in our blob format (odd lengths, the microkernels'
+tails, specials, denormals, huge values)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from etbuild.kernels import native
+from etbuild.backends.xnnpack.runtime import loops
 from tests.conftest import HAS_EXECUTORCH
 
 F = np.float32
-XNN = native.xnn_loops()
+XNN = loops.exact()
 needs_xnn = pytest.mark.skipif(XNN is None, reason="numba is not installed or the CPU has no AVX512F")
 
 

@@ -48,6 +48,7 @@ MLP_TREE = {
     "etbuild/runtime/inputs.py",
     "etbuild/runtime/program.py",
     "etbuild/runtime/tensor.py",
+    "etbuild/runtime/threads.py",  # the pool and the numerics options products and loops bind with
     "etbuild/runtime/values.py",
     "etbuild/schema/__init__.py",
 }

@@ -1,5 +1,5 @@
-"""etbuild.kernels.numerics.blas: products bound to MKL's sgemm where it takes them, numpy's call otherwise, and the
-same values either way."""
+"""etbuild.kernels.numerics.blas: products bound to MKL's sgemm where it takes them, numpy's call otherwise, split
+over the pool by rows when large, and the same values either way."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ import pytest
 
 from etbuild.kernels import native
 from etbuild.kernels.numerics import blas
+from etbuild.runtime import threads
 
 MKL = blas.library()
 needs_mkl = pytest.mark.skipif(MKL is None, reason="MKL (the `mkl` package) is not installed")
@@ -28,7 +29,8 @@ def operand(shape: tuple[int, ...], transposed: bool = False, dtype: type = np.f
 
 
 def by_mkl(call: object) -> bool:
-    return hasattr(call, "arrays")
+    """Whether the bound call (or every block of a split one) is MKL's sgemm."""
+    return all(hasattr(c, "arrays") for c in getattr(call, "calls", [call]))
 
 
 CASES = [
@@ -123,52 +125,54 @@ def run_python(code: str, **env: str) -> str:
     return result.stdout.strip()
 
 
-BOUND = """
-    import numpy as np
-    from etbuild.kernels.numerics import blas
-    a = np.ones((256, 256), np.float32)
-    print(hasattr(blas.bound_product(np.matmul, a, a, np.empty_like(a)), "arrays"))
-"""
+@pytest.mark.parametrize("count", [1, 2, 3])
+def test_large_products_split_by_rows_over_the_pool_with_the_same_bits(count: int) -> None:
+    """A product of at least SPLIT_MACS is cut into blocks of rows when the options give it threads: the blocks'
+    rows are the unsplit product's rows, bit for bit (each row is one BLAS call's row either way)."""
+    a, b = operand((256, 512)), operand((512, 256))
+    with threads.use(threads.NumericOptions(threads=1)):
+        whole = np.empty((256, 256), np.float32)
+        call = blas.bound_product(np.matmul, a, b, whole)
+        assert not hasattr(call, "calls")
+        call()
+    with threads.use(threads.NumericOptions(threads=count)):
+        out = np.full((256, 256), np.nan, np.float32)
+        split = blas.bound_product(np.matmul, a, b, out)
+    assert len(getattr(split, "calls", [split])) == (1 if count == 1 else min(4 * count, 256 // 16, 32))
+    split()
+    np.testing.assert_array_equal(out, whole)
 
 
-def test_etbuild_blas_numpy_turns_mkl_off() -> None:
-    assert run_python(BOUND, ETBUILD_BLAS="numpy") == "False"
-
-
-def test_a_missing_library_falls_back_to_numpy() -> None:
-    assert run_python(BOUND, ETBUILD_BLAS="/nonexistent/libmkl_rt.so") == "False"
+def test_the_options_keep_numpy_blas() -> None:
+    a, b = operand((128, 256)), operand((256, 512))
+    out = np.empty((128, 512), np.float32)
+    for options in (threads.NumericOptions(blas="numpy"), threads.NumericOptions(native=False),
+                    threads.NumericOptions(blas="/nonexistent/libmkl_rt.so")):
+        with threads.use(options):
+            assert not by_mkl(blas.bound_product(np.matmul, a, b, out))
 
 
 @needs_mkl
-def test_a_forked_child_keeps_numpy_blas() -> None:
+def test_a_program_loaded_before_a_fork_runs_in_the_child() -> None:
+    """MKL runs its sequential layer (the pool threads products), so a child forked after products were bound and
+    run, pool threads started, calls the same bound products and gets the same numbers."""
     code = """
         import os
         import numpy as np
         from etbuild.kernels.numerics import blas
-        a = np.ones((256, 256), np.float32)
-        blas.bound_product(np.matmul, a, a, np.empty_like(a))()
+        from etbuild.runtime import threads
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((512, 512)).astype(np.float32), rng.standard_normal((512, 512)).astype(np.float32)
+        out = np.empty_like(a)
+        with threads.use(threads.NumericOptions(threads=2, blas="mkl")):
+            call = blas.bound_product(np.matmul, a, b, out)
+        call()
+        expected = out.copy()
         pid = os.fork()
         if pid == 0:
-            os._exit(0 if not hasattr(blas.bound_product(np.matmul, a, a, np.empty_like(a)), "arrays") else 3)
+            out[:] = 0
+            call()
+            os._exit(0 if np.array_equal(out, expected) else 3)
         print(os.waitpid(pid, 0)[1])
     """
     assert run_python(code) == "0"
-
-
-@needs_mkl
-def test_mkl_and_numbas_loops_share_gnu_openmp() -> None:
-    """MKL's products and numba's parallel loop run on one pool: numba takes its GNU OpenMP layer, TBB installed
-    or not."""
-    code = """
-        import numba
-        import numpy as np
-        from etbuild.kernels import native
-        from etbuild.kernels.numerics import blas
-        a = np.ones((256, 256), np.float32)
-        blas.bound_product(np.matmul, a, a, np.empty_like(a))()
-        if native.parallel_loops() is not None:
-            print(numba.threading_layer())
-        else:
-            print("omp")  # one thread: numba's loop is not used
-    """
-    assert run_python(code) == "omp"

@@ -25,12 +25,12 @@ from numpy.lib.stride_tricks import as_strided
 
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
+from etbuild.backends.xnnpack.runtime import loops as compiled_loops
 from etbuild.backends.xnnpack.runtime.grids import Grid
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, builds, fail, flat2d, reshaped, scratch
 from etbuild.backends.xnnpack.runtime.ops.requant import Requantization, integer_form
 from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer
 from etbuild.backends.xnnpack.runtime.values import Value
-from etbuild.kernels import native
 from etbuild.kernels.numerics.blas import bound_product
 from etbuild.kernels.numerics.im2col import row_view
 from etbuild.kernels.numerics.ufuncs import bias_rows, matmul_add
@@ -149,10 +149,10 @@ class Conv2d(_Conv):
 
     def _product(self, rows: np.ndarray, out: np.ndarray) -> tuple[Step, bool]:
         """out = rows @ filter (+ bias): with the compiled loops and a C-contiguous float32 out, the product
-        (etbuild.kernels.numerics.blas) then one pass adding the bias and clamping (`native_loops.bias_clamp_rows`:
+        (etbuild.kernels.numerics.blas) then one pass adding the bias and clamping (`compiled.bias_clamp_rows`:
         numpy's add and clip, the same bits, one pass instead of two and no Python clip call); else matmul_add (the
         clamp after it). The step, and whether it clamps."""
-        loops = native.loops()
+        loops = compiled_loops.compiled()
         if loops is None or out.dtype != np.float32 or not out.flags.c_contiguous:
             return matmul_add(np.matmul, rows, self.packed[0], self.bias, out, constant_bias=True), False
         _warm(loops)
@@ -177,7 +177,7 @@ class Conv2d(_Conv):
     def _blocked(self, rows: np.ndarray, out: np.ndarray, blocks: int, loops: ModuleType) -> Step:
         """out = clamp(rows @ filter + bias) with the filter split into `blocks` column blocks: one batched matmul
         into a [blocks, R, N/blocks] buffer, then one compiled pass adding the bias, clamping and placing the
-        columns (`native_loops.bias_clamp_blocks`)."""
+        columns (`compiled.bias_clamp_blocks`)."""
         k, n = self.packed.shape[1:]
         packed = np.ascontiguousarray(self.packed[0].reshape(k, blocks, n // blocks).transpose(1, 0, 2))
         parts = scratch((blocks, rows.shape[0], n // blocks))
@@ -233,7 +233,7 @@ def _column_blocks(rows: int, k: int, n: int) -> int:
 def _warm(loops: ModuleType) -> None:
     """Compile the convolutions' loops once per process (or load them from numba's disk cache) when the first
     node binds them, so that the first call of the program does not pay it."""
-    native.warm_convolution(loops)
+    compiled_loops.warm_convolution(loops)
 
 
 def _im2col(x: np.ndarray, win: Window, oh: int, ow: int) -> tuple[Step, np.ndarray]:
@@ -313,7 +313,7 @@ class DepthwiseConv2d(_Conv):
         return self._bind(ins[0], outs[0])
 
     def _bind(self, x: np.ndarray, o: np.ndarray) -> Step:
-        loops = native.loops()
+        loops = compiled_loops.compiled()
         if loops is not None and all(a.dtype == np.float32 and a.flags.c_contiguous for a in (x, o)):
             return self.fused(x, o, loops)
         step = self.numpy_form(x, o)
@@ -335,7 +335,7 @@ class DepthwiseConv2d(_Conv):
         return self.phased(x, o)
 
     def fused(self, x: np.ndarray, o: np.ndarray, loops: ModuleType) -> Step:
-        """The compiled loop (`native_loops.depthwise_nhwc`): bias, taps and clamp in one pass per output row,
+        """The compiled loop (`compiled.depthwise_nhwc`): bias, taps and clamp in one pass per output row,
         the filter and bias tiled along an output row at bind and the loop compiled (or loaded) here, not on
         the first call. The sums run in another order than the numpy forms' (within float32 rounding)."""
         win, ow = self.win, o.shape[2]

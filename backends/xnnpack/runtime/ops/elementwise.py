@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.runtime import loops
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, broadcast, builds
 from etbuild.kernels import native
 from etbuild.kernels.numerics.erf import ERF_SQRT_HALF_CLAMP, ERF_SQRT_HALF_TANH, erf32
@@ -104,12 +105,10 @@ class Unary(Op):
             return exact
         if isinstance(self.fn, np.ufunc) or self.fn is _copy:
             return functools.partial(self.fn, x, o)
-        fused = native.loops() if self.fn in (_gelu, _sigmoid) else None
+        fused = native.loops() if self.fn is _gelu else None
         pair = native.flat_pair(x, o) if fused is not None else None
-        if pair is not None and self.fn is _gelu:  # the compiled loop: one pass
+        if pair is not None:  # the compiled loop: one pass
             return functools.partial(fused.gelu, *pair)
-        if pair is not None and o.size <= native.SMALL_SIGMOID:
-            return functools.partial(fused.sigmoid, *pair)
         if self.fn is _sigmoid and o.size <= BLOCK:
             return _small_sigmoid(x, o)
         if self.fn is _gelu and x.flags.c_contiguous and o.flags.c_contiguous and not np.may_share_memory(x, o):
@@ -119,9 +118,9 @@ class Unary(Op):
 
 def _xnnpack_bits(fn: UnaryFn, x: np.ndarray, o: np.ndarray) -> Step | None:
     """Sigmoid, rsqrt, sin or cos as XNNPACK's AVX512F microkernels compute them (the same bits as ExecuTorch's
-    runtime, kernels/native_xnn.py), when the CPU has AVX512F, numba is there and x, o are flat-viewable float32;
+    runtime, exact.py), when the CPU has AVX512F, numba is there and x, o are flat-viewable float32;
     else None (the caller's forms: σ by tanh, 1/√x correctly rounded, numpy's sin and cos)."""
-    xnn = native.xnn_loops() if fn in (_sigmoid, _rsqrt, np.sin, np.cos) else None
+    xnn = loops.exact() if fn in (_sigmoid, _rsqrt, np.sin, np.cos) else None
     pair = native.flat_pair(x, o) if xnn is not None else None
     if pair is None:
         return None

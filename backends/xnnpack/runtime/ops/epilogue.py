@@ -5,8 +5,8 @@ After a float product, its bias add and the next node's own pass each read and w
 the node right after it when that node is the only reader of the product and the product is plain float32 from a
 constant filter (no rounding of either output, no integer or one-row form):
 
-- FullyConnected → Gelu: `native_loops.bias_gelu_rows`, gelu(product + bias);
-- FullyConnected → Add of a value of the product's shape (a residual): `native_loops.bias_add_rows`.
+- FullyConnected → Gelu: `compiled.bias_gelu_rows`, gelu(product + bias);
+- FullyConnected → Add of a value of the product's shape (a residual): `compiled.bias_add_rows`.
 
 The product then has no storage of its own: it is written into the follower's output and finished there in place.
 Same bits as the two nodes' steps (the same product, numpy's adds, the same GELU loop). Compiled only when numba's
@@ -22,11 +22,11 @@ from typing import Any
 import numpy as np
 
 from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
+from etbuild.backends.xnnpack.runtime import loops as compiled_loops
 from etbuild.backends.xnnpack.runtime.ops.base import Op, Shape, flat2d, scratch, then
 from etbuild.backends.xnnpack.runtime.ops.elementwise import UNARY, Binary, Unary
 from etbuild.backends.xnnpack.runtime.ops.gemm import FullyConnected
 from etbuild.backends.xnnpack.runtime.values import Value
-from etbuild.kernels import native
 from etbuild.runtime.steps import Step
 
 
@@ -63,7 +63,7 @@ class Epilogue(Op):
 
     def _fused(self, fc_ins: Sequence[np.ndarray], out: np.ndarray, other: np.ndarray | None) -> Step | None:
         """The product into out, then bias and follower in one compiled pass; None where that does not apply."""
-        loops = native.loops()
+        loops = compiled_loops.compiled()
         plain = self.fc.plain_product(fc_ins, out)
         if loops is None or plain is None:
             return None
@@ -82,7 +82,7 @@ def fuse(op: Op, follower: Op, values: dict[int, Value]) -> Op | None:
     """op and follower as one Epilogue when op is a float FullyConnected whose product only follower reads and
     follower is a Gelu or an Add of a value of the product's shape, all float32 (the caller checks that follower
     alone reads the product and that neither output is rounded); else None."""
-    if not isinstance(op, FullyConnected) or not op.plain_filter or native.loops() is None:
+    if not isinstance(op, FullyConnected) or not op.plain_filter or compiled_loops.compiled() is None:
         return None
     mid = op.outputs[0]
     if any(values[v].datatype != DT.FP32 for v in (mid, *follower.outputs)):

@@ -10,9 +10,9 @@ through an int8 or int4 filter with numba's loops (etbuild.kernels.native) reads
 instead: from a qdint8 input through an int4 block filter (qbint4), XNNPACK's own integer product on the input's
 codes and the weights packed two to a byte, with its bits (qd8.py; 512 × 1536 in 38 µs, BLAS on the
 float32 matrix 112, benchmarks/matvec_forms.py at load 3); otherwise the float input times the int8 codes.
-Through a float filter of few outputs (a norm's mean as a product) it is XNNPACK's sequence of FMAs; through
-one of more, in a program whose input is one row, the filter is kept as [N, K] and each output is a dot product,
-split across threads (kernels/native_parallel.py: the zoo mlp at two threads, 57 → 35 µs a call).
+In a program whose input is one row (a decode step), a float filter is packed at init as tiles of 128 outputs
+(compiled.tiled_matvec): XNNPACK's sequence of FMAs, its bits, at the speed memory delivers the filter (one
+thread: a one-row product is bound by memory, and a second core adds no bandwidth; docs/runtime-speed.md).
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ import numpy as np
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
 from etbuild.backends.xnnpack.format.nodes import RESHAPE_2D, TRANSPOSE_WEIGHTS
-from etbuild.backends.xnnpack.runtime import qd8
+from etbuild.backends.xnnpack.runtime import loops, qd8
 from etbuild.backends.xnnpack.runtime.grids import RowCodes
 from etbuild.backends.xnnpack.runtime.ops.base import (
     Context,
@@ -39,12 +39,11 @@ from etbuild.backends.xnnpack.runtime.ops.base import (
     scratch,
 )
 from etbuild.backends.xnnpack.runtime.ops.requant import Requantization, integer_form
-from etbuild.kernels import native
 from etbuild.kernels.numerics.blas import bound_product
 from etbuild.kernels.numerics.ufuncs import matmul_add
 from etbuild.runtime.steps import Step
 
-FEW_OUTPUTS = 64  # float filters up to this many outputs take the FMA loop for one row (a norm's mean as a product)
+FEW_OUTPUTS = 64  # a float filter of up to this many outputs keeps [K, N]: one row takes XNNPACK's FMA loop on it
 
 
 @builds("FullyConnected")
@@ -77,11 +76,15 @@ class FullyConnected(Op):
         self.codes: RowCodes | None = None
         if self.int4 is not None and x.grid.datatype == DT.QDINT8:
             self.codes_input, self.codes_length = x.id, self.k
-        self.by_output = None  # the filter as [N, K] when the program's input is one row (see _one_row_float)
-        if self.packed is not None and self.requant is None and self.rows is None and self.n > FEW_OUTPUTS \
-                and int(np.prod(x.dims)) == self.k:
-            self.by_output = np.ascontiguousarray(self.packed.T)
-            self.packed = self.by_output.T  # the same memory as [K, N]: more rows (a dynamic batch) still work
+        self.tiles = self.by_output = None  # the filter's forms for one row (see _one_row)
+        fused = loops.compiled()
+        if fused is not None and self.packed is not None and self.requant is None and self.rows is None \
+                and (b is None or b.constant is not None):
+            if int(np.prod(x.dims)) == self.k:  # the program's input is one row: XNNPACK's bits, as fast
+                self.tiles, self.packed = fused.pack_tiles(self.packed), None
+            elif self.n > FEW_OUTPUTS:  # one row or many: [N, K], and its transpose for BLAS (the same memory)
+                self.by_output = np.ascontiguousarray(self.packed.T)
+                self.packed = self.by_output.T
         runtime = [v.id for v in (w, b) if v is not None and v.constant is None]
         super().__init__([x.id, *runtime], [ctx.value(node.output_id, "output").id])
         self.live_filter, self.live_bias = w.constant is None, b is not None and b.constant is None
@@ -98,12 +101,14 @@ class FullyConnected(Op):
         x = flat2d(ins[0], self.k) if self.k else reshaped(ins[0], (o.shape[0], 0))  # no inputs: rows from out
         live = list(ins[1:])
         w = self.packed if not self.live_filter else _filter_view(live.pop(0), self.transposed)
+        if w is None and self.tiles is not None:  # tiles the compiled loop cannot take here: [K, N] again
+            w = self.tiles.transpose(1, 0, 2).reshape(self.k, self.tiles.shape[0] * self.tiles.shape[2])[:, :self.n]
         bias = self.bias if not self.live_bias else live.pop(0)
         if self.requant is not None:
             codes = scratch(x.shape)
             product = matmul_add(np.matmul, codes, w, None, o, constant_bias=True)
             return self.requant.around(product, x, codes, o)
-        one_row = self._one_row(x, o) or self._one_row_float(x, o)
+        one_row = self._one_row(x, o)
         if one_row is not None:
             return one_row
         # np.dot takes 2-D operands straight to BLAS, a third cheaper than np.matmul on one row;
@@ -121,7 +126,8 @@ class FullyConnected(Op):
         """The bias-free product step into out and the constant bias, as bind's float form computes them (the same
         bits), for an op with a plain filter and more than one input row into a C-contiguous out; else None."""
         x, o = flat2d(ins[0], self.k), flat2d(out, self.n)
-        if not self.plain_filter or x.shape[0] < 2 or not o.flags.c_contiguous or out.dtype != np.float32:
+        if not self.plain_filter or self.packed is None or x.shape[0] < 2 or not o.flags.c_contiguous \
+                or out.dtype != np.float32:
             return None
         return bound_product(np.dot, x, self.packed, o), self.bias
 
@@ -129,16 +135,26 @@ class FullyConnected(Op):
         self.codes = codes
 
     def _one_row(self, x: np.ndarray, o: np.ndarray) -> Step | None:
-        """A compiled loop for one input row when numba's loops are on: XNNPACK's qd8 × int4 product when the
-        input's rounding keeps its codes (qd8.py), else float × int8 codes; through a float filter with at most
-        FEW_OUTPUTS outputs, XNNPACK's sequence of FMAs (its bits; BLAS sums in another order)."""
-        few = self.rows is None and self.packed is not None and self.n <= FEW_OUTPUTS
-        fused = native.loops() if (self.rows is not None or few) and not self.live_bias else None
-        if fused is None or x.shape[0] != 1 or not (x.flags.c_contiguous and o.flags.c_contiguous):
+        """A compiled loop per input row when numba's loops are on: through a float filter kept as tiles, XNNPACK's
+        sequence of FMAs at the speed memory delivers the filter (its bits; BLAS sums in another order); for one
+        row through a float filter of few outputs the same FMAs on [K, N]; through one kept as [N, K], dot products
+        streamed from memory (reassociated sums); through a quantized filter, XNNPACK's qd8 × int4 product when the
+        input's rounding keeps its codes (qd8.py), else float × int8 codes."""
+        few = self.packed is not None and self.rows is None and self.requant is None and self.n <= FEW_OUTPUTS
+        forms = self.rows is not None or self.tiles is not None or self.by_output is not None or few
+        fused = loops.compiled() if forms and not self.live_bias and not self.live_filter else None
+        if fused is None or not (x.flags.c_contiguous and o.flags.c_contiguous):
             return None
         if x.dtype != np.float32 or np.may_share_memory(x, o):  # the loop writes out before it has read x
             return None
         bias = self.bias if self.bias is not None else np.zeros(self.n, np.float32)
+        if self.tiles is not None:
+            rows = [functools.partial(fused.tiled_matvec, self.tiles, x[r], bias, o[r]) for r in range(x.shape[0])]
+            return rows[0] if len(rows) == 1 else _each(rows)
+        if x.shape[0] != 1:
+            return None
+        if self.by_output is not None:
+            return functools.partial(fused.row_dots, self.by_output, x[0], bias, o[0])
         if few:
             return functools.partial(fused.fma_matvec, self.packed, x[0], bias, o[0])
         if self.codes is not None and self.int4 is not None:
@@ -149,20 +165,13 @@ class FullyConnected(Op):
         acc = np.empty(self.n, np.float32)
         return functools.partial(fused.grouped_matvec, self.rows.codes, self.rows.scales, x[0], bias, acc, o[0])
 
-    def _one_row_float(self, x: np.ndarray, o: np.ndarray) -> Step | None:
-        """One row through a float filter kept as [N, K] (a program whose input is one row): dot products of
-        the filter's rows with the input, split across threads by output when numba's parallel loop may run
-        (`native.parallel_loops`: each core keeps its part of the filter in its own cache from call to call),
-        else BLAS's matrix-vector product, which reads [N, K] faster than [K, N] (784 × 512: 21 against 26 µs)."""
-        if self.by_output is None or self.live_bias or x.shape[0] != 1 or x.dtype != np.float32:
-            return None
-        if not (x.flags.c_contiguous and o.flags.c_contiguous) or np.may_share_memory(x, o):
-            return None
-        parallel = native.parallel_loops()
-        if parallel is not None:
-            bias = self.bias if self.bias is not None else np.zeros(self.n, np.float32)
-            return functools.partial(parallel.row_dots, self.by_output, x[0], bias, o[0])
-        return matmul_add(np.dot, self.by_output, x[0], self.bias, o[0])
+
+def _each(steps: list[Step]) -> Step:
+    """One step running `steps` in order."""
+    def run() -> None:
+        for step in steps:
+            step()
+    return run
 
 
 def _filter_view(w: np.ndarray, transposed: bool) -> np.ndarray:

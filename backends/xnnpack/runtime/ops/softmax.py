@@ -17,10 +17,10 @@ import numpy as np
 
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
+from etbuild.backends.xnnpack.runtime import loops as compiled_loops
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, builds, fail, scratch, then
 from etbuild.backends.xnnpack.runtime.ops.elementwise import Binary
 from etbuild.backends.xnnpack.runtime.values import Value
-from etbuild.kernels import native
 from etbuild.runtime.steps import Step
 
 
@@ -58,9 +58,9 @@ class Softmax(Op):
 
 def _compiled(x: np.ndarray, o: np.ndarray, scale: np.ndarray | None) -> Step | None:
     """softmax(x · scale) over contiguous, disjoint float32 x and o by numba's row loop
-    (`native_loops.softmax_rows`, shifted by the largest of all inputs, found by numpy in one vectorized pass),
+    (`compiled.softmax_rows`, shifted by the largest of all inputs, found by numpy in one vectorized pass),
     scale a one-element array read at each call (None: 1); None without numba's loops."""
-    loops = native.loops()
+    loops = compiled_loops.compiled()
     if loops is None or x.dtype != np.float32 or o.dtype != np.float32:
         return None
     n = x.shape[-1]
@@ -107,7 +107,7 @@ def fuse_scale(op: Op, follower: Op, values: dict[int, Value]) -> Op | None:
     """A float32 Multiply by a one-element value and the Softmax reading its product, as a ScaledSoftmax (the
     caller checks that the softmax alone reads the product and that neither output is rounded); else None."""
     if not (isinstance(op, Binary) and op.fn is np.multiply and isinstance(follower, Softmax)) \
-            or native.loops() is None:
+            or compiled_loops.compiled() is None:
         return None
     a, b = op.inputs
     mid = op.outputs[0]

@@ -1,5 +1,5 @@
 """XNNPACK's x86 AVX512F sigmoid, reciprocal square root, sine and cosine, element by element, compiled by numba
-(importing this module needs numba; `etbuild.kernels.native.xnn_loops()` imports it only on a CPU with AVX512F).
+(importing this module needs numba; `loops.exact()` imports it only on a CPU with AVX512F).
 
 ExecuTorch's runtime runs XNNPACK's microkernels for these on such a CPU, with denormals off (inputs read as zero,
 results flushed to zero): `f32-vsigmoid` avx512f_rr2_lut32_p2_perm2_scalef_div, `f32-vrsqrt` avx512f_rsqrt and

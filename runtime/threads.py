@@ -1,0 +1,248 @@
+"""The runtime's one pool of threads, and the numeric options a program is bound with.
+
+A step that splits its work runs `Pool.run(block, count)`: the blocks are claimed one at a time from a shared
+counter by the calling thread and by the pool's workers alike, so the caller can take every block itself (as
+pthreadpool's caller does). A worker whose core is busy, or that wakes late, claims fewer blocks or none, and the
+step waits only for blocks already claimed: a busy or missing core costs at most its share, never a time slice of
+the scheduler (a static split, OpenBLAS's or OpenMP's, waits for its slowest thread). The blocks are compiled loops
+that release the GIL (numba's `nogil`) or BLAS calls (numpy and ctypes release it), so they run in parallel.
+
+Workers sleep on a condition between steps (no spinning), so two programs' pools, or a pool beside the host's own
+threads, do not steal each other's cores. A process forked after a pool started has none of its workers: the first
+`run` in the child starts new ones.
+
+Options are parameters, never the process's environment: `Program.load(..., threads=, blas=, native=)` binds its
+kernels inside `use(NumericOptions(...))`, and a kernel reads `current()` while it binds (never while it runs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import ctypes
+import dataclasses
+import functools
+import glob
+import itertools
+import os
+import threading
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import numpy as np
+
+Block = Callable[[int], object]
+
+
+def default_threads() -> int:
+    """The processors this process may run on (its affinity mask)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no affinity call on this platform
+        return max(1, os.cpu_count() or 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class NumericOptions:
+    """How a program's kernels compute. threads: the most threads a step may use (None: `default_threads()`);
+    blas: "auto" (MKL when the `mkl` extra is installed, else numpy's BLAS), "numpy", "mkl", or a path to a
+    `libmkl_rt`; native: numba's compiled loops where they exist (False: every step on numpy)."""
+
+    threads: int | None = None
+    blas: str = "auto"
+    native: bool = True
+
+    def __post_init__(self) -> None:
+        if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
+            raise ValueError(f"threads: expected a whole number of at least 1 (or None), got {self.threads!r}")
+        if not isinstance(self.blas, str) or not self.blas:
+            raise ValueError(f"blas: expected 'auto', 'numpy', 'mkl' or a path to libmkl_rt, got {self.blas!r}")
+
+    @property
+    def thread_count(self) -> int:
+        return self.threads if self.threads is not None else default_threads()
+
+
+@dataclasses.dataclass
+class Binding:
+    """What one `use` block binds with, and what its kernels report back: numpy_blas is set when a product was
+    bound to numpy's BLAS at a size it would run on threads of its own (the caller then holds it at one thread
+    while it runs the bound steps: `single_threaded`)."""
+
+    options: NumericOptions
+    numpy_blas: bool = False
+
+
+DEFAULTS = NumericOptions()
+_current: contextvars.ContextVar[Binding | None] = contextvars.ContextVar("etbuild_numerics", default=None)
+_lock = threading.Lock()
+
+
+def current() -> NumericOptions:
+    """The options kernels bind with now, in this thread: the innermost `use` block's, else the defaults."""
+    binding = _current.get()
+    return binding.options if binding is not None else DEFAULTS
+
+
+def note_numpy_blas() -> None:
+    """Tell the innermost `use` block that a product bound to numpy's BLAS may start its threads."""
+    binding = _current.get()
+    if binding is not None:
+        binding.numpy_blas = True
+
+
+@contextlib.contextmanager
+def use(options: NumericOptions) -> Iterator[Binding]:
+    """Kernels bound in this block (in this thread) take `options`; the Binding collects what they report."""
+    binding = Binding(options)
+    token = _current.set(binding)
+    try:
+        yield binding
+    finally:
+        _current.reset(token)
+
+
+class _Job:
+    """One step's blocks: a claim counter, a done counter, the first error, and an event for the last block."""
+
+    __slots__ = ("block", "count", "claims", "finished", "done", "error")
+
+    def __init__(self, block: Block, count: int) -> None:
+        self.block, self.count = block, count
+        self.claims, self.finished = itertools.count(), itertools.count(1)
+        self.done = threading.Event()
+        self.error: BaseException | None = None
+
+
+class Pool:
+    """`threads` − 1 worker threads that run a step's blocks beside the calling thread."""
+
+    def __init__(self, threads: int) -> None:
+        self.threads = max(1, threads)
+        self._ready = threading.Condition()
+        self._job: _Job | None = None
+        self._generation = 0
+        self._pid = -1
+
+    def run(self, block: Block, count: int) -> None:
+        """block(0) … block(count − 1), each once, spread over the calling thread and the workers; returns when
+        all have run. An exception in a block is raised here (after the claimed blocks finish)."""
+        if count <= 1 or self.threads == 1:
+            for i in range(count):
+                block(i)
+            return
+        if self._pid != os.getpid():
+            self._start()
+        job = _Job(block, count)
+        with self._ready:
+            self._job, self._generation = job, self._generation + 1
+            self._ready.notify(min(count, self.threads) - 1)
+        _work(job)
+        if not job.done.is_set():
+            job.done.wait()
+        if job.error is not None:
+            raise job.error
+
+    def _start(self) -> None:
+        """Start the workers (again, in a forked child: threads do not survive a fork)."""
+        self._ready = threading.Condition()  # a fresh lock: a forked child may hold a copy taken mid-wait
+        self._job, self._generation, self._pid = None, 0, os.getpid()
+        for _ in range(self.threads - 1):
+            threading.Thread(target=self._serve, name="etbuild-pool", daemon=True).start()
+
+    def _serve(self) -> None:
+        seen, pid = 0, os.getpid()
+        while True:
+            with self._ready:
+                while self._generation == seen:
+                    self._ready.wait()
+                seen, job = self._generation, self._job
+            if os.getpid() != pid:  # pragma: no cover  (a thread does not survive a fork)
+                return
+            if job is not None:
+                _work(job)
+
+
+def _work(job: _Job) -> None:
+    """Claim and run job's blocks until none is left (next() of an itertools.count is atomic under the GIL); the
+    thread that finishes the last block sets job.done."""
+    count, claims, finished, block = job.count, job.claims, job.finished, job.block
+    while (i := next(claims)) < count:
+        try:
+            block(i)
+        except BaseException as exc:  # noqa: BLE001  (handed to the caller, which raises it)
+            job.error = job.error or exc
+        if next(finished) == count:
+            job.done.set()
+
+
+_pools: dict[int, Pool] = {}
+
+
+def pool(threads: int) -> Pool:
+    """The process's pool of `threads` threads (one per count, shared by every program bound with it)."""
+    with _lock:
+        found = _pools.get(threads)
+        if found is None:
+            found = _pools[threads] = Pool(threads)
+        return found
+
+
+class _SingleThreaded:
+    """numpy's BLAS on one thread inside `with single_threaded:` blocks (the pool threads products itself); the
+    count it had is restored when the last such block in the process ends (about 0.5 µs a block). A no-op where
+    numpy's BLAS is not an OpenBLAS whose count can be read and set."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = self._saved = 0
+
+    def __enter__(self) -> None:
+        counts = _openblas_counts()
+        if counts is not None:
+            with self._lock:
+                if self._depth == 0:
+                    self._saved = counts[0]()
+                    if self._saved != 1:
+                        counts[1](1)
+                self._depth += 1
+
+    def __exit__(self, *exc: object) -> None:
+        counts = _openblas_counts()
+        if counts is not None:
+            with self._lock:
+                self._depth -= 1
+                if self._depth == 0 and self._saved != 1:
+                    counts[1](self._saved)
+
+
+single_threaded = _SingleThreaded()
+
+
+def held(run: Callable[[], None]) -> Callable[[], None]:
+    """run, inside `with single_threaded`."""
+    def call() -> None:
+        with single_threaded:
+            run()
+    return call
+
+
+@functools.cache
+def _openblas_counts() -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """The get and set of numpy's OpenBLAS thread count (its bundled library's symbols), or None."""
+    folder = Path(np.__file__).parent.parent / "numpy.libs"
+    for path in sorted(glob.glob(str(folder / "*openblas*.so*"))):
+        try:
+            lib = ctypes.CDLL(path)
+        except OSError:
+            continue
+        # the getter of the Fortran interface (no arguments) is the cheaper call where it exists; the setter is C's
+        for get, set_ in (("scipy_openblas_get_num_threads_64_", "scipy_openblas_set_num_threads64_"),
+                          ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+                          ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+                          ("openblas_get_num_threads", "openblas_set_num_threads")):
+            if hasattr(lib, get) and hasattr(lib, set_):
+                getter, setter = getattr(lib, get), getattr(lib, set_)
+                getter.restype, setter.argtypes = ctypes.c_int, [ctypes.c_int]
+                return getter, setter
+    return None
