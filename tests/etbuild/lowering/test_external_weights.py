@@ -136,3 +136,17 @@ def test_an_adapter_shares_the_base_file_and_keeps_its_own_weights(scaled):
     for program, module in ((lora.pte, adapted), (base.pte, base_model)):
         got = Program.from_bytes(program, [data_file(base.ptd)]).load_method()(inputs[0].numpy())[0]
         np.testing.assert_allclose(got, module(*inputs).detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_external_constants_are_read_only_views_of_the_mapped_data_file(scaled, tmp_path):
+    model, inputs = scaled
+    apart = compile_module(model, inputs, weights=WeightsConfig("w"))
+    (tmp_path / "m.pte").write_bytes(apart.pte)
+    (tmp_path / "w.ptd").write_bytes(apart.ptd)
+    program = Program.load(tmp_path / "m.pte", data=[tmp_path / "w.ptd"])
+    method = program.load_method()
+    external = [v for v, ev in zip(method.values.objects, method.plan.values)
+                if isinstance(ev.val, fb.Tensor) and ev.val.extra_tensor_info is not None]
+    assert external and all(not c.flags.writeable and not c.flags.owndata for c in external)
+    mapped = program.data_files[0].entries["lin.bias"].data.obj
+    assert type(mapped).__name__ == "mmap"
