@@ -38,7 +38,7 @@ SHAPES = {
     "smollm2": dict(dim=576, n_layers=30, n_heads=9, n_kv_heads=3, vocab_size=49152, hidden_dim=1536),
     "qwen05": dict(dim=896, n_layers=24, n_heads=14, n_kv_heads=2, vocab_size=151936, hidden_dim=4864),
 }
-CONTEXT = 64  # the KV cache's positions: enough for the warm-up and --new tokens
+CONTEXT = 128  # the KV cache's positions: enough for the warm-up and --new tokens
 WARM = 8
 COLUMNS = ["shape", "form", "flow", "params_M", "weight_MB_per_token", "threads", "ours_ms", "executorch_ms",
            "ours_vs_executorch", "ours_GBps", "ours_share_of_bandwidth", "executorch_GBps"]
@@ -131,6 +131,7 @@ def main() -> None:
     p.add_argument("--shapes", default=",".join(SHAPES))
     p.add_argument("--forms", default="fp32,8da4w")
     p.add_argument("--flows", default="export_llm", help="export_llm and/or etbuild (our recipe's program)")
+    p.add_argument("--only", default="", help="form:flow pairs to measure (default: every form with every flow)")
     p.add_argument("--threads", default="default,1")
     p.add_argument("--new", type=int, default=32)
     p.add_argument("--repeat", type=int, default=2)
@@ -142,6 +143,8 @@ def main() -> None:
     for name in args.shapes.split(","):
         for form in args.forms.split(","):
             for flow in args.flows.split(","):
+                if args.only and f"{form}:{flow}" not in args.only.split(","):
+                    continue
                 try:
                     rows += [row(name, form, flow, threads, args, before) for threads in args.threads.split(",")]
                 except StageError as exc:  # export_llm's 8da4w build fails now and then: say so, measure the rest

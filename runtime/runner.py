@@ -46,7 +46,9 @@ def environment_options(environ: dict[str, str] | None = None) -> dict[str, obje
             continue
         if key == "threads":
             if not value.isdigit() or int(value) < 1:
-                raise ValueError(f"{var}={value!r}: expected a whole number of threads, at least 1")
+                from etbuild.errors import UsageError  # here: a trimmed runtime's errors module may not hold it
+
+                raise UsageError(f"{var}={value!r}: expected a whole number of threads, at least 1")
             found[key] = int(value)
         else:
             found[key] = value != "0" if key == "native" else value

@@ -11,6 +11,7 @@ import threading
 
 import pytest
 
+from etbuild.errors import UsageError
 from etbuild.runtime import threads
 from etbuild.runtime.runner import environment_options
 
@@ -82,7 +83,7 @@ def test_the_command_line_reads_the_environment_into_options() -> None:
     env = {"ETBUILD_THREADS": "3", "ETBUILD_BLAS": "numpy", "ETBUILD_NATIVE": "0", "OMP_NUM_THREADS": "1"}
     assert environment_options(env) == {"threads": 3, "blas": "numpy", "native": False}
     assert environment_options({}) == {}
-    with pytest.raises(ValueError, match="ETBUILD_THREADS"):
+    with pytest.raises(UsageError, match="ETBUILD_THREADS"):
         environment_options({"ETBUILD_THREADS": "two"})
 
 
