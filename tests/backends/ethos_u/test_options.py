@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from etbuild.backends.ethos_u.options import EthosUOptions
@@ -37,7 +39,8 @@ def test_a_u55_cannot_take_dedicated_sram_or_a_u85_system() -> None:
         parse_options(EthosUOptions, {"target": "ethos-u55-64", "system_config": "Ethos_U85_SYS_DRAM_Mid"}, "ethos-u")
 
 
-def test_a_recipe_error_points_at_the_option() -> None:
+def test_a_recipe_error_points_at_the_option(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # error_of writes recipes/x.yaml under the working directory
     message = error_of(GOOD + "backends: [{name: ethos-u, options: {target: ethos-u85-265}}]\n")
     assert message.startswith("recipes/x.yaml:5:38: backends[0].options.target: expected one of ethos-u55-32,")
     assert message.endswith("got 'ethos-u85-265' — did you mean 'ethos-u85-256'?")
