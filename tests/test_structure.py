@@ -38,13 +38,7 @@ KNOWN_BREAKS = {
     "etbuild.recipe.llm -> etbuild.llm.architectures": "model.llm's expansion checks names the llm package holds",
     "etbuild.recipe.llm -> etbuild.llm.versions": "model.llm's expansion checks the transformers release",
     "etbuild.quantize.program_judge -> etbuild.pipeline": "observer: auto judges candidates by lowering them",
-    "etbuild.devtools.etdump_debug -> etbuild.tools.instrument": "instrument belongs below devtools and verify",
-    "etbuild.devtools.etdump_profile -> etbuild.tools.instrument": "instrument belongs below devtools and verify",
-    "etbuild.devtools.etdump_profile -> etbuild.tools.profile": "the profile <-> ETDump adapter sits above profile",
-    "etbuild.verify.localise -> etbuild.tools.instrument": "instrument belongs below devtools and verify",
-    "etbuild.verify.oracle_etdump -> etbuild.tools.profile": "its subprocess generates inputs as profile does",
     "llm <-> recipe": "the two edges above from recipe.llm",
-    "tools <-> verify": "the two edges above into tools (tools.textgen runs verify's oracle, as it should)",
     "backends <-> lowering": "backends' AOT halves (aot.py: the contract) read lowering's node forms",
 }
 """Each entry: `module -> module` (an import against the rows) or `folder <-> folder` (two folders that import each

@@ -133,16 +133,17 @@ def run_profile(args: argparse.Namespace) -> int:
 
 def _measured_profile(args: argparse.Namespace, program: Any) -> Any:
     """Our runtime's profile of the method (and its ETDump, with --etdump)."""
+    from etbuild.devtools.instrument import generated_inputs
     from etbuild.runtime.runner import call_inputs
-    from etbuild.tools.profile import generated_inputs, profile_method
+    from etbuild.tools.profile import profile_method
 
     method = program.load_method(args.method, max_planned_bytes=args.max_planned_bytes)
     inputs = call_inputs(Path(args.inputs)) if args.inputs else generated_inputs(method, args.seed)
     profile = profile_method(method, inputs, args.calls)
     if args.etdump:
         from etbuild.devtools.etdump_format import write_etdump
-        from etbuild.devtools.etdump_profile import to_etdump
         from etbuild.fsutil import write_bytes
+        from etbuild.tools.etdump_profile import to_etdump
 
         dump = to_etdump(profile, method.plan)
         if args.intermediates:
@@ -159,8 +160,8 @@ def _measured_profile(args: argparse.Namespace, program: Any) -> Any:
 def _etdump_profile(args: argparse.Namespace, program: Any) -> Any:
     """The profile an ETDump records for the method (`--from`)."""
     from etbuild.devtools.etdump_format import read_etdump
-    from etbuild.devtools.etdump_profile import etrecord_modules, etrecord_node_modules, from_etdump, module_paths
     from etbuild.devtools.etrecord_format import etrecord_path
+    from etbuild.tools.etdump_profile import etrecord_modules, etrecord_node_modules, from_etdump, module_paths
 
     path, plan = Path(args.from_etdump), program.plan(args.method)
     modules = module_paths(Path(args.pte).parent / "lowered.debug.json", args.method)

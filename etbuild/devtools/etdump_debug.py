@@ -1,7 +1,7 @@
 """Intermediate outputs as ETDump debug events (`etbuild profile --etdump … --intermediates`), torch-free.
 
 One extra call of a freshly loaded method, after the timed ones, with every instruction's step
-wrapped (etbuild.tools.instrument) to copy the tensors it wrote into a debug buffer. Each copy is
+wrapped (etbuild.devtools.instrument) to copy the tensors it wrote into a debug buffer. Each copy is
 one `DebugEvent` (chain 0, the instruction's id) whose `Tensor` gives the scalar type, sizes,
 strides (in elements) and the offset of its bytes in the buffer, as ExecuTorch's runtime writes
 them with a debug buffer; the events go in one `Execute` run of their own, and the buffer in a
@@ -16,9 +16,9 @@ from typing import Any
 import numpy as np
 
 from etbuild.devtools import etdump_format as ed
+from etbuild.devtools import instrument
 from etbuild.runtime.program import Method
 from etbuild.runtime.tensor import scalar_type
-from etbuild.tools import instrument
 
 ALIGNMENT = 64  # each tensor's bytes start at a multiple of this in the debug buffer
 

@@ -1,7 +1,7 @@
 """`etbuild profile`: where a method's time goes, per instruction and per delegate node (torch-free).
 
 The method is loaded once and called `calls` times after a warm-up call. Each instruction's
-step is wrapped from outside (etbuild.tools.instrument) to record its wall time; so is each node of
+step is wrapped from outside (etbuild.devtools.instrument) to record its wall time; so is each node of
 a delegate whose handle exposes its bound steps as `steps` with their names in `step_names`
 (the XNNPACK runtime does): the handle's class is swapped for a subclass whose `steps` are
 re-wrapped whenever the handle binds them again (a call with new arrays), so nothing in the
@@ -23,13 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from etbuild.errors import MethodInputError
+from etbuild.devtools import instrument
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.program import Method
-from etbuild.runtime.tensor import numpy_dtype
-from etbuild.tools import instrument
 
 Key = tuple[int, int]  # (instruction, delegate node or -1 for the instruction itself)
 INSTRUCTION = -1
@@ -97,33 +93,6 @@ class Recorder:
     def end_call(self) -> None:
         self.per_call.append(self.current)
         self.current = {}
-
-
-def generated_inputs(method: Method, seed: int = 0) -> list[Any]:
-    """Inputs from the method's metadata: tensors at their (upper-bound) shape, seeded.
-
-    Floats are standard normal, integers 0 or 1 (safe as indices), bools random; Int, Double
-    and Bool inputs are 1, 1.0 and True.
-    """
-    rng = np.random.default_rng(seed)
-    out: list[Any] = []
-    for k, i in enumerate(method.plan.inputs):
-        v = method.plan.values[i].val
-        if isinstance(v, fb.Tensor):
-            out.append(_random(rng, numpy_dtype(v.scalar_type), tuple(v.sizes)))
-        elif isinstance(v, (fb.Int, fb.Double, fb.Bool)):
-            out.append({fb.Int: 1, fb.Double: 1.0, fb.Bool: True}[type(v)])
-        else:
-            raise MethodInputError(f"input {k}: cannot generate a {type(v).__name__}; pass --inputs")
-    return out
-
-
-def _random(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
-    if dtype.kind == "f":
-        return rng.standard_normal(shape).astype(dtype)
-    if dtype.kind == "b":
-        return rng.integers(0, 2, shape).astype(bool)
-    return rng.integers(0, 2, shape).astype(dtype)
 
 
 def profile_method(method: Method, inputs: list[Any], calls: int = 10) -> Profile:

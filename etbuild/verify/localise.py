@@ -1,7 +1,7 @@
 """Find the first value where a program departs from its torch graph (verify's failure report).
 
 The program runs in our runtime with every value an instruction writes copied as soon as it is
-written (etbuild.tools.instrument wraps the steps; planned memory is reused, so later instructions
+written (etbuild.devtools.instrument wraps the steps; planned memory is reused, so later instructions
 would overwrite it). The reference is the core-ATen graph that the lower stage's to-program
 step converted, evaluated with torch node by node on the same inputs; the debug map
 (etbuild.lowering.debug_map) says which node each value holds. Values are compared in the
@@ -29,6 +29,7 @@ from torch.export.graph_signature import InputKind, OutputKind
 from torch.fx import Node
 from torch.utils._pytree import tree_flatten
 
+from etbuild.devtools import instrument
 from etbuild.lowering.debug_map import ValueSource, read_debug_map
 from etbuild.lowering.forms import GraphMethod, GraphProgram
 from etbuild.lowering.steps import Step
@@ -38,7 +39,6 @@ from etbuild.runtime.kernel_registry import KernelInfo
 from etbuild.runtime.program import Method, Program
 from etbuild.stages import handoff
 from etbuild.stages.lower import LOWERING, lower
-from etbuild.tools import instrument
 
 
 @dataclass(frozen=True)

@@ -40,8 +40,8 @@ def executorch_etdump(pte: Path, inputs: list[Any], out: Path, calls: int = 3, m
 if __name__ == "__main__":
     if len(sys.argv) not in (3, 4):
         sys.exit("usage: python -m etbuild.verify.oracle_etdump PTE OUT.etdump [CALLS]")
+    from etbuild.devtools.instrument import generated_inputs
     from etbuild.runtime.program import Program
-    from etbuild.tools.profile import generated_inputs
 
     path = Path(sys.argv[1])
     executorch_etdump(path, generated_inputs(Program.load(path).load_method("forward")), Path(sys.argv[2]),

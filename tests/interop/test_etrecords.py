@@ -24,13 +24,13 @@ from etbuild.build.driver import build
 from etbuild.build.layout import Artifacts
 from etbuild.build.stage_table import stage_calls
 from etbuild.devtools import etrecord_format as er
-from etbuild.devtools.etdump_profile import etrecord_modules, etrecord_node_modules
+from etbuild.devtools import instrument
 from etbuild.devtools.etrecord_format import ROOT
+from etbuild.devtools.instrument import generated_inputs
 from etbuild.recipe import discover_recipes, load_recipe
 from etbuild.runtime import Program
 from etbuild.runtime.format import program as fb
-from etbuild.tools import instrument
-from etbuild.tools.profile import generated_inputs
+from etbuild.tools.etdump_profile import etrecord_modules, etrecord_node_modules
 from tests.conftest import HAS_EXECUTORCH
 
 pytestmark = [pytest.mark.interop, pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")]

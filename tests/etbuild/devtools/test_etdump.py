@@ -12,12 +12,13 @@ import torch
 
 from etbuild.cli import main
 from etbuild.devtools import etdump_format as ed
-from etbuild.devtools.etdump_profile import from_etdump, to_etdump
+from etbuild.devtools.instrument import generated_inputs
 from etbuild.errors import InvalidETDump
 from etbuild.pipeline import compile_module
 from etbuild.recipe.config import BackendConfig, FrozenMapping
 from etbuild.runtime import Program
-from etbuild.tools.profile import INSTRUCTION, generated_inputs, profile_method
+from etbuild.tools.etdump_profile import from_etdump, to_etdump
+from etbuild.tools.profile import INSTRUCTION, profile_method
 from tests.conftest import requires_executorch
 
 

@@ -15,13 +15,13 @@ from etbuild.build.layout import Artifacts
 from etbuild.build.stage_table import stage_calls
 from etbuild.cli import main
 from etbuild.devtools import etrecord_format as er
-from etbuild.devtools.etdump_profile import etrecord_modules, module_paths
+from etbuild.devtools.instrument import generated_inputs
 from etbuild.errors import InvalidETRecord
 from etbuild.model import build_model
 from etbuild.recipe import load_recipe
 from etbuild.runtime import Program
 from etbuild.runtime.format import program as fb
-from etbuild.tools.profile import generated_inputs
+from etbuild.tools.etdump_profile import etrecord_modules, module_paths
 from tests.conftest import requires_executorch
 
 RECIPES = Path(__file__).parents[3] / "recipes"

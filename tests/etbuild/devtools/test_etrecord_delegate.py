@@ -16,10 +16,10 @@ from etbuild.backends.xnnpack.aot.debug import operator_names
 from etbuild.build.driver import build
 from etbuild.cli import main
 from etbuild.devtools import etdump_format as ed
-from etbuild.devtools.etdump_profile import etrecord_modules, etrecord_node_modules, from_etdump
 from etbuild.devtools.etrecord_format import ROOT
+from etbuild.devtools.instrument import generated_inputs
 from etbuild.runtime import Program
-from etbuild.tools.profile import generated_inputs
+from etbuild.tools.etdump_profile import etrecord_modules, etrecord_node_modules, from_etdump
 from tests.conftest import requires_executorch
 
 NAME, DYNAMIC = "conv-relu-linear-xnnpack", "conv-relu-linear-int8-dynamic-xnnpack"

@@ -16,10 +16,11 @@ import pytest
 from etbuild.devtools import bundle_format as bf
 from etbuild.devtools import etdump_format as ed
 from etbuild.devtools.bundle_verify import verify_bundle
-from etbuild.devtools.etdump_profile import from_etdump, to_etdump
+from etbuild.devtools.instrument import generated_inputs
 from etbuild.errors import EtbuildError
 from etbuild.runtime import Program
-from etbuild.tools.profile import generated_inputs, profile_method
+from etbuild.tools.etdump_profile import from_etdump, to_etdump
+from etbuild.tools.profile import profile_method
 
 MUTANTS = 150
 SLOWEST_S = 1.0

@@ -13,12 +13,13 @@ import pytest
 import torch
 
 from etbuild.cli import main
+from etbuild.devtools.instrument import generated_inputs
 from etbuild.kernels import native
 from etbuild.model import build_model, example_inputs
 from etbuild.pipeline import compile_module
 from etbuild.recipe import load_recipe
 from etbuild.runtime import Program
-from etbuild.tools.profile import INSTRUCTION, Recorder, _rewrap_on_bind, generated_inputs, profile_method
+from etbuild.tools.profile import INSTRUCTION, Recorder, _rewrap_on_bind, profile_method
 from tests.conftest import requires_executorch
 
 RECIPES = Path(__file__).resolve().parents[3] / "recipes"

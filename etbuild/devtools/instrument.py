@@ -4,7 +4,8 @@ A loaded `Method` runs `method.steps`, one pre-bound callable per instruction (s
 etbuild.runtime.binding). `wrap_steps` replaces that list with wrappers, so a profiler can
 time each step and a debugger can copy what each one wrote; the runtime itself has no hook,
 so neither its normal path nor a trimmed runtime carries any of this. The helpers below say
-what an instruction is (`label`) and which values it reads and writes, for reports.
+what an instruction is (`label`) and which values it reads and writes, for reports, and
+`generated_inputs` gives a method seeded inputs from its metadata when a caller has none.
 """
 
 from __future__ import annotations
@@ -14,10 +15,12 @@ from typing import Any
 
 import numpy as np
 
+from etbuild.errors import MethodInputError
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.kernel_registry import canonical_name
 from etbuild.runtime.program import Method
 from etbuild.runtime.steps import Step
+from etbuild.runtime.tensor import numpy_dtype
 
 
 def wrap_steps(method: Method, wrap: Callable[[int, Step], Step]) -> None:
@@ -75,3 +78,30 @@ def _items(plan: fb.ExecutionPlan, i: int) -> list[int]:
 def shapes(objects: list[Any], indices: list[int]) -> list[list[int]]:
     """The shapes of the arrays among the given values (other values are left out)."""
     return [list(objects[i].shape) for i in indices if isinstance(objects[i], np.ndarray)]
+
+
+def generated_inputs(method: Method, seed: int = 0) -> list[Any]:
+    """Inputs from the method's metadata: tensors at their (upper-bound) shape, seeded.
+
+    Floats are standard normal, integers 0 or 1 (safe as indices), bools random; Int, Double
+    and Bool inputs are 1, 1.0 and True.
+    """
+    rng = np.random.default_rng(seed)
+    out: list[Any] = []
+    for k, i in enumerate(method.plan.inputs):
+        v = method.plan.values[i].val
+        if isinstance(v, fb.Tensor):
+            out.append(_random(rng, numpy_dtype(v.scalar_type), tuple(v.sizes)))
+        elif isinstance(v, (fb.Int, fb.Double, fb.Bool)):
+            out.append({fb.Int: 1, fb.Double: 1.0, fb.Bool: True}[type(v)])
+        else:
+            raise MethodInputError(f"input {k}: cannot generate a {type(v).__name__}; pass --inputs")
+    return out
+
+
+def _random(rng: np.random.Generator, dtype: np.dtype, shape: tuple[int, ...]) -> np.ndarray:
+    if dtype.kind == "f":
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype.kind == "b":
+        return rng.integers(0, 2, shape).astype(bool)
+    return rng.integers(0, 2, shape).astype(dtype)

@@ -29,9 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from etbuild.devtools import etdump_format as ed
+from etbuild.devtools import instrument
 from etbuild.errors import InvalidETDump, InvalidETRecord, printable
 from etbuild.runtime.format import program as fb
-from etbuild.tools import instrument
 from etbuild.tools.profile import INSTRUCTION, Entry, Event, Key, Profile, node_kind
 
 OPERATOR_CALL, DELEGATE_CALL, METHOD_EXECUTE = "OPERATOR_CALL", "DELEGATE_CALL", "Method::execute"
