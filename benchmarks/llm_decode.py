@@ -73,12 +73,11 @@ def program(name: str, form: str, flow: str, cache: Path) -> tuple[Path, Any]:
     from etbuild.verify.export_llm import LlamaShape, export_llm
 
     shape = LlamaShape(**SHAPES[name], max_seq_len=CONTEXT, max_context_len=CONTEXT)
-    pte = export_llm(shape, form, cache)
-    if flow == "etbuild":
+    if flow == "etbuild":  # our recipe's program of the checkpoint export_llm's fp32 build writes (same seed)
         from llm_runtime import recipe_program
 
-        pte = recipe_program(pte.parent, form, CONTEXT)
-    return pte, shape
+        return recipe_program(export_llm(shape, "fp32", cache).parent, form, CONTEXT), shape
+    return export_llm(shape, form, cache), shape
 
 
 def run_child(runtime: str, pte: Path, threads: str, new: int) -> float:

@@ -51,6 +51,7 @@ def prepare(name: str, work: Path) -> dict[str, Path]:
     if name not in ZOO:
         from tests.models.zoo import write_recipe
 
+        (work / "recipes").mkdir(exist_ok=True)
         recipe_path = write_recipe(name, work / "recipes")
     recipe = load_recipe(recipe_path)
     files = {"recipe": recipe_path, "inputs": work / f"{name}.inputs.npz", "pte": work / f"{name}.xnnpack.pte"}
