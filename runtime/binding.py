@@ -82,7 +82,8 @@ def _value_indices(a: Any, where: str) -> list[int]:
 def _fixed_tensor(v: Any) -> bool:
     """A constant or planned static tensor: the same array object for the method's lifetime."""
     return (
-        isinstance(v, fb.Tensor) and (v.allocation_info is not None or v.data_buffer_idx > 0 or is_external(v))
+        isinstance(v, fb.Tensor) and (v.allocation_info is not None or v.data_buffer_idx > 0
+                                       or features.EXTERNAL_DATA and is_external(v))
         and v.shape_dynamism == fb.TensorShapeDynamism.STATIC
     )
 

@@ -85,7 +85,10 @@ def _below(value: Any, bound: int) -> bool:
 
 def _constant(v: Any) -> bool:
     """A tensor in the constant data (read-only: mapped from the file)."""
-    return isinstance(v, fb.Tensor) and (v.data_buffer_idx > 0 or is_external(v)) and v.allocation_info is None
+    return (
+        isinstance(v, fb.Tensor) and (v.data_buffer_idx > 0 or features.EXTERNAL_DATA and is_external(v))
+        and v.allocation_info is None
+    )
 
 
 def _param_name(fn: Any, k: int) -> str:

@@ -21,6 +21,8 @@ DIM_ORDER = True  # tensors stored in a non-contiguous dim order
 DTYPE_PROMOTION = True  # kernel calls whose tensors are not all float32 or all float64 (mixed dtypes,
 # integers, float16): kernels keep their type-promotion paths
 DYNAMIC_SHAPES = True  # tensors whose shape changes at run time, below a planned upper bound
+EXTERNAL_DATA = True  # tensors whose data lives in a `.ptd` data file, by key; data files given at load
+# (etbuild.runtime.data_files), where delegates' named data may live too
 LIVE_VALUES = True  # values whose object changes while a method runs (prim-op results, caller-supplied,
 # unplanned or dynamic tensors): read live, and kept in sync in the lists that hold them
 MEMORY_LEVELS = True  # more than one planned memory buffer; caller buffers by memory level name
@@ -30,8 +32,8 @@ SCALAR_INPUTS = True  # method inputs that are Int, Double or Bool values
 VALUE_LISTS = True  # IntList, DoubleList, BoolList, TensorList and OptionalTensorList values
 
 NAMES = (
-    "CONTROL_FLOW", "DELEGATES", "DIM_ORDER", "DTYPE_PROMOTION", "DYNAMIC_SHAPES", "LIVE_VALUES", "MEMORY_LEVELS",
-    "MUTABLE_STATE", "PRELOAD", "SCALAR_INPUTS", "VALUE_LISTS",
+    "CONTROL_FLOW", "DELEGATES", "DIM_ORDER", "DTYPE_PROMOTION", "DYNAMIC_SHAPES", "EXTERNAL_DATA", "LIVE_VALUES",
+    "MEMORY_LEVELS", "MUTABLE_STATE", "PRELOAD", "SCALAR_INPUTS", "VALUE_LISTS",
 )
 
 

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import InvalidProgram, KernelError
+from etbuild.runtime import features
 from etbuild.runtime.data_files import is_external
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.kernel_registry import canonical_name
@@ -41,7 +42,10 @@ PRELOADABLE = frozenset({
 
 
 def _is_constant(v: Any) -> bool:
-    return isinstance(v, fb.Tensor) and (v.data_buffer_idx > 0 or is_external(v)) and v.allocation_info is None
+    return (
+        isinstance(v, fb.Tensor) and (v.data_buffer_idx > 0 or features.EXTERNAL_DATA and is_external(v))
+        and v.allocation_info is None
+    )
 
 
 def _written(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -> Counter[int]:

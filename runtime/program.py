@@ -45,7 +45,7 @@ class Program:
         self.program, self.header = _read(data, source)
         self.level_names = dict(level_names or {})  # method -> memory level names, by memory id
         self.data_files = tuple(data_files)  # `.ptd` files the program's EXTERNAL keys are looked up in
-        self._named: NamedData | None = None  # the key lookup, made when a constant or a delegate needs it
+        self._named: Mapping[str, memoryview] | None = None  # the key lookup, made when something needs it
         self._state: dict[int, np.ndarray] | None = None  # memory id -> the arena every method shares
         self.options = threads.DEFAULTS  # how its methods' kernels compute (threads, BLAS, compiled loops)
 
@@ -59,8 +59,10 @@ class Program:
 
     @classmethod
     def _load(cls, path: str | Path, data: Sequence[str | Path]) -> Program:
-        files = [load_data_file(p) for p in data]
         path = Path(path)
+        if data and not features.EXTERNAL_DATA:
+            raise features.missing("EXTERNAL_DATA", f"{path}: loading it with .ptd data files")
+        files = [load_data_file(p) for p in data] if features.EXTERNAL_DATA else []
         with open(path, "rb") as f:
             if path.stat().st_size == 0:
                 raise InvalidProgram(f"{path}: file is empty")
@@ -73,11 +75,15 @@ class Program:
     def from_bytes(cls, data: bytes, data_files: Sequence[DataFile] = ()) -> Program:
         return cls(data, data_files=data_files)
 
-    def named_data(self) -> NamedData:
-        """The one key lookup: the program's named data, then its data files (made once)."""
+    def named_data(self) -> Mapping[str, memoryview]:
+        """The one key lookup: the program's named data, then its data files (made once). Without
+        `features.EXTERNAL_DATA`, the program's named data alone (what its delegates read)."""
+        if not (features.DELEGATES or features.EXTERNAL_DATA):
+            raise features.missing("DELEGATES", f"{self.source}: named data")
         if self._named is None:
             try:
-                self._named = NamedData(named_data(self.data, self.program, self.header), self.data_files)
+                own = named_data(self.data, self.program, self.header)
+                self._named = NamedData(own, self.data_files) if features.EXTERNAL_DATA else own
             except InvalidProgram as exc:
                 raise type(exc)(f"{self.source}: {exc}") from None
         return self._named
@@ -119,6 +125,8 @@ class Program:
         mutable = []
         if features.MUTABLE_STATE and p.mutable_data_segments:
             mutable = self._subsegments(p.mutable_data_segments[0])
+        if not features.EXTERNAL_DATA:
+            return ConstantData(constants, mutable)  # tensor locations are not read: see values.make_tensor
         return ConstantData(constants, mutable, self.named_data().constant)
 
     def _subsegments(self, sub: fb.SubsegmentOffsets | None) -> list[memoryview]:

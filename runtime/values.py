@@ -88,7 +88,9 @@ def unplanned_outputs(plan: fb.ExecutionPlan) -> dict[int, int]:
     out = {}
     for i in set(plan.outputs) - set(plan.inputs):
         t = plan.values[i].val if 0 <= i < len(plan.values) else None
-        if isinstance(t, fb.Tensor) and t.allocation_info is None and t.data_buffer_idx == 0 and not is_external(t):
+        if not isinstance(t, fb.Tensor) or t.allocation_info is not None or t.data_buffer_idx:
+            continue
+        if not (features.EXTERNAL_DATA and is_external(t)):  # off: the runtime never reads extra_tensor_info
             out[i] = tensor_nbytes(t, f"output value {i}")[1]
     return out
 
@@ -97,12 +99,16 @@ def make_tensor(t: fb.Tensor, arenas: list[np.ndarray], consts: ConstantData, wh
     """The numpy array for one tensor value (None for a run-time supplied input; new memory when `own`)."""
     dtype, nbytes = tensor_nbytes(t, where)
     alloc = t.allocation_info
-    external = _external(t, nbytes, consts, where) if is_external(t) else None
+    external = _external(t, nbytes, consts, where) if features.EXTERNAL_DATA and is_external(t) else None
     if alloc is None:
         if external is not None:
             return _shaped(np.frombuffer(external, dtype=np.uint8, count=nbytes), dtype, t, where)
         if t.data_buffer_idx == 0:
             return _shaped(np.zeros(nbytes, np.uint8), dtype, t, where) if own else None
+        if not features.EXTERNAL_DATA and t.data_buffer_idx >= len(consts.constant_buffers):
+            # the tensor's location is not read without the feature: most likely a constant in a .ptd
+            raise features.missing("EXTERNAL_DATA", f"{where}: data_buffer_idx {t.data_buffer_idx} is past the "
+                                   "program's constant buffers; if the constant lives in a .ptd data file, it")
         buf = _pick(consts.constant_buffers, t.data_buffer_idx, where, "constant buffer")
         return _shaped(_const_bytes(buf, nbytes, where, "constant buffer"), dtype, t, where)
     if not 1 <= alloc.memory_id <= len(arenas):

@@ -9,6 +9,7 @@ from __future__ import annotations
 from etbuild.errors import InternalError
 from etbuild.runtime import features
 from etbuild.runtime.binding import rebound_values
+from etbuild.runtime.data_files import is_external
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.preload import preloadable
 from etbuild.runtime.values import LIST_TYPES
@@ -37,6 +38,8 @@ def plan_features(plan: fb.ExecutionPlan) -> set[str]:
         "DIM_ORDER": any(list(t.dim_order) not in ([], list(range(len(t.sizes)))) for t in tensors),
         "DTYPE_PROMOTION": any(_promotes(plan, ins.instr_args) for ins in instructions),
         "DYNAMIC_SHAPES": any(t.shape_dynamism != fb.TensorShapeDynamism.STATIC for t in tensors),
+        # a delegate's named data may live in a data file, and only its backend knows its keys
+        "EXTERNAL_DATA": any(is_external(t) for t in tensors) or fb.DelegateCall in kinds,
         "LIVE_VALUES": bool(rebound_values(plan, instructions)),
         "MEMORY_LEVELS": len(plan.non_const_buffer_sizes) > 2,
         "MUTABLE_STATE": any(t.allocation_info is not None and t.data_buffer_idx > 0 for t in tensors),
