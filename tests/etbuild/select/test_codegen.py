@@ -206,7 +206,7 @@ def test_unknown_kernel_and_backends_are_refused(work):
         generate_runtime(delegated, work / "none", source=SOURCE)
     assert str(err.value) == (
         "recipes/mlp.yaml: the programs delegate to backends VulkanBackend, which etbuild's runtime does not "
-        "have (it has: XnnpackBackend)"
+        "have (it has: EthosUBackend, TOSABackend, XnnpackBackend)"
     )
 
 
