@@ -39,8 +39,8 @@ from etbuild.quantize.calibration import calibration_inputs
 from etbuild.quantize.checks import worst_layer
 from etbuild.quantize.metrics import db, gate_holds, gate_value
 from etbuild.quantize.modules import MODULE_STACK, SchemeMap, graph_modules, unmatched_glob
-from etbuild.quantize.schemes import requested_mode
 from etbuild.quantize.program_judge import ProgramJudge
+from etbuild.quantize.schemes import requested_mode
 from etbuild.recipe import QuantizeConfig, Recipe
 from etbuild.recipe.kinds import kind_of
 from etbuild.stages import handoff

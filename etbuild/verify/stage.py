@@ -254,16 +254,16 @@ def _in_executorch(recipe: Recipe, pte: Path, quantized: Mapping[str, Path] | No
     `verify` started), or why it was skipped."""
     if not executorch_installed():
         return {"skipped": "the executorch oracle is not installed (pip install -e '.[interop]')"}
+    lacking = missing_backends(pte)
+    if lacking:  # its runs, started before, fail for want of the backend; they are not awaited
+        return {"skipped": f"ExecuTorch's Python runtime has no {', '.join(lacking)}: the program runs on a device "
+                           "whose runtime registers it"}
     if eager is None or runs is None:
         raise InternalError("comparing in ExecuTorch's runtime needs eager torch's outputs and the runs verify started")
     results = _results(recipe, pte, quantized, eager, runs, intermediates=False)
     methods = {name: r["outputs"] for name, (r, _) in results.items()}
     return {"methods": methods, "passed": _passed(methods)}
 
-    lacking = missing_backends(pte)
-    if lacking:  # its runs, started before, fail for want of the backend; they are not awaited
-        return {"skipped": f"ExecuTorch's Python runtime has no {', '.join(lacking)}: the program runs on a device "
-                           "whose runtime registers it"}
 
 def data_files(recipe: Recipe, pte: Path) -> list[Path]:
     """The `.ptd` emit wrote beside the `.pte` when the recipe keeps its weights apart (`emit.weights`), unless
