@@ -51,7 +51,7 @@ def _common(export: Overlay, lower: Overlay, quantize: Overlay | None = None, ve
             ) -> dict[str, Overlay]:
     """One edit per stage: `export`, `quantize` and `lower` per kind, the rest the same for every recipe."""
     edits = {"export": export, **({"quantize": quantize} if quantize else {}), "lower": lower,
-             "plan": {"memory": {"alignment": 64}}, "emit": {"emit": {"weights": "external"}},
+             "plan": {"memory": {"alignment": 4096}}, "emit": {"emit": {"weights": "external"}},
              "select": {"operators": {"allow": ["*"]}}, "verify": verify or {"verify": {"atol": 2.0e-4}}}
     return edits
 
@@ -76,8 +76,9 @@ KINDS = {
         {"model": {"kwargs": {"ffn": 512}}}, {"backends": [{"name": "xnnpack", "options": {"decompose": False}}]},
         {"quantize": {"group_size": 64}}), ("transformer.yaml",)),
     "multi-method": Kind("two-method.yaml", _common({"model": {"kwargs": {"hidden": 48}}}, XNNPACK)),
-    "stateful": Kind("stateful.yaml", _common(
-        {"model": {"kwargs": {"features": 8}, "inputs": [{"shape": [4, 8], "dtype": "float32"}]}}, XNNPACK)),
+    "stateful": Kind("stateful.yaml", {stage: edit for stage, edit in _common(
+        {"model": {"kwargs": {"features": 8}, "inputs": [{"shape": [4, 8], "dtype": "float32"}]}}, XNNPACK).items()
+        if stage != "emit"}),  # no constants: `weights: external` writes the same .pte
     "shared-state": Kind("lm.yaml", _common({"model": {"kwargs": {"hidden": 128}}}, XNNPACK)),
     "llm-portable": Kind({**LLM, "llm": {"attention": "portable"}}, LLM_EDITS),
     "llm-custom": Kind(LLM, LLM_EDITS),
@@ -152,4 +153,4 @@ def test_a_custom_attention_language_model_rebuilds_after_export_in_a_new_proces
 @pytest.mark.parametrize("name", sorted(KINDS))
 def test_every_recipe_kind_rebuilds_after_an_edit_of_each_stage(tmp_path, name):
     kind = KINDS[name]
-    check_rebuilds(tmp_path, kind, list(reversed(kind.stages())))
+    check_rebuilds(tmp_path, kind, [stage for stage in reversed(kind.stages()) if stage in kind.edits])
