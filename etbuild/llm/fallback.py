@@ -12,9 +12,10 @@ sequence that judges it), the KV cache put back (`flow.restore_state`) before an
    SNR it gives, highest first (agreement over a few hundred positions moves in steps of one position, so it
    breaks few ties; SNR separates every layer);
 3. the fewest of the ranked layers kept float that reach the target: 1, 2, 4, … then halving back
-   (`fallback.search.first_passing`), each measured with those layers float;
+   (`etbuild.quantize.fallback.fewest`, the search `quantize.accuracy.fallback` runs too, judged here by the
+   agreement with those layers swapped float);
 4. the plan with them in `Plan.keep_float` converted again (GPTQ still compensates the int4 linears that
-   stay) and measured; if it misses the target, more layers are kept.
+   stay) and measured; if it misses the target, more layers are kept (`fewest` again, judged converted).
 
 Under `int8-static` the swap leaves each layer's output quantized, so it says little about keeping the
 layer float (the activations' error stays): there step 3 converts again for every count it tries, which
@@ -38,7 +39,7 @@ from etbuild.llm.agreement import agreement, float_model, one_token_calls, searc
 from etbuild.llm.swap import Layer, quantized_layers, swappable
 from etbuild.model import build_model
 from etbuild.quantize import flow
-from etbuild.quantize.fallback.search import first_passing
+from etbuild.quantize.fallback.fewest import Judge, fewest
 from etbuild.quantize.modules import module_path
 from etbuild.recipe import Recipe
 
@@ -91,7 +92,7 @@ class Evaluation:
         return {"agreement": result["agreement"], "snr_db": _finite(result["snr_db"])}
 
 
-def fall_back(recipe: Recipe, ep: ExportedProgram, plan: flow.Plan, model: GraphModule,
+def agreement_search(recipe: Recipe, ep: ExportedProgram, plan: flow.Plan, model: GraphModule,
               calibration: Sequence[Any]) -> Found:
     """Keep the fewest, most sensitive layers of `model` (converted under `plan`) float that bring its
     agreement to `verify.agreement` + `MARGIN`; `calibration` converts the final plan again."""
@@ -116,9 +117,9 @@ def fall_back(recipe: Recipe, ep: ExportedProgram, plan: flow.Plan, model: Graph
         ranked = sorted(((layer, alone(layer)) for layer in layers), key=lambda item: -_snr(item[1]))
         order = [layer.node for layer, _ in ranked]
 
-        def kept(k: int) -> dict[str, Any]:
-            swapper.keep(set(order[:k]))
-            steps.append({"kept": k, **evaluation.measure(model, f"{k} kept float")})
+        def kept(nodes: Sequence[str]) -> dict[str, Any]:
+            swapper.keep(set(nodes))
+            steps.append({"kept": len(nodes), **evaluation.measure(model, f"{len(nodes)} kept float")})
             return steps[-1]
 
         # under int8-static the swap leaves each layer's output quantized: only converting again tells
@@ -126,7 +127,7 @@ def fall_back(recipe: Recipe, ep: ExportedProgram, plan: flow.Plan, model: Graph
         if by_conversion:
             chosen = {"kept": 1}
         elif order:
-            chosen = first_passing(kept, 1, len(order), holds)
+            chosen = fewest(order, Judge(kept, holds), start=1)[1]
         else:
             chosen = {"kept": 0, **uniform}
     nodes = {n.name: n for n in model.graph.nodes}
@@ -142,14 +143,14 @@ def fall_back(recipe: Recipe, ep: ExportedProgram, plan: flow.Plan, model: Graph
 def _final(ep: ExportedProgram, plan: flow.Plan, calibration: Sequence[Any], evaluation: Evaluation,
            order: list[str], count: int, holds: Callable[[dict[str, Any]], bool], record: dict[str, Any]) -> Found:
     """Convert with the first `count` layers of `order` kept float (more while the target is missed)."""
-    def converted(k: int) -> tuple[flow.Plan, GraphModule, dict[str, Any]]:
-        chosen = keep_float(plan, order[:k])
+    def converted(nodes: Sequence[str]) -> tuple[flow.Plan, GraphModule, dict[str, Any]]:
+        chosen = keep_float(plan, nodes)
         model = flow.quantize(ep, chosen, calibration)
-        measured = {"kept": k, **evaluation.measure(model, f"converted, {k} kept float")}
+        measured = {"kept": len(nodes), **evaluation.measure(model, f"converted, {len(nodes)} kept float")}
         record["steps"].append({**measured, "converted": True})
         return chosen, model, measured
 
-    final_plan, model, final = first_passing(converted, count, len(order), lambda found: holds(found[2]))
+    final_plan, model, final = fewest(order, Judge(converted, lambda found: holds(found[2])), count)[1]
     kept = tuple(node for node in order if node in final_plan.keep_float and node not in plan.keep_float)
     passed = holds(final)
     record.update(kept_float=list(kept), final=final, passed=passed, evaluations=evaluation.count)

@@ -99,7 +99,7 @@ DECODER = ModelKind(
     tokenizer=Ref("etbuild.llm.runner:tokenizer_file"),
     calibration=Ref("etbuild.llm.calibration:calibration_calls"),
     check=Ref("etbuild.verify.llm:llm_check"),
-    search=Ref("etbuild.llm.fallback:fall_back"),
+    search=Ref("etbuild.llm.fallback:agreement_search"),
 )
 """A decoder-only language model with a KV cache, called as ExecuTorch's LLM runner calls it (`model.llm`)."""
 

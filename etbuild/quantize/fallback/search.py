@@ -9,9 +9,11 @@ recipe's scheme as the start:
    output SNR, given the choices before;
 2. precision, if the gate still fails: each layer's next step up (int4 → int8 for the linears
    the scheme makes int4, int8 → float) is measured alone, the steps are ordered by dB gained
-   per weight byte added (`precision.py`), and applied in that order until the gate holds;
+   per weight byte added (`precision.py`), and applied in that order, one at a time, until the
+   gate holds (`fewest.fewest`, judged by the gate on the observed graph);
 3. convert with those choices and check the gate on the converted graph; while it fails, apply
-   more of the ordered steps (1, 2, 4, … more, then halving back to the fewest that pass).
+   more of the ordered steps (1, 2, 4, … more, then halving back to the fewest that pass:
+   `fewest.fewest` again, judged by the gate on the converted graph).
 
 For comparison it also finds what keeping layers float alone would cost (the former fallback:
 layers float in sensitivity order until the gate holds on the observed graph, a lower bound
@@ -21,7 +23,7 @@ of what it needs once converted). Gates are measured on the verify samples.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -31,6 +33,7 @@ from torch.fx import Node
 
 from etbuild.quantize import flow
 from etbuild.quantize.fallback import precision
+from etbuild.quantize.fallback.fewest import Judge, fewest
 from etbuild.quantize.fallback.graph import (
     Observed,
     ObservedLayer,
@@ -170,25 +173,6 @@ def _without_observers(schemes: SchemeMap) -> tuple[Any, ...]:
     return tuple(replace(o, observer=None) for o in schemes.overrides if o.scheme is not None)
 
 
-def first_passing(attempt: Callable[[int], Any], start: int, end: int, ok: Callable[[Any], bool]) -> Any:
-    """The attempt with the smallest k in [start, end] that is ok (end when none is), searching
-    upward from `start` in doubling steps, then halving back: ok is taken to be monotonic in k."""
-    failed, step, k = start - 1, 1, start
-    found = attempt(k)
-    while not ok(found) and k < end:
-        failed, k = k, min(end, k + step)
-        step *= 2
-        found = attempt(k)
-    while k - failed > 1 and ok(found):
-        middle = (failed + k) // 2
-        trial = attempt(middle)
-        if ok(trial):
-            found, k = trial, middle
-        else:
-            failed = middle
-    return found
-
-
 @dataclass(frozen=True)
 class Fallback:
     """The plan that meets the gate (or the last tried), its converted graph, the layers it keeps
@@ -208,19 +192,18 @@ def fall_back(ep: ExportedProgram, plan: flow.Plan, gate: AccuracyConfig, inputs
     ranked = search.ranked()
     setting, observer_choices = choose_observers(search, ranked)
     steps = ordered_steps(search, setting)
-    count, applied = 0, setting
-    while count < len(steps) and not search.holds(applied):
-        applied = _apply(applied, steps[count])
-        count += 1
 
-    def attempt(k: int) -> tuple[int, Setting, Any, float]:
-        chosen = setting
-        for step in steps[:k]:
-            chosen = _apply(chosen, step)
-        model = flow.quantize(ep, search.plan_of(chosen), inputs.calibration)
-        return k, chosen, model, gate_value(gate, search.reference, outputs(model, inputs.evaluation))
+    def observed(chosen: Sequence[precision.Step]) -> tuple[Setting, bool]:
+        applied = _applied(setting, chosen)
+        return applied, search.holds(applied)
 
-    k, chosen, model, value = first_passing(attempt, count, len(steps), lambda a: gate_holds(gate, a[3]))
+    def converted(chosen: Sequence[precision.Step]) -> tuple[Setting, Any, float]:
+        applied = _applied(setting, chosen)
+        model = flow.quantize(ep, search.plan_of(applied), inputs.calibration)
+        return applied, model, gate_value(gate, search.reference, outputs(model, inputs.evaluation))
+
+    count, _ = fewest(steps, Judge(observed, lambda measured: measured[1]), doubling=False)
+    k, (chosen, model, value) = fewest(steps, Judge(converted, lambda measured: gate_holds(gate, measured[2])), count)
     record = {"choices": observer_choices + _step_records(search, setting, steps[:k]),
               "float_fallback": float_fallback(search, ranked)}
     kept = tuple(node for node, p in chosen.precision.items() if p == FLOAT and search.start.precision[node] != FLOAT)
@@ -234,6 +217,13 @@ def shown(gate: AccuracyConfig, value: float) -> float | None:
 
 def _apply(setting: Setting, step: precision.Step) -> Setting:
     return setting.with_precision(step.node, step.after)
+
+
+def _applied(setting: Setting, steps: Sequence[precision.Step]) -> Setting:
+    """`setting` with `steps` applied in turn."""
+    for step in steps:
+        setting = _apply(setting, step)
+    return setting
 
 
 def choose_observers(search: Search, ranked: list[ObservedLayer]) -> tuple[Setting, list[dict[str, Any]]]:
