@@ -154,7 +154,8 @@ def test_huge_work_buffers_are_refused():
 def test_program_naming_a_backend_the_runtime_lacks():
     gb, _, _ = fc_graph()
     pte = gb.pte([float_tensor(2, 4), float_tensor(2, 3)], backend_id="NoSuchBackend")
-    message = r"delegate 0 \(NoSuchBackend\): this runtime has no backend 'NoSuchBackend' \(it has: XnnpackBackend\)"
+    message = (r"delegate 0 \(NoSuchBackend\): this runtime has no backend 'NoSuchBackend' "
+               r"\(it has: EthosUBackend, TOSABackend, XnnpackBackend\)")
     with pytest.raises(InvalidProgram, match=message):
         Program(pte).load_method()
 
