@@ -41,6 +41,7 @@ MKL_MACS = 1 << 20
 # A product is split over threads from this many multiply-adds (about 0.1 ms on one core), into blocks of at least
 # BLOCK_MACS and BLOCK_ROWS rows: a block's call and claim cost a few µs, and each thread must have blocks enough.
 SPLIT_MACS, BLOCK_MACS, BLOCK_ROWS = 1 << 22, 1 << 20, 16
+BLOCK_COLS = 16  # a column block's width is a multiple of this: whole 64-byte lines of b and out
 
 Product = Callable[..., Any]
 
@@ -49,11 +50,18 @@ def bound_product(product: Product, a: np.ndarray, b: np.ndarray, out: np.ndarra
     """A call computing out = a @ b, as `product(a, b, out)` (np.matmul or np.dot) would, with the options kernels
     bind with now (etbuild.runtime.threads.current): split by rows over the pool when large enough, each block
     through MKL's sgemm where it takes it, else the numpy call as given."""
-    count = _row_blocks(a, b, out)
+    count, by_columns = _blocks(a, b, out)
     if count < 2:
         return _one_call(product, a, b, out)
-    rows = -(-a.shape[0] // count)
-    calls = [_one_call(product, a[r:r + rows], b, out[r:r + rows], minimum=0) for r in range(0, a.shape[0], rows)]
+    if by_columns:  # each block packs only its columns of b: a row block would pack all of b again
+        per_block = -(-b.shape[1] // count)
+        width = -(-per_block // BLOCK_COLS) * BLOCK_COLS
+        calls = [_one_call(product, a, b[:, c:c + width], out[:, c:c + width], minimum=0)
+                 for c in range(0, b.shape[1], width)]
+    else:
+        rows = -(-a.shape[0] // count)
+        calls = [_one_call(product, a[r:r + rows], b, out[r:r + rows], minimum=0)
+                 for r in range(0, a.shape[0], rows)]
     run, blocks = threads.pool(threads.current().thread_count).run, len(calls)
 
     def split() -> None:
@@ -69,16 +77,20 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
     bound_product(np.matmul, a, b, out)()
 
 
-def _row_blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> int:
-    """How many blocks of rows to split out = a @ b into: 2-D operands and out, at least SPLIT_MACS multiply-adds
-    and threads to run them; else 1."""
+def _blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> tuple[int, bool]:
+    """How many blocks to split out = a @ b into, and whether by columns (out has at least as many columns as rows
+    and overlaps neither operand) or by rows: 2-D operands and out, at least SPLIT_MACS multiply-adds, 2 ×
+    BLOCK_ROWS rows (fewer rows, a decode step's, stay on the calling thread: measured, threads did not help them)
+    and threads to run them; else 1. Either way each output element is one BLAS call's sum over all of k."""
     workers = threads.current().thread_count
     if workers < 2 or a.ndim != 2 or b.ndim != 2 or out.ndim != 2 or not native.enabled():
-        return 1
+        return 1, False
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
     if m * k * n < SPLIT_MACS or m < 2 * BLOCK_ROWS or not out.flags.c_contiguous:
-        return 1
-    return max(1, min(4 * workers, m * k * n // BLOCK_MACS, m // BLOCK_ROWS))
+        return 1, False
+    by_columns = n >= m and not (np.may_share_memory(out, a) or np.may_share_memory(out, b))
+    most = n // BLOCK_COLS if by_columns else m // BLOCK_ROWS
+    return max(1, min(4 * workers if not by_columns else workers, m * k * n // BLOCK_MACS, most)), by_columns
 
 
 def _one_call(product: Product, a: np.ndarray, b: np.ndarray, out: np.ndarray,

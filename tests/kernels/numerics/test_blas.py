@@ -126,19 +126,22 @@ def run_python(code: str, **env: str) -> str:
 
 
 @pytest.mark.parametrize("count", [1, 2, 3])
-def test_large_products_split_by_rows_over_the_pool_with_the_same_bits(count: int) -> None:
-    """A product of at least SPLIT_MACS is cut into blocks of rows when the options give it threads: the blocks'
-    rows are the unsplit product's rows, bit for bit (each row is one BLAS call's row either way)."""
-    a, b = operand((256, 512)), operand((512, 256))
+@pytest.mark.parametrize(("m", "n", "blocks"), [(512, 256, lambda t: min(4 * t, 512 // 16, 32)),
+                                                (128, 1024, lambda t: t)])
+def test_large_products_split_over_the_pool_with_the_same_bits(count: int, m: int, n: int, blocks) -> None:
+    """A product of at least SPLIT_MACS is cut into blocks when the options give it threads: by rows when out has
+    more rows than columns, else by columns (each block packs only its part of b); either way every element is one
+    BLAS call's sum over the whole of k, bit for bit the unsplit product's."""
+    a, b = operand((m, 512)), operand((512, n))
     with threads.use(threads.NumericOptions(threads=1)):
-        whole = np.empty((256, 256), np.float32)
+        whole = np.empty((m, n), np.float32)
         call = blas.bound_product(np.matmul, a, b, whole)
         assert not hasattr(call, "calls")
         call()
     with threads.use(threads.NumericOptions(threads=count)):
-        out = np.full((256, 256), np.nan, np.float32)
+        out = np.full((m, n), np.nan, np.float32)
         split = blas.bound_product(np.matmul, a, b, out)
-    assert len(getattr(split, "calls", [split])) == (1 if count == 1 else min(4 * count, 256 // 16, 32))
+    assert len(getattr(split, "calls", [split])) == (1 if count == 1 else blocks(count))
     split()
     np.testing.assert_array_equal(out, whole)
 
