@@ -48,7 +48,7 @@ Product = Callable[..., Any]
 
 def bound_product(product: Product, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], Any]:
     """A call computing out = a @ b, as `product(a, b, out)` (np.matmul or np.dot) would, with the options kernels
-    bind with now (etbuild.runtime.threads.current): split by rows over the pool when large enough, each block
+    bind with now (etbuild.runtime.threads.current): split over the pool when large enough (`_blocks`), each block
     through MKL's sgemm where it takes it, else the numpy call as given."""
     count, by_columns = _blocks(a, b, out)
     if count < 2:
@@ -56,7 +56,7 @@ def bound_product(product: Product, a: np.ndarray, b: np.ndarray, out: np.ndarra
     if by_columns:  # each block packs only its columns of b: a row block would pack all of b again
         per_block = -(-b.shape[1] // count)
         width = -(-per_block // BLOCK_COLS) * BLOCK_COLS
-        calls = [_one_call(product, a, b[:, c:c + width], out[:, c:c + width], minimum=0)
+        calls = [_one_call(np.matmul, a, b[:, c:c + width], out[:, c:c + width], minimum=0)  # np.dot: no strided out
                  for c in range(0, b.shape[1], width)]
     else:
         rows = -(-a.shape[0] // count)

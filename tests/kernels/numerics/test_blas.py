@@ -179,3 +179,18 @@ def test_a_program_loaded_before_a_fork_runs_in_the_child() -> None:
         print(os.waitpid(pid, 0)[1])
     """
     assert run_python(code) == "0"
+
+
+@pytest.mark.parametrize("blas_name", ["numpy", "auto"])
+def test_a_column_split_of_np_dot_writes_its_strided_blocks(blas_name: str) -> None:
+    """np.dot takes no strided out: a product bound with it and split by columns still runs, with the same bits."""
+    a, b = operand((64, 512)), operand((512, 1024))
+    whole = np.empty((64, 1024), np.float32)
+    with threads.use(threads.NumericOptions(threads=1, blas=blas_name)):
+        blas.bound_product(np.dot, a, b, whole)()
+    with threads.use(threads.NumericOptions(threads=2, blas=blas_name)):
+        out = np.full((64, 1024), np.nan, np.float32)
+        split = blas.bound_product(np.dot, a, b, out)
+    assert len(split.calls) == 2
+    split()
+    np.testing.assert_array_equal(out, whole)
