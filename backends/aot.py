@@ -17,6 +17,8 @@ from typing import Any, Protocol
 
 import torch
 from torch.fx import Node
+from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
+from torch.fx.passes.operator_support import OperatorSupportBase
 
 from etbuild.lowering.forms import GraphMethod
 
@@ -68,3 +70,21 @@ class AotBackend(Protocol):
     def operators(self) -> frozenset[Any]:
         """Every operator it may take: lowering keeps these whole even where ExecuTorch's kernels lack them."""
         ...
+
+
+class _Taken(OperatorSupportBase):
+    def __init__(self, taken: Mapping[Node, str | None]) -> None:
+        self.taken = taken
+
+    def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: Node) -> bool:
+        return node in self.taken and self.taken[node] is None
+
+
+def supported_groups(method: GraphMethod, why: Mapping[Node, str | None]) -> list[list[Node]]:
+    """The maximal connected groups of the nodes a backend takes (`why[node] is None`), each in graph order, the
+    groups ordered by their first node: what a backend's `propose` then keeps or turns down."""
+    order = {n: k for k, n in enumerate(method.exported.graph.nodes)}
+    partitioner = CapabilityBasedPartitioner(method.exported.graph_module, _Taken(why),
+                                             allows_single_node_partition=True)
+    return sorted((sorted(p.nodes, key=order.__getitem__) for p in partitioner.propose_partitions()),
+                  key=lambda nodes: order[nodes[0]])

@@ -10,36 +10,20 @@ only relabels bytes (views, permutes of nothing computed, copies, fills), is lef
 from __future__ import annotations
 
 import operator
-from collections.abc import Mapping
 
-import torch
 from torch.fx import Node
-from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
-from torch.fx.passes.operator_support import OperatorSupportBase
 
-from etbuild.backends.aot import Proposal
+from etbuild.backends.aot import Proposal, supported_groups
 from etbuild.backends.xnnpack.aot.ops.shape import FREE
 from etbuild.backends.xnnpack.aot.support import reasons
 from etbuild.backends.xnnpack.options import XnnpackOptions
 from etbuild.lowering.forms import GraphMethod
 
 
-class _Taken(OperatorSupportBase):
-    def __init__(self, taken: Mapping[Node, str | None]) -> None:
-        self.taken = taken
-
-    def is_node_supported(self, submodules: Mapping[str, torch.nn.Module], node: Node) -> bool:
-        return node in self.taken and self.taken[node] is None
-
-
 def propose(method: GraphMethod, options: XnnpackOptions) -> Proposal:
     """The groups XNNPACK takes in a method, and why it leaves the other calls out."""
     why = reasons(method.exported.graph, method.constants, options)
-    order = {n: k for k, n in enumerate(method.exported.graph.nodes)}
-    partitioner = CapabilityBasedPartitioner(method.exported.graph_module, _Taken(why),
-                                             allows_single_node_partition=True)
-    groups = sorted((sorted(p.nodes, key=order.__getitem__) for p in partitioner.propose_partitions()),
-                    key=lambda nodes: order[nodes[0]])
+    groups = supported_groups(method, why)
     outside = {n: r for n, r in why.items() if r is not None}
     kept = []
     for group in groups:
