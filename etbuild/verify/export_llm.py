@@ -134,7 +134,7 @@ def export_llm(shape: LlamaShape, qmode: str = "fp32", cache: Path | None = None
 
     The folder beside the `.pte` holds its checkpoint (`params.json`, `meta.pth`). Built in a temporary folder
     and renamed into place, so an interrupted build leaves nothing a later call would take for a result; a failed
-    export_llm run is tried once more (its 8da4w builds fail intermittently), then a StageError.
+    export_llm run is a StageError.
     """
     folder = (cache or default_cache()) / f"{shape.model_class}-{qmode}-{cache_key(shape, qmode)}"
     pte = folder / "model.pte"
@@ -145,10 +145,7 @@ def export_llm(shape: LlamaShape, qmode: str = "fp32", cache: Path | None = None
     try:
         params, checkpoint = write_checkpoint(shape, work)
         config = export_config(shape, qmode, params, checkpoint, work / "model.pte")
-        try:
-            run_export_llm(config, work)
-        except StageError:  # export_llm's 8da4w build fails now and then in torch.export (docs/llm.md): once more
-            run_export_llm(config, work)
+        run_export_llm(config, work)
         if not pte.is_file():  # another process may have finished the same build first
             shutil.rmtree(folder, ignore_errors=True)
             os.replace(work, folder)
@@ -161,11 +158,34 @@ def run_export_llm(config: dict[str, object], work: Path) -> None:
     """Run export_llm on `config` in a subprocess (cwd `work`); StageError with its last lines when it fails."""
     import yaml
 
-    (work / "config.yaml").write_text(yaml.safe_dump(config))
+    base = dict(config["base"])  # type: ignore[call-overload]
+    base["checkpoint"], link = _neutral_checkpoint(Path(base["checkpoint"]), work)
+    (work / "config.yaml").write_text(yaml.safe_dump({**config, "base": base}))
     argv = [sys.executable, "-m", "executorch.extension.llm.export.export_llm", "--config", "config.yaml"]
-    proc = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False)
+    try:
+        proc = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False)
+    finally:
+        if link is not None:  # it would dangle once work is moved
+            link.unlink(missing_ok=True)
     if proc.returncode != 0 or not (work / "model.pte").is_file():
         lines = proc.stderr.strip().splitlines()
         errors = [line for line in lines if "Error" in line and not line.startswith("W")][-3:]
         tail = "\n".join([*errors, *lines[-3:]])
         raise StageError(f"export_llm failed (exit {proc.returncode}) in {work}:\n{tail}")
+
+
+PREQUANTIZED_MARKERS = ("int8", "8da4w")
+"""export_llm reads a checkpoint whose path text holds one of these as already quantized in that form (its
+`model.py` tests `"8da4w" in str(checkpoint_path)`): a float checkpoint there fails in torch.export with a
+fake-tensor error in torchao's `dequantize_affine` (a float weight where int8 codes were expected)."""
+
+
+def _neutral_checkpoint(given: Path, work: Path) -> tuple[str, Path | None]:
+    """The checkpoint path to give export_llm (its cwd is `work`), and the link made for it: the path as given, or
+    when it holds a marker, a link in `work` named free of them."""
+    if not any(marker in str(given) for marker in PREQUANTIZED_MARKERS):
+        return str(given), None
+    link = work / "checkpoint.pth"
+    link.unlink(missing_ok=True)
+    os.symlink(given.resolve(), link)
+    return link.name, link

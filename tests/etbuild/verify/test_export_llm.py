@@ -9,7 +9,13 @@ import pytest
 import torch
 
 from etbuild.errors import UsageError
-from etbuild.verify.export_llm import LlamaShape, export_config, write_checkpoint
+from etbuild.verify.export_llm import (
+    PREQUANTIZED_MARKERS,
+    LlamaShape,
+    _neutral_checkpoint,
+    export_config,
+    write_checkpoint,
+)
 
 SHAPE = LlamaShape(dim=32, n_layers=2, n_heads=4, n_kv_heads=2, vocab_size=50, hidden_dim=64)
 
@@ -44,3 +50,16 @@ def test_qwen3_layout_adds_per_head_q_and_k_norms(tmp_path: Path) -> None:
     assert state["layers.0.attention.q_norm_fn.weight"].shape == (8,)
     assert sum(t.numel() for t in state.values()) == shape.parameters
     assert json.loads(params.read_text())["use_qk_norm"] is True
+
+
+def test_a_checkpoint_path_naming_a_quantized_form_is_given_through_a_neutral_link(tmp_path: Path) -> None:
+    # export_llm reads a checkpoint path holding "8da4w" or "int8" as an already quantized checkpoint
+    folder = tmp_path / "llama3_2-8da4w-0123"
+    folder.mkdir()
+    (folder / "meta.pth").write_bytes(b"weights")
+    name, link = _neutral_checkpoint(folder / "meta.pth", folder)
+    assert name == "checkpoint.pth" and link == folder / "checkpoint.pth"
+    assert not any(marker in name for marker in PREQUANTIZED_MARKERS)
+    assert link.read_bytes() == b"weights"
+    plain = tmp_path / "plain" / "meta.pth"
+    assert _neutral_checkpoint(plain, tmp_path) == (str(plain), None)
