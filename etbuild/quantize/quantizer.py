@@ -68,6 +68,13 @@ SHARED = frozenset({
     aten.flatten.using_ints, aten.view.default, aten.reshape.default, aten.permute.default, aten.transpose.int,
     aten.squeeze.dim, aten.unsqueeze.default, aten.dropout.default,
 })
+TABLE_OPS = frozenset({
+    aten.sigmoid.default, aten.sigmoid_.default, aten.tanh.default, aten.tanh_.default, aten.hardswish.default,
+    aten.hardswish_.default, aten.hardsigmoid.default, aten.hardsigmoid_.default, aten.gelu.default,
+    aten.silu.default, aten.silu_.default, aten.exp.default, aten.elu.default, aten.softmax.int,
+    aten.log_softmax.int, aten._softmax.default, aten._log_softmax.default,
+})
+"""Ops quantized on their own input and output in a mode with `tables` (an NPU's lookup tables, softmax)."""
 LAYER_OPS = WEIGHTED | ACTIVATION_OPS
 """The ops whose quantization the report measures one by one ("layers")."""
 
@@ -137,7 +144,7 @@ class EtbuildQuantizer(Quantizer):
             s = specs(scheme, self.per_channel)
             if node.target in WEIGHTED:
                 self._weighted(node, s)
-            elif node.target in ACTIVATION_OPS and s.static:
+            elif (node.target in ACTIVATION_OPS or (self.mode.tables and node.target in TABLE_OPS)) and s.static:
                 self._activation_op(node, s)
             elif node.target in SHARED and s.static:
                 _shared(node)

@@ -125,14 +125,18 @@ class Mode:
 
     int32_bias: the bias of a weighted op with static activations becomes int32 (scale = input scale ×
     weight scale, per channel, zero point 0), as an integer-only accelerator adds it to its int32
-    accumulator; otherwise biases stay float."""
+    accumulator; otherwise biases stay float.
+    tables: element-wise functions (sigmoid, tanh, hardswish, gelu, exp, silu, ...) and softmax get their
+    own quantized input and output, as an NPU runs them on int8 (a 256-entry lookup table, a reduction);
+    otherwise they stay float."""
 
     name: str
     int32_bias: bool = False
+    tables: bool = False
 
 
 DEFAULT_MODE = "default"
-MODES = {DEFAULT_MODE: Mode(DEFAULT_MODE), "npu-int8": Mode("npu-int8", int32_bias=True)}
+MODES = {DEFAULT_MODE: Mode(DEFAULT_MODE), "npu-int8": Mode("npu-int8", int32_bias=True, tables=True)}
 INT32_BIAS_RANGE = (-(2**31 - 1), 2**31 - 1)
 
 

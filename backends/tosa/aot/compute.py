@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from torch.fx import Node
 
-from etbuild.backends.tosa.aot.quant import activation_params, bias_of, weight_of
+from etbuild.backends.tosa.aot.quant import QParams, activation_params, bias_of, weight_of
 from etbuild.backends.tosa.aot.values import CHANNELS_LAST, Context, Value, in_layout, reshape
 from etbuild.backends.tosa.rescale import multipliers_shifts
 
@@ -42,6 +42,14 @@ def clamp_int8(lw: Context, tensor: str, shape: tuple[int, ...], low: int, high:
     b = lw.b
     return b.op("CLAMP", [tensor], shape, np.int8, "ClampAttribute", _int8(b, low), _int8(b, high),
                 b.ts.NanPropagationMode.PROPAGATE)
+
+
+def requantize(lw: Context, value: Value, params: QParams) -> Value:
+    """An int8 value with other parameters: one RESCALE (none when they are its own)."""
+    if value.params == params:
+        return value
+    factor = np.array([value.params.scale / params.scale])
+    return Value(rescale(lw, value, factor, params.zero_point, np.int8), value.shape, value.layout, params)
 
 
 def quantize(lw: Context, node: Node) -> Value:
@@ -154,12 +162,29 @@ def add(lw: Context, node: Node) -> Value:
     return Value(total, a.shape, layout, scales=np.array([twice / (1 << ADD_SHIFT)]))
 
 
+def mul(lw: Context, node: Node) -> Value:
+    """int8 × int8 (broadcasting over size-1 dims): both to int32 without their zero points, one MUL into
+    an int32 accumulator at the product of their scales."""
+    a, c = lw.value(node.args[0]), lw.value(node.args[1])
+    layout = CHANNELS_LAST if CHANNELS_LAST in (a.layout, c.layout) else a.layout
+    a, c = in_layout(lw.b, a, layout), in_layout(lw.b, c, layout)
+    left = rescale(lw, a, np.array([1.0]), 0, np.int32)
+    right = rescale(lw, c, np.array([1.0]), 0, np.int32)
+    shape = tuple(node.meta["val"].shape)
+    out = Value("", shape, layout, scales=np.array([a.params.scale * c.params.scale]))
+    shift = lw.b.const(np.array([0], dtype=np.int8), "shift")
+    return replace(out, tensor=lw.b.op("MUL", [left, right, shift], out.stored, np.int32, "MulAttribute"))
+
+
 def max_pool(lw: Context, node: Node) -> Value:
     """max_pool2d(_with_indices) → MAX_POOL2D (its first result; the indices are never read)."""
     x = in_layout(lw.b, lw.value(node.args[0]), CHANNELS_LAST)
     kernel, stride, padding = _pool_args(node)
     out_shape = tuple(node.meta["val"][0].shape if isinstance(node.meta["val"], tuple) else node.meta["val"].shape)
     out = replace(x, shape=out_shape)
+    for axis in range(2):  # ceil_mode: the last window reaches into end padding (MAX_POOL2D pads with -inf)
+        reach = (out_shape[2 + axis] - 1) * stride[axis] + kernel[axis] - x.stored[1 + axis] - padding[2 * axis]
+        padding[2 * axis + 1] = max(padding[2 * axis + 1], reach)
     b = lw.b
     source, padding = exact_window(lw, x.tensor, x.stored, kernel, stride, padding)
     tensor = b.op("MAX_POOL2D", [source], out.stored, np.int8, "MaxPool2dAttribute", kernel, stride, padding,

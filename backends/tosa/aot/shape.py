@@ -10,6 +10,7 @@ from dataclasses import replace
 
 from torch.fx import Node
 
+from etbuild.backends.tosa.aot.compute import requantize
 from etbuild.backends.tosa.aot.values import CHANNELS_LAST, TORCH, Context, Value, in_layout, reshape, stored_shape
 
 
@@ -41,3 +42,26 @@ def permute(lw: Context, node: Node) -> Value:
 def first_result(lw: Context, node: Node) -> Value:
     """getitem(pool, 0): the pool's value."""
     return lw.value(node.args[0])
+
+
+def stored_axis(dim: int, rank: int, layout: str) -> int:
+    """Where PyTorch dim `dim` of a rank-`rank` value sits in its stored tensor."""
+    dim %= rank
+    if layout != CHANNELS_LAST or rank < 3:
+        return dim
+    return rank - 1 if dim == 1 else (dim - 1 if dim > 1 else 0)
+
+
+def cat(lw: Context, node: Node) -> Value:
+    """cat of int8 values → CONCAT. Each part takes the first part's parameters (a RESCALE where they
+    differ; the quantizer shares them, so usually none), all in the layout of the first channels-last one."""
+    parts = [lw.value(p) for p in node.args[0]]
+    rank = len(parts[0].shape)
+    layout = CHANNELS_LAST if any(p.layout == CHANNELS_LAST for p in parts) and rank >= 3 else TORCH
+    params = parts[0].params
+    parts = [in_layout(lw.b, requantize(lw, p, params), layout) for p in parts]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    shape = tuple(node.meta["val"].shape)
+    tensor = lw.b.op("CONCAT", [p.tensor for p in parts], stored_shape(shape, layout), parts[0].dtype,
+                     "ConcatAttribute", stored_axis(dim, rank, layout))
+    return Value(tensor, shape, layout, params)

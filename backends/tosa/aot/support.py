@@ -18,15 +18,18 @@ from torch.fx import Graph, Node
 
 from etbuild.backends.tosa.aot.lower import RULES
 from etbuild.backends.tosa.aot.quant import DQ, WEIGHT_DQ, Q, activation_params, weight_of
+from etbuild.backends.tosa.aot.tables import SOFTMAX_OPS, TABLE_OPS, output_params
 
 aten = torch.ops.aten
 MAX_RANK = 6
 Check = Callable[[Node], "str | None"]
 ACCUMULATING = frozenset({aten.convolution.default, aten.addmm.default, aten.mm.default, aten.linear.default,
-                          aten.add.Tensor})
+                          aten.add.Tensor, aten.mul.Tensor})
+REQUANTIZED = TABLE_OPS | SOFTMAX_OPS
+"""Calls whose int8 result takes the parameters of the one quantize that reads them."""
 CLAMPS = frozenset({aten.relu.default, aten.hardtanh.default, aten.clamp.default})
-WORK = ACCUMULATING | {aten.max_pool2d_with_indices.default, aten.max_pool2d.default, aten.avg_pool2d.default,
-                       aten.mean.dim}
+WORK = ACCUMULATING | REQUANTIZED | {aten.max_pool2d_with_indices.default, aten.max_pool2d.default,
+                                     aten.avg_pool2d.default, aten.mean.dim, aten.cat.default}
 """Calls worth a delegate: a partition of views and requantizes alone is left on the CPU."""
 
 
@@ -88,8 +91,8 @@ def _linear_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | 
 
 def _max_pool_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
     args = node.args
-    if (len(args) > 4 and any(d != 1 for d in args[4])) or (len(args) > 5 and args[5]):
-        return "max pooling with dilation or ceil_mode"
+    if len(args) > 4 and any(d != 1 for d in args[4]):
+        return "max pooling with dilation"
     return None
 
 
@@ -112,6 +115,26 @@ def _add_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | Non
         return "an add with alpha or a scalar"
     if node.args[0].meta["val"].shape != node.args[1].meta["val"].shape:
         return "an add that broadcasts"
+    return None
+
+
+def _mul_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
+    if not all(isinstance(a, Node) for a in node.args[:2]):
+        return "a multiply by a scalar"
+    if node.args[0].meta["val"].dim() != node.args[1].meta["val"].dim():
+        return "a multiply of values of different ranks"
+    return None
+
+
+def _cat_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
+    if any(p in constants or not isinstance(p, Node) for p in node.args[0]):
+        return "a concatenation with a constant part"
+    return None
+
+
+def _softmax_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
+    if node.args[0].meta["val"].shape[node.args[1]] > 256:
+        return "a softmax over more than 256 values (its sum's table covers at most 256)"
     return None
 
 
@@ -138,6 +161,7 @@ ARGUMENT_CHECKS: dict[object, Callable[[Node, Mapping[Node, torch.Tensor]], str 
     **dict.fromkeys((aten.addmm.default, aten.mm.default, aten.linear.default), _linear_reason),
     aten.max_pool2d_with_indices.default: _max_pool_reason, aten.max_pool2d.default: _max_pool_reason,
     aten.avg_pool2d.default: _avg_pool_reason, aten.mean.dim: _mean_reason, aten.add.Tensor: _add_reason,
+    aten.mul.Tensor: _mul_reason, aten.cat.default: _cat_reason, **dict.fromkeys(SOFTMAX_OPS, _softmax_reason),
     operator.getitem: _getitem_reason,
 }
 """Per target: why the walk's rule cannot take a call's arguments (None: it can)."""
@@ -159,19 +183,29 @@ def _context_reason(node: Node, why: Mapping[Node, str | None], constants: Mappi
     for arg in node.all_input_nodes:
         if arg not in constants and not taken(arg):
             return f"reads {arg.name}, which stays on the CPU"
-    first = node.args[1] if node.target is aten.addmm.default else node.args[0]
-    if _kind(first) != "int8" and node.target not in CLAMPS:
+    if node.target not in CLAMPS and any(_kind(a) != "int8" for a in _data_args(node)):
         return "reads an int32 accumulator that is not quantized first"
-    if node.target is aten.add.Tensor and _kind(node.args[1]) != "int8":
-        return "adds an int32 accumulator that is not quantized first"
+    if node.target in REQUANTIZED and output_params(node) is None:
+        return "its result is not read by exactly one int8 quantize (a table's or softmax's output parameters)"
     return None
+
+
+def _data_args(node: Node) -> list[Node]:
+    """The activations a call reads (weights and biases aside)."""
+    if node.target is aten.cat.default:
+        return list(node.args[0])
+    if node.target is aten.addmm.default:
+        return [node.args[1]]
+    if node.target in (aten.add.Tensor, aten.mul.Tensor):
+        return list(node.args[:2])
+    return [node.args[0]]
 
 
 def _kind(node: object) -> str | None:
     """`int8` or `acc` (an int32 accumulator) for a value in the int8 domain."""
     if not isinstance(node, Node):
         return None
-    if node.target is DQ:
+    if node.target is DQ or node.target is aten.cat.default or node.target in REQUANTIZED:
         return "int8"
     if node.target in ACCUMULATING:
         return "acc"

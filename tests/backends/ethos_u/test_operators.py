@@ -1,0 +1,100 @@
+"""The operators beyond convolutions and pools: lookup tables, softmax, concatenation, multiply, ceil-mode
+pools. Each TOSA graph runs in the reference model against the quantized torch model (within one
+quantization step), and compiles with Vela for a U55 and a U85."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+pytest.importorskip("tosa_serializer")
+pytest.importorskip("tosa_reference_model")
+pytest.importorskip("ethosu.vela")
+
+from etbuild.backends.tosa.runtime.reference import ReferenceGraph  # noqa: E402
+from tests.backends.ethos_u.support import int8_edges, lowered  # noqa: E402
+
+
+class Tables(nn.Module):
+    """A convolution, then one element-wise function after another (each a 256-entry TABLE)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.sigmoid(self.conv(x)) + nn.functional.hardswish(self.conv(x))
+        return torch.tanh(nn.functional.gelu(y))
+
+
+class Fire(nn.Module):
+    """SqueezeNet's fire module after a ceil-mode max pool: two expands concatenated over channels."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.squeeze = nn.Conv2d(3, 8, 3), nn.Conv2d(8, 4, 1)
+        self.e1, self.e3 = nn.Conv2d(4, 8, 1), nn.Conv2d(4, 8, 3, padding=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = nn.functional.max_pool2d(torch.relu(self.stem(x)), 3, 2, ceil_mode=True)
+        s = torch.relu(self.squeeze(y))
+        return torch.cat([torch.relu(self.e1(s)), torch.relu(self.e3(s))], 1)
+
+
+class Gate(nn.Module):
+    """A squeeze-excitation gate: the mean over space, a sigmoid, a broadcast multiply."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv, self.fc = nn.Conv2d(3, 8, 3, padding=1), nn.Conv2d(8, 8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.conv(x))
+        return y * torch.sigmoid(self.fc(y.mean((2, 3), keepdim=True)))
+
+
+class Classes(nn.Module):
+    """A 1-D convolution's channels as classes: log_softmax over them (Wav2Letter's head), or softmax."""
+
+    def __init__(self, log: bool) -> None:
+        super().__init__()
+        self.conv, self.log = nn.Conv1d(6, 12, 3, padding=1), log
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.conv(x)
+        return nn.functional.log_softmax(y, dim=1) if self.log else nn.functional.softmax(y, dim=1)
+
+
+def only_edges_outside(found) -> bool:
+    """Whether the CPU keeps only the model input's quantize and the output's dequantize."""
+    return sorted(o.operator.split("::")[1] for o in found.report.outside) == [
+        "dequantize_per_tensor", "quantize_per_tensor"]
+
+
+CASES = [(Tables, (1, 3, 8, 8)), (Fire, (1, 3, 16, 16)), (Gate, (1, 3, 8, 8)), (lambda: Classes(True), (1, 6, 10)),
+         (lambda: Classes(False), (1, 6, 10))]
+
+
+@pytest.mark.parametrize(("model", "shape"), CASES, ids=["tables", "fire", "gate", "log_softmax", "softmax"])
+def test_each_operator_is_within_one_step_of_the_quantized_model(model, shape, request) -> None:
+    """softmax alone is within three steps: its exponentials are int8 (scale 1/127) and its sum's
+    reciprocal a 256-entry table, where the quantized torch model computes both in float."""
+    torch.manual_seed(3)
+    x = torch.randn(shape)
+    found = lowered(model(), (x,), "tosa")
+    assert len(found.processed) == 1, [(o.node, o.reason) for o in found.report.outside]
+    assert only_edges_outside(found), found.report.outside
+    q_in, q_out = int8_edges(found.converted, x)
+    (out,) = ReferenceGraph(found.processed[0].blob).run([q_in])
+    assert out.shape == q_out.shape
+    assert np.abs(out.astype(np.int32) - q_out).max() <= (3 if "softmax" in request.node.callspec.id[:7] else 1)
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize(("model", "shape"), CASES, ids=["tables", "fire", "gate", "log_softmax", "softmax"])
+def test_vela_compiles_each_operator(model, shape, target) -> None:
+    torch.manual_seed(3)
+    found = lowered(model(), (torch.randn(shape),), "ethos-u", target=target)
+    assert len(found.processed) == 1 and only_edges_outside(found)
