@@ -5,7 +5,8 @@ stream and the weights. Where they sit follows the memory mode in `compile_flags
 Shared_Sram keeps the scratch in SRAM (the fastest level) and reads weights from flash; Sram_Only keeps
 both in SRAM; Dedicated_Sram keeps them in DRAM and caches in SRAM (fast scratch, not in the blob).
 Vela's estimate (cycles, MACs, SRAM and flash use) comes from compiling the delegate's TOSA graph again,
-which is deterministic and takes a second or two.
+which is deterministic and takes a second or two. The TOSA graph itself, kept in the program's named data
+for etbuild's simulation (`simulation_keys`), is flash no NPU reads: `simulation_bytes` counts it.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ def _options(flags: str) -> EthosUOptions:
     return EthosUOptions(values["accelerator-config"], values["system-config"], values["memory-mode"])
 
 
+def simulation_keys(blob: bytes | memoryview) -> tuple[str, ...]:
+    """The named-data keys of a delegate that only a simulation reads: its TOSA graph."""
+    return (tosa_key(blob),)
+
+
 def delegate_memory(blob: memoryview, compile_specs: Mapping[str, bytes], named_data: Mapping[str, memoryview]
                     ) -> DelegateMemory:
     parsed = parse(blob)
@@ -37,6 +43,7 @@ def delegate_memory(blob: memoryview, compile_specs: Mapping[str, bytes], named_
         compiled = compile_tosa(bytes(tosa), options)
         details["scratch_fast_bytes"] = compiled.scratch_fast_size
         details["vela"] = compiled.report
+        details["simulation_bytes"] = len(tosa)
     read_only = len(parsed.cmd_data) + len(parsed.weight_data)
     fast = parsed.scratch_size if in_sram else details.get("scratch_fast_bytes", 0)
     if options.memory_mode == "Sram_Only":  # the command stream and weights are read from SRAM too

@@ -123,19 +123,21 @@ def run_profile(args: argparse.Namespace) -> int:
     if (args.method == "forward" and not args.inputs and not args.from_etdump and not args.etdump
             and is_runner_program(program.method_names)):
         return profile_phases(args)  # an LLM: prefill and decode are two different calls of forward
-    profile = _etdump_profile(args, program) if args.from_etdump else _measured_profile(args, program)
-    print(format_table(profile, args.top))
+    profile, note = (_etdump_profile(args, program), "") if args.from_etdump else _measured_profile(args, program)
+    print(format_table(profile, args.top) + note)
     if args.trace:
         write_trace(args.trace, profile, args.pte)
         print(f"\ntrace: {args.trace} ({len(profile.events):,} events; open it in https://ui.perfetto.dev)")
     return 0
 
 
-def _measured_profile(args: argparse.Namespace, program: Any) -> Any:
-    """Our runtime's profile of the method (and its ETDump, with --etdump)."""
+def _measured_profile(args: argparse.Namespace, program: Any) -> tuple[Any, str]:
+    """Our runtime's profile of the method (and its ETDump, with --etdump), and what it says of simulated
+    delegates (etbuild.tools.simulated: an Ethos-U delegate's time is the TOSA reference model's)."""
     from etbuild.devtools.instrument import generated_inputs
     from etbuild.runtime.runner import call_inputs
-    from etbuild.tools.profile import profile_method
+    from etbuild.tools.profile import INSTRUCTION, profile_method
+    from etbuild.tools.simulated import simulation_note
 
     method = program.load_method(args.method, max_planned_bytes=args.max_planned_bytes)
     inputs = call_inputs(Path(args.inputs)) if args.inputs else generated_inputs(method, args.seed)
@@ -154,7 +156,8 @@ def _measured_profile(args: argparse.Namespace, program: Any) -> Any:
             dump.run_data.append(run)
             write_bytes(f"{args.etdump}.debug", buffer)
         write_bytes(args.etdump, write_etdump(dump))
-    return profile
+    times = {e.instruction: e.median_us for e in profile.entries if e.node == INSTRUCTION}
+    return profile, simulation_note(method, times, args.pte)
 
 
 def _etdump_profile(args: argparse.Namespace, program: Any) -> Any:

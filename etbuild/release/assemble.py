@@ -7,7 +7,8 @@ check the budgets. Any failure fails the release naming the product, the gate an
 and leaves no release directory. The directory:
 
     release.json                          products, runtimes, sizes, operators, accuracy
-    products/<p>/<p>.pte                  with verify.json, select.json, memory.json from its build,
+    products/<p>/<p>.pte                  as built, less the data only a simulation reads (release.simulation),
+                                          with verify.json, select.json, memory.json from its build,
     products/<p>/verify-<runtime>.json    and its verification on each runtime it ships with
     products/<p>/<p>.bpte                 its bundled program, when the recipe asks for one (gated too)
     products/<p>/tokenizer.json           a language model's tokenizer, which its runner reads beside the `.pte`
@@ -40,12 +41,14 @@ from etbuild.build.stage_table import SECTION_FILES, STAGES, stage_calls
 from etbuild.build.stagerun import Executor, StageRunner
 from etbuild.build.union import union_selection
 from etbuild.cache import Cache, code_digest, versions
-from etbuild.errors import EtbuildError, ReleaseError, VerificationError, error_class
+from etbuild.errors import EtbuildError, VerificationError, error_class
 from etbuild.fsutil import atomic_dir, sha256_file, write_bytes, write_json
 from etbuild.release import provenance as prov
+from etbuild.release.budgets import check_budgets, figures
 from etbuild.release.bundles import copy_bundle, gate_bundles
-from etbuild.release.config import Release, RuntimeGroup, load_release
+from etbuild.release.config import Product, Release, RuntimeGroup, load_release
 from etbuild.release.latency import measure_latency
+from etbuild.release.simulation import development_file, ship_program
 from etbuild.release.weights import data_files, product_files, weights_path, write_weights
 from etbuild.release.wheel import installed_bytes, runtime_wheel, wheel_filename
 from etbuild.select import generate_runtime, selected_operators_yaml
@@ -115,11 +118,11 @@ def make_release(
         shared = write_weights(release, build_root, tmp)
         summary = _write_products(release, build_root, tmp, runtimes)
         _write_runtimes(tmp, runtimes)
-        accuracy = _verify_on_runtimes(release, tmp, runtimes, sink)
+        accuracy = _verify_on_runtimes(release, tmp, runtimes, sink, build_root)
         for name, cases in gate_bundles(release, tmp).items():
             sink.emit(event("step", message=f"bundled program of {name}: {cases} cases passed"))
-        latency = _time_on_runtimes(release, tmp, runtimes, sink)
-        _check_budgets(release, tmp, runtimes, latency)
+        latency = _time_on_runtimes(release, tmp, runtimes, sink, build_root)
+        check_budgets(release, tmp, {name: rt.runtime_bytes for name, rt in runtimes.items()}, latency)
         _write_summary(release, tmp, summary, runtimes, accuracy, shared)
         write_json(tmp / "measurements.json", {"latency": latency, "stage_seconds": built.seconds})
         sums = write_sums(tmp)
@@ -166,13 +169,14 @@ def _write_products(
         a = Artifacts.of(p.recipe, build_root)
         folder = out / "products" / p.name
         folder.mkdir(parents=True)
-        for src in (a.pte, *(a.root / r for r in PRODUCT_REPORTS)):
+        for src in (a.root / r for r in PRODUCT_REPORTS):
             shutil.copyfile(src, folder / src.name)
+        simulation = ship_program(p, a.pte, folder / a.pte.name, development_file(build_root, release.name, p.name))
         summary[p.name] = {
             "recipe": p.written, "pte": f"products/{p.name}/{a.pte.name}", "pte_bytes": a.pte.stat().st_size,
             "runtimes": [g.name for g in release.runtimes_of(p.name)],
             "budget": {k: v for k, v in vars(p.budget).items() if v is not None}, **copy_bundle(a, folder),
-            **_copy_tokenizer(a, folder), **({"weights": weights_path(p)} if weights_path(p) else {}),
+            **_copy_tokenizer(a, folder), **({"weights": weights_path(p)} if weights_path(p) else {}), **simulation,
             "download": {f.relative_to(out).as_posix(): f.stat().st_size for f in product_files(out, p)},
         }
     return summary
@@ -196,15 +200,23 @@ def wheel_path(out: Path, rt: BuiltRuntime) -> Path:
     return out / "runtimes" / rt.group.name / rt.wheel_name
 
 
+def _run_data(release: Release, out: Path, p: Product, build_root: Path) -> list[Path]:
+    """The data files a product runs with on a development machine: its shipped weights file, and the
+    simulation data the release dropped from its `.pte` (etbuild.release.simulation; never shipped)."""
+    dropped = development_file(build_root, release.name, p.name)
+    return [*data_files(out, p), *([dropped] if dropped.is_file() else [])]
+
+
 def _verify_on_runtimes(
-    release: Release, out: Path, runtimes: dict[str, BuiltRuntime], sink: Sink
+    release: Release, out: Path, runtimes: dict[str, BuiltRuntime], sink: Sink, build_root: Path
 ) -> dict[str, dict[str, Any]]:
     """Verify each product on each wheel it ships with; per product and runtime, the worst errors."""
     accuracy: dict[str, dict[str, Any]] = {}
     for p in release.products:
         pte = out / "products" / p.name / f"{p.name}.pte"
         for g in release.runtimes_of(p.name):
-            report = verify(p.recipe, pte, wheel_path(out, runtimes[g.name]), data=data_files(out, p))
+            report = verify(p.recipe, pte, wheel_path(out, runtimes[g.name]), data=_run_data(release, out, p,
+                                                                                              build_root))
             write_json(out / "products" / p.name / f"verify-{g.name}.json", report)
             outputs = [o for method in report["methods"].values() for o in method]
             worst = {"max_abs_error": max(o.get("max_abs_error", float("inf")) for o in outputs),
@@ -221,42 +233,16 @@ def _verify_on_runtimes(
 
 
 def _time_on_runtimes(
-    release: Release, out: Path, runtimes: dict[str, BuiltRuntime], sink: Sink
+    release: Release, out: Path, runtimes: dict[str, BuiltRuntime], sink: Sink, build_root: Path
 ) -> dict[str, dict[str, Any]]:
     latency: dict[str, dict[str, Any]] = {}
     for p in release.products:
         pte = out / "products" / p.name / f"{p.name}.pte"
         for g in release.runtimes_of(p.name):
             latency.setdefault(p.name, {})[g.name] = measured = measure_latency(
-                p.recipe, pte, wheel_path(out, runtimes[g.name]), data=data_files(out, p))
+                p.recipe, pte, wheel_path(out, runtimes[g.name]), data=_run_data(release, out, p, build_root))
             sink.emit(event("step", message=f"timed {p.name} on runtime {g.name}: {measured['median_ms']:.3f} ms"))
     return latency
-
-
-def _check_budgets(
-    release: Release, out: Path, runtimes: dict[str, BuiltRuntime], latency: dict[str, dict[str, Any]]
-) -> None:
-    """ReleaseError naming every product, budget and figure over its limit."""
-    over = []
-    for p in release.products:
-        b = p.budget
-        pte_bytes = (out / "products" / p.name / f"{p.name}.pte").stat().st_size
-        if b.pte_bytes is not None and pte_bytes > b.pte_bytes:
-            over.append(f"product {p.name}: pte_bytes {pte_bytes:,} > budget {b.pte_bytes:,}")
-        download = sum(f.stat().st_size for f in product_files(out, p))
-        if b.download_bytes is not None and download > b.download_bytes:
-            over.append(f"product {p.name}: download_bytes (.pte and weights) {download:,} > budget "
-                        f"{b.download_bytes:,}")
-        for g in release.runtimes_of(p.name):
-            size = runtimes[g.name].runtime_bytes
-            if b.runtime_bytes is not None and size > b.runtime_bytes:
-                over.append(f"product {p.name}: runtime_bytes of runtime {g.name} {size:,} "
-                            f"> budget {b.runtime_bytes:,}")
-            ms = latency[p.name][g.name]["median_ms"]
-            if b.latency_ms is not None and ms > b.latency_ms:
-                over.append(f"product {p.name}: latency_ms on runtime {g.name} {ms:.3f} > budget {b.latency_ms}")
-    if over:
-        raise ReleaseError(f"release {release.dist_name}: over budget: " + "; ".join(over))
 
 
 def _write_summary(
@@ -267,6 +253,7 @@ def _write_summary(
         select = (out / "products" / name / "select.json").read_text()
         entry["operators"] = sorted(json.loads(select)["operators"])
         entry["accuracy"] = accuracy[name]
+        entry["memory"] = figures(out, release.product(name))
     write_json(out / "release.json", {
         "name": release.name, "version": release.version, "products": products, "weights": weights,
         "runtimes": {

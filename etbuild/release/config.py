@@ -34,15 +34,19 @@ class Budget:
     runtime_bytes: int | None = None
     download_bytes: int | None = None  # the `.pte` and its weights file: what a device downloads to install it
     latency_ms: float | None = None
+    sram_bytes: int | None = None  # the first memory level's peak: CPU arenas there and the largest delegate's
+    flash_bytes: int | None = None  # what a device keeps in flash: the shipped `.pte` and weights file
 
 
 @dataclass(frozen=True)
 class Product:
-    """One product: its recipe (loaded), the path as the release file wrote it, its budget."""
+    """One product: its recipe (loaded), the path as the release file wrote it, its budget, and whether its
+    `.pte` ships with the named data only etbuild's simulation reads (etbuild.release.simulation)."""
 
     recipe: Recipe
     written: str
     budget: Budget
+    keep_simulation: bool = False
 
     @property
     def name(self) -> str:
@@ -101,7 +105,8 @@ def _product(doc: Doc, index: int, item: dict[str, Any]) -> Product:
                                                    f"({recipe_path} not found)")
     budget = item.get("budget", {})
     sizes = {k: parse_size(v) if isinstance(v, str) else v for k, v in budget.items() if k != "latency_ms"}
-    return Product(load_recipe(recipe_path), written, Budget(**sizes, latency_ms=budget.get("latency_ms")))
+    return Product(load_recipe(recipe_path), written, Budget(**sizes, latency_ms=budget.get("latency_ms")),
+                   item.get("simulation_data", "drop") == "keep")
 
 
 def _shown(doc: Doc, written: str) -> Path:

@@ -1,7 +1,8 @@
 """The Ethos-U backend's runtime half (torch-free): a functional simulation for machines without an NPU.
 
 init parses the `vela_bin_stream` blob with the checks ExecuTorch's runtime makes (format/blob.py) and finds
-the partition's TOSA graph in the named data (`tosa_key(blob)`, put there by etbuild's preprocess);
+the partition's TOSA graph in the named data (`tosa_key(blob)`, put there by etbuild's preprocess; in a
+`.ptd` given at load when a release dropped it from the program, etbuild.release.simulation);
 execute checks each argument's element count against the blob's I/O, as the NPU path does, and runs the
 TOSA graph in the TOSA reference model. Results are the TOSA specification's; an NPU is budgeted ±1 LSB
 from them (ARM-ETHOSU.md §4), and no timing is simulated: Vela's estimate is in the build's reports.
@@ -15,7 +16,7 @@ import numpy as np
 
 from etbuild.backends.ethos_u.format.blob import VelaBin, parse, tosa_key
 from etbuild.backends.tosa.format import block_io
-from etbuild.backends.tosa.runtime.reference import ReferenceGraph, write_outputs
+from etbuild.backends.tosa.runtime.reference import SIMULATION, ReferenceGraph, write_outputs
 from etbuild.errors import InvalidProgram, KernelError
 
 
@@ -23,6 +24,7 @@ class EthosUDelegate:
     """One Ethos-U delegate, run through its TOSA graph."""
 
     planned_bytes = 0
+    simulation = SIMULATION
 
     def __init__(self, bin_: VelaBin, tosa: bytes) -> None:
         inputs, outputs = block_io(tosa)
@@ -55,8 +57,12 @@ class EthosUBackend:
         parsed = parse(blob)
         key = tosa_key(blob)
         if key not in named_data:
-            raise InvalidProgram(f"Ethos-U delegate: no TOSA graph under {key!r} in the named data; etbuild's "
-                                 "runtime simulates only delegates etbuild built (an NPU runs the others)")
+            raise InvalidProgram(
+                f"Ethos-U delegate: its TOSA graph ({key}) is neither in the program nor in a data file given: "
+                "etbuild's runtime simulates a delegate by its TOSA graph. A release drops the graphs from its "
+                "programs (simulation_data: drop) and keeps them in build/release/<release>/simulation/"
+                "<product>.ptd: pass that file with --data (Program.load(pte, data=[...])), or run the .pte "
+                "etbuild build wrote. A delegate built by ExecuTorch carries none (an NPU or Arm's FVP runs it)")
         return EthosUDelegate(parsed, bytes(named_data[key]))
 
 

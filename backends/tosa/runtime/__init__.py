@@ -8,13 +8,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from etbuild.backends.tosa.format import block_io
-from etbuild.backends.tosa.runtime.reference import ReferenceGraph, write_outputs
+from etbuild.backends.tosa.runtime.reference import SIMULATION, ReferenceGraph, write_outputs
 
 
 class TosaDelegate:
     """One TOSA graph: its inputs are the call's first arguments, its outputs the rest, in block order."""
 
     planned_bytes = 0
+    simulation = SIMULATION
 
     def __init__(self, tosa: bytes, inputs: int, outputs: int) -> None:
         self.graph, self.inputs = ReferenceGraph(tosa), inputs

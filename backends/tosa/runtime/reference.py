@@ -20,6 +20,8 @@ import numpy as np
 from etbuild.errors import InvalidProgram, KernelError
 
 EXTRA = "ethos-u"
+SIMULATION = "TOSA graphs run in the TOSA reference model, in a child process"
+"""What a delegate run here is (a handle's `simulation`, which `etbuild profile` and `generate` report)."""
 CHILD = """
 import sys, numpy as np, tosa_reference_model as trm
 folder = sys.argv[1]

@@ -83,6 +83,34 @@ def test_the_delegates_memory_and_velas_estimate(program) -> None:
     assert report["fast_bytes"] == report["scratch_bytes"] > 0
     assert report["read_only_bytes"] == report["command_bytes"] + report["weight_bytes"]
     assert report["vela"]["nn_macs"] > 0 and report["vela"]["cycles_total"] > 0
+    assert report["simulation_bytes"] > 0  # the TOSA graph kept in the program for etbuild's simulation
+
+
+def test_a_release_drops_the_tosa_graph_and_a_ptd_holding_it_runs_the_program(program, tmp_path) -> None:
+    from etbuild.errors import InvalidProgram
+    from etbuild.release.simulation import simulation_bytes, split_simulation
+    from etbuild.runtime.delegates import processed_blob
+    from etbuild.runtime.format.pte import read_program
+    from etbuild.runtime.program import Program
+
+    pte, _, x = program
+    split = split_simulation(pte)
+    assert simulation_bytes(pte) == split.dropped_bytes > 0 and simulation_bytes(split.pte) == 0
+    assert len(split.pte) <= len(pte) - split.dropped_bytes
+
+    def blob(data: bytes) -> bytes:
+        ours, header = read_program(data)
+        return bytes(processed_blob(data, ours, header, ours.execution_plan[0].delegates[0].processed, "0"))
+
+    assert blob(split.pte) == blob(pte)  # what the NPU reads is unchanged
+    full, lean, graphs = tmp_path / "full.pte", tmp_path / "lean.pte", tmp_path / "graphs.ptd"
+    full.write_bytes(pte), lean.write_bytes(split.pte), graphs.write_bytes(split.ptd)
+    with pytest.raises(InvalidProgram, match=r"its TOSA graph \(ethos_u\.tosa\.[0-9a-f]{64}\) is neither in the "
+                                             r"program nor in a data file given.*pass that file with --data"):
+        Program.load(lean).load_method("forward")
+    (ran,) = Program.load(lean, [graphs]).load_method("forward")(x.numpy())
+    (expected,) = Program.load(full).load_method("forward")(x.numpy())
+    assert np.array_equal(ran, expected)
 
 
 @pytest.mark.slow
@@ -104,3 +132,25 @@ def test_an_executorch_built_blob_reads_by_the_same_rules(program) -> None:
     assert [(s.key, bytes(s.value)) for s in delegate.compile_specs] == theirs_specs
     mine = parse(processed_blob(pte, ours, header, delegate.processed, "delegate 0"))
     assert mine.inputs[0].shape == parse(theirs_blob).inputs[0].shape
+
+
+def test_profile_labels_the_simulation_and_puts_velas_estimate_beside_it(program, tmp_path, capsys) -> None:
+    from etbuild.cli import main
+    from etbuild.fsutil import write_json
+    from etbuild.memory.delegates import delegate_reports
+    from etbuild.runtime.format.pte import read_program
+
+    pte, _, _ = program
+    path = tmp_path / "small.pte"
+    path.write_bytes(pte)
+    assert main(["profile", str(path), "--calls", "1"]) == 0
+    shown = capsys.readouterr().out
+    assert "functional simulation, not NPU timing: TOSA graphs run in the TOSA reference model" in shown
+    assert "— (no memory.json beside the .pte)" in shown
+    (report,) = delegate_reports(pte, *read_program(pte))
+    write_json(tmp_path / "memory.json", {"methods": {}, "delegates": [report]})
+    assert main(["profile", str(path), "--calls", "1"]) == 0
+    row = capsys.readouterr().out.splitlines()[-1].split()
+    cycles = report["vela"]["cycles_total"]
+    assert row[:3] == ["1", "EthosUBackend", "0"] and float(row[3].replace(",", "")) > 0
+    assert row[4:7] == [f"{cycles:,.0f}", "cycles", "="]
