@@ -212,10 +212,15 @@ def run_generate(args: argparse.Namespace) -> int:
 
     from etbuild.runtime.program import Program
     from etbuild.tools.runner import is_runner_program
+    from etbuild.tools.simulated import program_note
     from etbuild.tools.textgen import Request, run
 
     prompt = token_list(args.prompt) if args.tokenizer is None else None
-    if is_runner_program(Program.load(args.pte, args.data).method_names):
+    program = Program.load(args.pte, args.data)
+    note = program_note(program) if args.runtime == "etbuild" else ""
+    if note:
+        print(note, file=sys.stderr)
+    if is_runner_program(program.method_names):
         request = Request(Path(args.pte), args.prompt, args.tokens, args.temperature, args.top_p, args.seed,
                           args.tokenizer, tuple(args.data))
         stats = run(request, args.runtime, prompt)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from etbuild.runtime.backend_registry import backend
 from etbuild.runtime.format import program as fb
 
 
@@ -27,6 +28,21 @@ def simulated_delegates(method: Any) -> dict[int, tuple[int, str, str]]:
         if what:
             found[k] = (call.delegate_index, method.plan.delegates[call.delegate_index].id or "", what)
     return found
+
+
+def program_note(program: Any) -> str:
+    """One line saying which of a loaded program's delegates etbuild's runtime simulates; "" for none. The
+    backends' runtime halves say it (`simulation`), so nothing needs to run first."""
+    found = {}
+    for plan in program.program.execution_plan:
+        for d in plan.delegates:
+            what = getattr(backend(d.id or ""), "simulation", None)
+            if what:
+                found[d.id] = what
+    if not found:
+        return ""
+    return (f"note: {', '.join(sorted(found))} delegates run as a functional simulation, not NPU timing "
+            f"({'; '.join(sorted(set(found.values())))}): times and rates are the simulator's")
 
 
 def build_estimates(pte: str | Path) -> dict[tuple[str, int], Mapping[str, Any]]:
@@ -48,14 +64,14 @@ def simulation_note(method: Any, times_us: Mapping[int, float], pte: str | Path)
         return ""
     estimates = build_estimates(pte)
     lines = [f"{'instruction':>11} {'delegate':<24} {'simulated µs/call':>17}  Vela's estimate (NPU, not measured)"]
-    for k, (index, backend, _) in sorted(found.items()):
+    for k, (index, backend_id, _) in sorted(found.items()):
         vela = estimates.get((method.name, index), {})
         estimate = "— (no memory.json beside the .pte)"
         if "cycles_total" in vela:
             estimate = f"{vela['cycles_total']:,.0f} cycles"
             if vela.get("inference_time"):
                 estimate += f" = {vela['inference_time'] * 1e6:,.1f} µs at {vela.get('core_clock', 0) / 1e6:,.0f} MHz"
-        lines.append(f"{k:>11} {f'{backend} {index}':<24} {times_us.get(k, 0.0):>17,.1f}  {estimate}")
+        lines.append(f"{k:>11} {f'{backend_id} {index}':<24} {times_us.get(k, 0.0):>17,.1f}  {estimate}")
     kinds = sorted({what for _, _, what in found.values()})
     return "\n".join([
         "", "", f"functional simulation, not NPU timing: {'; '.join(kinds)}. The times above are the simulator's "

@@ -49,6 +49,7 @@ class EthosUBackend:
     """The runtime half of the Ethos-U backend (backend id `EthosUBackend`)."""
 
     id = "EthosUBackend"
+    simulation = SIMULATION
 
     def init(self, blob: memoryview, compile_specs: Mapping[str, bytes], named_data: Mapping[str, memoryview]
              ) -> EthosUDelegate:

@@ -31,6 +31,7 @@ class TosaBackend:
     """The runtime half of the TOSA backend (backend id `TOSABackend`)."""
 
     id = "TOSABackend"
+    simulation = SIMULATION
 
     def init(self, blob: memoryview, compile_specs: Mapping[str, bytes], named_data: Mapping[str, memoryview]
              ) -> TosaDelegate:
