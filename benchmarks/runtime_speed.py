@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -43,8 +44,9 @@ ROOT = Path(__file__).resolve().parents[1]
 ZOO = ("mlp", "cnn", "kws", "gru", "transformer")
 TIER = ("bert", "vit", "mobilenetv4")
 OURS = ("ours", "ours_numpy", "ours_bare")  # our runtime: default BLAS, numpy's, an install without the mkl extra
-COLUMNS = ["model", "threads", "load", "ours_us", "ours_numpy_us", "ours_bare_us", "executorch_us", "eager_us",
-           "ours_vs_eager", "ours_vs_executorch", "ours_vs_one_thread", "unmet"]
+LOAD_AVG = "load_1min"  # the machine's 1-minute load average as a configuration's round began (median of rounds)
+COLUMNS = ["model", "threads", "load", LOAD_AVG, "ours_us", "ours_numpy_us", "ours_bare_us", "executorch_us",
+           "eager_us", "ours_vs_eager", "ours_vs_executorch", "ours_vs_one_thread", "unmet"]
 LIMITS = {"cnn": 3.0, "transformer": 1.5}  # issue 48: the most ours / ExecuTorch's runtime
 
 
@@ -104,8 +106,6 @@ def run_child(argv: list[str]) -> float:
 
 def _env() -> dict[str, str]:
     """The children's environment: the caller's, without thread or etbuild settings (each child sets its own)."""
-    import os
-
     skip = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "ETBUILD_THREADS", "ETBUILD_BLAS",
             "ETBUILD_NATIVE")
     return {k: v for k, v in os.environ.items() if k not in skip}
@@ -137,6 +137,7 @@ def measure(names: list[str], files: dict[str, dict[str, Path]], args: argparse.
                         cmds = contenders(files[name], threads, args, mkl)
                         order = list(cmds) if i % 2 == 0 else list(cmds)[::-1]
                         cell = rounds.setdefault((name, threads, kind), {})
+                        cell.setdefault(LOAD_AVG, []).append(round(os.getloadavg()[0], 2))
                         for who in order:
                             cell.setdefault(who, []).append(run_child(cmds[who]))
                         print(f"  {kind} round {i + 1} {name} threads={threads}: "
@@ -148,10 +149,11 @@ def row(key: tuple[str, str, str], cell: dict[str, list[float]],
         rounds: dict[tuple[str, str, str], dict[str, list[float]]]) -> dict[str, Any]:
     """One configuration's medians and ratios (ours at one thread in the same load as the reference)."""
     name, threads, kind = key
-    med = {who: statistics.median(values) for who, values in cell.items()}
+    med = {who: statistics.median(values) for who, values in cell.items() if who != LOAD_AVG}
     one = rounds.get((name, "1", kind), {})
-    one_med = {who: statistics.median(values) for who, values in one.items()}
-    found: dict[str, Any] = {"model": name, "threads": threads, "load": kind, "rounds_us": cell}
+    one_med = {who: statistics.median(values) for who, values in one.items() if who != LOAD_AVG}
+    found: dict[str, Any] = {"model": name, "threads": threads, "load": kind, "rounds_us": cell,
+                             LOAD_AVG: statistics.median(cell[LOAD_AVG])}
     for who in (*OURS, "executorch", "eager"):
         found[f"{who}_us"] = round(med[who], 1) if who in med else None
     for who in (w for w in OURS if w in med):
