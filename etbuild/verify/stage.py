@@ -47,7 +47,7 @@ from etbuild.runtime.data_files import load_data_file
 from etbuild.runtime.format.pte import read_program
 from etbuild.stages import handoff
 from etbuild.stages.export import export_method
-from etbuild.verify import oracle_fork
+from etbuild.verify import oracle_fork, tosa_nodes
 from etbuild.verify.bundle import write_recipe_bundle
 from etbuild.verify.compare import compare, describe, varies
 from etbuild.verify.intermediate import compare_intermediate
@@ -293,6 +293,9 @@ def run_verify(
     """
     model = build_model(recipe)
     report = verify(recipe, pte, runtime, quantized, model=model)
+    if quantized and tosa_nodes.uses_tosa(recipe):
+        report["tosa_nodes"] = tosa_nodes.judge_recipe(recipe, quantized)
+        report["passed"] = report["passed"] and report["tosa_nodes"]["passed"]
     searched = search_summary(layers) if "llm" in report and layers is not None else None
     if searched is not None:
         report["llm"]["fallback"] = searched
@@ -311,7 +314,7 @@ def run_verify(
     llm_failures = _llm_failures(report.get("llm"))
     if llm_failures and not failures:
         raise VerificationError(f"{recipe.name}: {pte.name}: {'; '.join(llm_failures)} (see {out})")
-    failures += llm_failures
+    failures += llm_failures + tosa_nodes.failures(report.get("tosa_nodes"))
     failures += [f"{method} intermediate {c['node']} in {c['module'] or 'the model'}: {describe(c)}"
                  for method, c in report["intermediates"].items() if not c["passed"]]
     if failures:
