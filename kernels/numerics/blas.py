@@ -9,7 +9,9 @@ at one thread while a program runs (`threads.single_threaded` around each call, 
 after, never a setting left behind). A static split by BLAS's own threads waits for its slowest thread: beside a
 busy process that is a scheduler time slice per product (docs/runtime-speed.md).
 
-MKL (`pip install etbuild[mkl]`) is about a fifth faster than OpenBLAS on a transformer's products; a product of
+MKL (`pip install etbuild[mkl]`): on the 2-core AMD EPYC (Zen 4) guest the benchmarks run on, its sgemm is level
+with numpy's OpenBLAS on a transformer's products (128 × 256 @ 256 × 1024, one thread, operands in cache: 740
+against 716 µs; 128 × 1024 @ 1024 × 256: 667 against 699), and slower below a million multiply-adds; a product of
 at least MKL_MACS multiply-adds whose operands are float32 matrices with a unit stride along one axis (transposed
 ones included) and that do not overlap its output is bound to one `cblas_sgemm` call (a stack of them to one
 `cblas_sgemm_batch_strided`), its pointers and sizes fixed at bind. Anything else keeps the numpy call it was given.
