@@ -113,7 +113,7 @@ def judge_partition(sub: Subgraph, env: Mapping[Node, Any], tally: _Tally) -> No
         if node in found:
             steps = (found[node].to(torch.int32) - result.to(torch.int32)).abs()
             end = (found[node].to(torch.int32) - env[node].to(torch.int32)).abs()
-            tally.values, tally.elements = tally.values + 1, tally.elements + steps.numel()
+            tally.values, tally.elements = len(found), tally.elements + steps.numel()
             tally.differing += int((steps > 0).sum())
             tally.max_steps = max(tally.max_steps, int(steps.max()))
             tally.end_to_end = max(tally.end_to_end, int(end.max()))
