@@ -52,6 +52,12 @@ def compile_exported(methods: Mapping[str, ExportedProgram], memory: MemoryConfi
     return Compiled(write_program(program, segments), plans, lowered.debug, lowered.report, ptd)
 
 
+def program_bytes(methods: Mapping[str, ExportedProgram], backends: Sequence[BackendConfig]) -> bytes:
+    """The `.pte` bytes of exported methods delegating to `backends`: how `observer: auto` compiles a candidate
+    (the build passes it to the quantize stage, which sits below the pipeline)."""
+    return compile_exported(methods, backends=backends).pte
+
+
 def compile_module(
     module: torch.nn.Module, inputs: tuple[Any, ...], memory: MemoryConfig = DEFAULT_MEMORY,
     dynamic_shapes: Any = None, backends: Sequence[BackendConfig] = (), weights: WeightsConfig | None = None,

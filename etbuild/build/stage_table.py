@@ -56,6 +56,10 @@ class StageFn:
             fn: Callable[..., None] = getattr(importlib.import_module(self.module), self.name)
         return fn
 
+    def __call__(self, *args: Any) -> Any:
+        """Call the function (imported on first use): a stage may take another function by name this way."""
+        return self.load()(*args)
+
 
 STAGE_FNS = {
     "export": StageFn("etbuild.stages.export", "run_export"),
@@ -67,6 +71,8 @@ STAGE_FNS = {
     "verify": StageFn("etbuild.verify.stage", "run_verify"),
 }
 """Stage name -> its function, by module and name."""
+COMPILE_PROGRAM = StageFn("etbuild.pipeline", "program_bytes")
+"""What quantize's `observer: auto` compiles candidates with: passed in, as the pipeline sits above quantize."""
 
 
 @dataclass(frozen=True)
@@ -177,7 +183,7 @@ def stage_calls(recipe: Recipe, a: Artifacts, dump_after: Sequence[str] = ()) ->
 
     calls = [
         call("export", (recipe, a.exports), (), exports, ("model",)),
-        call("quantize", (recipe, a.exports, a.quantized, a.layers), exports,
+        call("quantize", (recipe, a.exports, a.quantized, a.layers, COMPILE_PROGRAM), exports,
              [*a.quantized.values(), a.layers], quantize_sections(recipe)),
         call("lower", (methods, a.lowered, a.debug_map, a.dump_dir, dump_after, recipe.backends, a.constant_names),
              tuple(methods.values()), [a.lowered, a.debug_map, a.constant_names, a.etrecord, *a.method_etrecords,

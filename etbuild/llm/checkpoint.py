@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from etbuild.llm import imports
-from etbuild.llm.architectures import ARCHITECTURES, unsupported
+from etbuild.recipe.llm_architectures import ARCHITECTURES, unsupported
 
 TIED_HEAD = "lm_head.weight"
 

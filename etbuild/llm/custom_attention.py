@@ -8,7 +8,7 @@ function writes the layer's new keys and values (after RoPE) in place with `upda
 `custom_sdpa`, which attends over positions `0 … start + n - 1` only. A decode step so neither copies
 the cache nor attends over unfilled positions. With no mask function registered for `etbuild_custom`,
 transformers builds no mask (custom_sdpa is causal). What this takes from transformers is small and
-public (`SUPPORTED` in `etbuild.llm.versions`): `AttentionInterface.register`, the attention-function
+public (`SUPPORTED` in `etbuild.recipe.llm_versions`): `AttentionInterface.register`, the attention-function
 contract (`module.layer_idx`, query/key/value `[1, H, n, D]`, extra keyword arguments passed through),
 `position_ids` and `logits_to_keep`; transformers' own cache classes, whose `update` signature changed
 in 5.24, are not used. In the program, the lowering step `grouped-attention`

@@ -2,8 +2,9 @@
 
 A dialect names what a form may contain at a point of the pipeline; each step says which
 one it takes and which it gives, and a pipeline whose steps do not chain is refused.
-The graphs inside a `GraphMethod` are torch.fx graphs, which steps may edit in place as
-torch.fx passes do; the dataclasses only fix which graph and which constants go together.
+The graphs inside a `GraphMethod` (etbuild.graphs.method, which the backends' AOT halves read
+too) are torch.fx graphs, which steps may edit in place as torch.fx passes do; the dataclasses
+only fix which graph and which constants go together.
 """
 
 from __future__ import annotations
@@ -12,10 +13,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
 from torch.export import ExportedProgram
-from torch.fx import Node
 
+from etbuild.graphs.method import GraphMethod
 from etbuild.lowering.partition_report import PartitionReport
 from etbuild.recipe.config import BackendConfig
 from etbuild.runtime.format import program as fb
@@ -43,15 +43,6 @@ UNPLANNED = Dialect(
     "the program format: out-variant KernelCalls, constants in a segment, tensors not yet placed in memory",
     ".txt",
 )
-
-
-@dataclass(frozen=True)
-class GraphMethod:
-    """One method as a graph: its ExportedProgram and the nodes whose values are known at build time."""
-
-    name: str
-    exported: ExportedProgram
-    constants: Mapping[Node, torch.Tensor] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

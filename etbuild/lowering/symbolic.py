@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import operator
-from typing import Any
 
 import torch
 
-from etbuild.errors import StageError
+from etbuild.graphs.method import upper_bound
 
 # Python operators on SymInts in an exported graph → the program's prim operators.
 PRIM_OPS = {
@@ -24,17 +23,6 @@ PRIM_OPS = {
     operator.le: "executorch_prim::le",
     operator.neg: "executorch_prim::neg",
 }
-
-
-def upper_bound(size: Any) -> int:
-    """An int for a static size; the largest value a symbolic size can take otherwise."""
-    if isinstance(size, int):
-        return size
-    node = size.node
-    bound = node.shape_env.bound_sympy(node.expr).upper
-    if not bound.is_finite:
-        raise StageError(f"size {size} has no upper bound; give every dynamic dim a max in the recipe")
-    return int(bound)
 
 
 def shape_bounds(t: torch.Tensor) -> tuple[list[int], bool]:

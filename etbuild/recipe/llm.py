@@ -9,7 +9,7 @@ XNNPACK here, then take the whole model, and the runner prefills token by token)
 `input_pos` `[1]` int64. Each added key is located at `model.llm`. The
 schema then checks the rest; what it cannot say (an architecture outside the list, a folder
 without config.json, `max_prefill` past `max_context`, a transformers release outside
-`etbuild.llm.versions.SUPPORTED`) is a RecipeError here.
+`etbuild.recipe.llm_versions.SUPPORTED`) is a RecipeError here.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from etbuild.llm import versions
-from etbuild.llm.architectures import unsupported
+from etbuild.recipe import llm_versions
 from etbuild.recipe.checks import INT4_SCHEME, LLM_FACTORY, STATIC_SCHEME, override_schemes
+from etbuild.recipe.llm_architectures import unsupported
 from etbuild.recipe.parse import Doc
 from etbuild.recipe.places import KeyPath, located_error
 
@@ -43,7 +43,7 @@ def expand_llm(doc: Doc) -> None:
     for key in MODEL_KEYS:
         if key in model:
             raise _error(doc, ("model", key), f"expected no model.{key} beside model.llm (it gives the model)")
-    problem = versions.problem(versions.installed())
+    problem = llm_versions.problem(llm_versions.installed())
     if problem:
         raise _error(doc, ("model", "llm"), problem)
     kwargs = {**_source(doc, llm), **_lengths(doc, llm), **_section(doc)}

@@ -39,7 +39,7 @@ from etbuild.quantize.calibration import calibration_inputs
 from etbuild.quantize.checks import worst_layer
 from etbuild.quantize.metrics import db, gate_holds, gate_value
 from etbuild.quantize.modules import MODULE_STACK, SchemeMap, graph_modules, unmatched_glob
-from etbuild.quantize.program_judge import ProgramJudge
+from etbuild.quantize.program_judge import Compile, ProgramJudge
 from etbuild.quantize.schemes import requested_mode
 from etbuild.recipe import QuantizeConfig, Recipe
 from etbuild.recipe.kinds import kind_of
@@ -49,13 +49,17 @@ METHOD_MODULE = "etbuild.stages.export.MethodModule"
 """The wrapper export puts around a method other than forward; its model sits at `model.`."""
 
 
-def run_quantize(recipe: Recipe, exports: Mapping[str, Path], outs: Mapping[str, Path], layers_json: Path) -> None:
-    """Quantize every method, save each `.pt2` atomically, write `layers.json`."""
+def run_quantize(recipe: Recipe, exports: Mapping[str, Path], outs: Mapping[str, Path], layers_json: Path,
+                 compile_program: Compile | None = None) -> None:
+    """Quantize every method, save each `.pt2` atomically, write `layers.json`.
+
+    compile_program: what `observer: auto` compiles its candidates with (the build passes
+    `etbuild.pipeline.program_bytes`); without it, candidates are judged by their converted models."""
     cfg = _config(recipe)
     methods = {name: _model_relative(handoff.load(path)) for name, path in exports.items()}
     _check_globs(recipe, cfg, methods)
     schemes = SchemeMap(cfg.scheme, cfg.modules, cfg.calibration.observer)
-    results = {name: quantize_method(recipe, name, ep, schemes) for name, ep in methods.items()}
+    results = {name: quantize_method(recipe, name, ep, schemes, compile_program) for name, ep in methods.items()}
     write_json(layers_json, {**_settings(cfg), "methods": {name: r.record for name, r in results.items()}})
     searches = (r.record.get("agreement_search") for r in results.values())
     missed = [search for search in searches if search is not None and not search["passed"]]
@@ -76,7 +80,8 @@ class MethodResult:
         self.exported, self.record = exported, record
 
 
-def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: SchemeMap) -> MethodResult:
+def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: SchemeMap,
+                    compile_program: Compile | None = None) -> MethodResult:
     """Quantize one method and measure it on the verify samples."""
     cfg = _config(recipe)
     plan = flow.Plan(schemes, cfg.per_channel, cfg.group_size, cfg.embeddings,
@@ -87,7 +92,7 @@ def quantize_method(recipe: Recipe, method: str, ep: ExportedProgram, schemes: S
     gate = cfg.accuracy
     reference = flow.float_reference(ep)
     chosen = auto.quantize(ep, plan, inputs.calibration, inputs.evaluation, reference,
-                           _judge(recipe, method, ep, inputs.evaluation))
+                           _judge(recipe, method, ep, inputs.evaluation, compile_program))
     plan, model, kept, search = chosen.plan, chosen.model, (), None
     sequence_search = _agreement_search(recipe, ep, plan, model, inputs.calibration)
     if sequence_search is not None:
@@ -127,13 +132,15 @@ def _agreement_search(recipe: Recipe, ep: ExportedProgram, plan: flow.Plan, mode
     return found
 
 
-def _judge(recipe: Recipe, method: str, ep: ExportedProgram, samples: Any) -> ProgramJudge | None:
+def _judge(recipe: Recipe, method: str, ep: ExportedProgram, samples: Any,
+           compile_program: Compile | None) -> ProgramJudge | None:
     """What `observer: auto` measures candidates by: their programs, lowered with the recipe's backends
-    (None, their converted models, for a method with state, which running the samples would change)."""
-    if flow.mutated_buffers(ep):
+    (None, their converted models, for a method with state, which running the samples would change, or
+    without a compiler)."""
+    if flow.mutated_buffers(ep) or compile_program is None:
         return None
     return ProgramJudge(method, example_inputs(recipe, method), dynamic_shapes(recipe, method), recipe.backends,
-                        samples)
+                        samples, compile_program)
 
 
 def _config(recipe: Recipe) -> QuantizeConfig:

@@ -15,7 +15,7 @@ from etbuild.backends.ethos_u.aot.preprocess import preprocess
 from etbuild.backends.ethos_u.options import EthosUOptions
 from etbuild.backends.tosa.aot.lower import RULES
 from etbuild.backends.tosa.aot.partitioner import propose
-from etbuild.lowering.forms import GraphMethod
+from etbuild.graphs.method import GraphMethod
 
 
 class EthosUAot:

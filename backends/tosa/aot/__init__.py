@@ -13,7 +13,7 @@ from etbuild.backends.aot import Processed, Proposal, Subgraph
 from etbuild.backends.tosa.aot.lower import RULES, lower_subgraph
 from etbuild.backends.tosa.aot.partitioner import propose
 from etbuild.backends.tosa.options import TOSA_SPEC, TosaOptions
-from etbuild.lowering.forms import GraphMethod
+from etbuild.graphs.method import GraphMethod
 
 
 class TosaAot:

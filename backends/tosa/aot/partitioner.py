@@ -11,7 +11,7 @@ import operator
 
 from etbuild.backends.aot import Proposal, supported_groups
 from etbuild.backends.tosa.aot.support import WORK, Check, reasons
-from etbuild.lowering.forms import GraphMethod
+from etbuild.graphs.method import GraphMethod
 
 
 def propose(method: GraphMethod, check: Check | None = None) -> Proposal:

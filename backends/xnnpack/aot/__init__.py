@@ -16,7 +16,7 @@ from etbuild.backends.xnnpack.aot.ops import RULES
 from etbuild.backends.xnnpack.aot.partitioner import propose
 from etbuild.backends.xnnpack.aot.preprocess import preprocess
 from etbuild.backends.xnnpack.options import XnnpackOptions
-from etbuild.lowering.forms import GraphMethod
+from etbuild.graphs.method import GraphMethod
 
 
 class XnnpackAot:

@@ -17,7 +17,7 @@ from etbuild.backends.aot import Proposal, supported_groups
 from etbuild.backends.xnnpack.aot.ops.shape import FREE
 from etbuild.backends.xnnpack.aot.support import reasons
 from etbuild.backends.xnnpack.options import XnnpackOptions
-from etbuild.lowering.forms import GraphMethod
+from etbuild.graphs.method import GraphMethod
 
 
 def propose(method: GraphMethod, options: XnnpackOptions) -> Proposal:

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from etbuild.backends.xnnpack.aot.builder import DynamicSize
-from etbuild.lowering.symbolic import upper_bound
+from etbuild.graphs.method import upper_bound
 
 
 def sizes(shape: Sequence[Any]) -> tuple[int, ...]:

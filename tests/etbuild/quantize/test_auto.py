@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from etbuild.pipeline import compile_exported
+from etbuild.pipeline import compile_exported, program_bytes
 from etbuild.quantize import auto, flow
 from etbuild.quantize.modules import SchemeMap
 from etbuild.quantize.program_judge import ProgramJudge
@@ -38,7 +38,7 @@ def _quantize(tmp_path: Path, quantize: str) -> tuple[dict, torch.fx.GraphModule
     exports = {"forward": tmp_path / "export" / "forward.pt2"}
     run_export(recipe, exports)
     out, layers = tmp_path / "quantized" / "forward.pt2", tmp_path / "quantized" / "layers.json"
-    run_quantize(recipe, exports, {"forward": out}, layers)
+    run_quantize(recipe, exports, {"forward": out}, layers, program_bytes)
     return json.loads(layers.read_text())["methods"]["forward"], torch.export.load(str(out)).graph_module
 
 
@@ -74,7 +74,7 @@ def test_the_judge_runs_the_candidates_program_not_its_converted_model() -> None
     ep, samples = _linear_ep()
     model = flow.quantize(ep, flow.Plan(SchemeMap("int8-static", observer="minmax")), samples)
     backends = (BackendConfig("xnnpack"),)
-    judged = ProgramJudge("forward", samples[0], None, backends, samples)(model)
+    judged = ProgramJudge("forward", samples[0], None, backends, samples, program_bytes)(model)
     exported = {"forward": flow.reexport(model, samples[0], None)}
     program = Program.from_bytes(compile_exported(exported, backends=backends).pte)
     method = program.load_method("forward")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from etbuild.errors import RecipeError
-from etbuild.llm import versions
+from etbuild.recipe import llm_versions as versions
 from etbuild.recipe import load_recipe
 from tests.llm_support import TINY, write_llm_recipe
 
