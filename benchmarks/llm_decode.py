@@ -2,7 +2,7 @@
 reads, the GB/s that makes, and the machine's own bandwidth measured in the same run.
 
     python benchmarks/llm_decode.py [--shapes anchor,smollm2,qwen05] [--forms fp32,8da4w] [--flows export_llm]
-        [--threads default,1] [--new 32] [--repeat 2] [--cache DIR] [--results [NAME]]
+        [--threads default,1] [--new 32] [--repeat 2] [--cache DIR] [--build-only] [--results [NAME]]
 
 Shapes (Llama-3 layout, seeded random weights: speed does not depend on their values):
 - anchor: issue 46's 32.5 M-parameter decoder (dim 512, 8 layers, GQA 8/2, SwiGLU 1536, vocabulary 8,192);
@@ -11,6 +11,9 @@ Shapes (Llama-3 layout, seeded random weights: speed does not depend on their va
 Programs: export_llm's (KV cache, custom SDPA, XNNPACK with extended ops; fp32 and 8da4w: 8-bit dynamic activations,
 4-bit weights in groups of 32, 4-bit embeddings), built once per shape and form under --cache
 (etbuild.verify.export_llm), and with `--flows export_llm,etbuild` our recipe's program of the same checkpoint.
+Building is most of a first run's time (export_llm's export and XNNPACK partitioning of every layer: at qwen05's
+shape tens of minutes a program on a busy 2-core machine), so build once with `--build-only` (each program's build
+seconds printed; nothing timed) and time later runs from the same --cache: a program in the cache is never rebuilt.
 
 Each timing is a child process of its own (ours imports no torch): load, 8 warm-up tokens, then --new tokens decoded
 greedily one call each from position 8; the figure is the median per-token wall time, the best of --repeat children
@@ -69,15 +72,22 @@ def weight_bytes(shape: Any, form: str) -> float:
 
 
 def program(name: str, form: str, flow: str, cache: Path) -> tuple[Path, Any]:
-    """The `.pte` of shape `name` in `form` by `flow` (built once under cache), and its LlamaShape."""
+    """The `.pte` of shape `name` in `form` by `flow` (built once under cache, its build time printed), and its
+    LlamaShape."""
     from etbuild.verify.export_llm import LlamaShape, export_llm
 
     shape = LlamaShape(**SHAPES[name], max_seq_len=CONTEXT, max_context_len=CONTEXT)
+    start = time.perf_counter()
     if flow == "etbuild":  # our recipe's program of the checkpoint export_llm's fp32 build writes (same seed)
         from llm_runtime import recipe_program
 
-        return recipe_program(export_llm(shape, "fp32", cache).parent, form, CONTEXT), shape
-    return export_llm(shape, form, cache), shape
+        pte = recipe_program(export_llm(shape, "fp32", cache).parent, form, CONTEXT)
+    else:
+        pte = export_llm(shape, form, cache)
+    seconds = time.perf_counter() - start
+    if seconds > 1:  # built now, not found in the cache
+        print(f"built {name} {form} {flow} in {seconds:.0f} s: {pte}", flush=True)
+    return pte, shape
 
 
 def run_child(runtime: str, pte: Path, threads: str, new: int) -> float:
@@ -93,7 +103,8 @@ def _env() -> dict[str, str]:
     import os
 
     skip = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "ETBUILD_THREADS", "ETBUILD_BLAS")
-    return {**{k: v for k, v in os.environ.items() if k not in skip}, "PYTHONPATH": str(ROOT)}
+    env = {k: v for k, v in os.environ.items() if k not in skip}
+    return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))}
 
 
 def measure(pte: Path, threads: str, new: int, repeat: int) -> dict[str, float]:
@@ -119,12 +130,30 @@ def row(name: str, form: str, flow: str, threads: str, args: argparse.Namespace,
     return found
 
 
+def build_all(args: argparse.Namespace) -> tuple[list[tuple[str, str, str]], list[str]]:
+    """Every (shape, form, flow) asked for, built into --cache first (a cached program is not rebuilt), so that
+    the timings and the bandwidth around them are measured together; and a note for each that failed to build."""
+    from etbuild.errors import StageError
+
+    built, failed = [], []
+    for name in args.shapes.split(","):
+        for form in args.forms.split(","):
+            for flow in args.flows.split(","):
+                if args.only and f"{form}:{flow}" not in args.only.split(","):
+                    continue
+                try:
+                    program(name, form, flow, args.cache)
+                    built.append((name, form, flow))
+                except StageError as exc:  # export_llm's 8da4w build fails now and then: say so, measure the rest
+                    failed.append(f"{name} {form} {flow}: not built: {str(exc).splitlines()[-1]}")
+                    print(failed[-1], flush=True)
+    return built, failed
+
+
 def main() -> None:
     sys.path.insert(0, str(ROOT))
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from results import add_option, save
-
-    from etbuild.errors import StageError
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--shapes", default=",".join(SHAPES))
@@ -135,20 +164,14 @@ def main() -> None:
     p.add_argument("--new", type=int, default=32)
     p.add_argument("--repeat", type=int, default=2)
     p.add_argument("--cache", type=Path, default=Path("/tmp/etbuild-llm-decode"))
+    p.add_argument("--build-only", action="store_true", help="build every program into --cache, time nothing")
     add_option(p, "llm-decode")
     args = p.parse_args()
+    built, failed = build_all(args)
+    if args.build_only:
+        return
     before = bandwidth_gbps()
-    rows, failed = [], []
-    for name in args.shapes.split(","):
-        for form in args.forms.split(","):
-            for flow in args.flows.split(","):
-                if args.only and f"{form}:{flow}" not in args.only.split(","):
-                    continue
-                try:
-                    rows += [row(name, form, flow, threads, args, before) for threads in args.threads.split(",")]
-                except StageError as exc:  # export_llm's 8da4w build fails now and then: say so, measure the rest
-                    failed.append(f"{name} {form} {flow}: not built: {str(exc).splitlines()[-1]}")
-                    print(failed[-1], flush=True)
+    rows = [row(*which, threads, args, before) for which in built for threads in args.threads.split(",")]
     after = bandwidth_gbps()
     print(f"bandwidth {before:.1f} GB/s before, {after:.1f} after")
     if args.results:
