@@ -24,6 +24,12 @@ def _options(flags: str) -> EthosUOptions:
     return EthosUOptions(values["accelerator-config"], values["system-config"], values["memory-mode"])
 
 
+def data_keys(blob: bytes | memoryview) -> tuple[str, ...]:
+    """Every named-data key a runtime reads for this delegate: its external blocks' (an NPU's) and its TOSA
+    graph's (etbuild's simulation). Selective build ships the `.ptd` reader only when one is not in the program."""
+    return (*parse(blob).external.values(), tosa_key(blob))
+
+
 def simulation_keys(blob: bytes | memoryview) -> tuple[str, ...]:
     """The named-data keys of a delegate that only a simulation reads: its TOSA graph."""
     return (tosa_key(blob),)

@@ -24,6 +24,7 @@ Every file SHA256SUMS lists is a function of the inputs: same inputs, same bytes
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import json
 import os
@@ -48,7 +49,7 @@ from etbuild.release.budgets import check_budgets, figures
 from etbuild.release.bundles import copy_bundle, gate_bundles
 from etbuild.release.config import Product, Release, RuntimeGroup, load_release
 from etbuild.release.latency import measure_latency
-from etbuild.release.simulation import development_file, ship_program
+from etbuild.release.simulation import development_file, drops_simulation, ship_program
 from etbuild.release.weights import data_files, product_files, weights_path, write_weights
 from etbuild.release.wheel import installed_bytes, runtime_wheel, wheel_filename
 from etbuild.select import generate_runtime, selected_operators_yaml
@@ -149,6 +150,9 @@ def _runtime(release: Release, group: RuntimeGroup, build_root: Path, epoch: int
     """Generate the group's trimmed runtime and its wheel."""
     recipes = [release.product(p).recipe for p in group.products]
     union = union_selection(recipes, build_root)
+    if any(drops_simulation(release.product(p), Artifacts.of(release.product(p).recipe, build_root).pte)
+           for p in group.products):  # verified and timed with the dropped data in a .ptd
+        union = dataclasses.replace(union, features=tuple(sorted({*union.features, "EXTERNAL_DATA"})))
     source = f"release {release.dist_name}, runtime {group.name}"
     out = build_root / "release" / release.name / group.name
     artifact = generate_runtime(union, out, source=source, name=group.name)

@@ -72,6 +72,12 @@ def split_simulation(data: bytes) -> Split:
                  dropped)
 
 
+def drops_simulation(p: Product, built: Path) -> bool:
+    """Whether the release drops simulation data from the product's built `.pte` (its runtimes then need the
+    EXTERNAL_DATA feature, to verify and time it with the development `.ptd`)."""
+    return not p.keep_simulation and simulation_bytes(built.read_bytes()) > 0
+
+
 def development_file(build_root: Path, release: str, product: str) -> Path:
     """Where a release keeps the simulation data it dropped from a product (never shipped)."""
     return build_root / "release" / release / "simulation" / f"{product}.ptd"

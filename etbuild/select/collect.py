@@ -12,7 +12,7 @@ from pathlib import Path
 
 from etbuild.errors import InvalidProgram, StageError
 from etbuild.runtime.format import program as fb
-from etbuild.runtime.format.pte import read_program
+from etbuild.runtime.format.pte import ExtendedHeader, read_program
 from etbuild.runtime.kernel_registry import canonical_name
 from etbuild.runtime.tensor import numpy_dtype
 from etbuild.select.features import program_features, program_scalar_types
@@ -24,8 +24,9 @@ Frames = dict[str, list[tuple[SourceLocation, ...]]]
 
 def collect(pte_path: str | Path, lowered_path: str | Path | None = None) -> Selection:
     """The Selection of one program; source locations come from `lowered_path` when given."""
-    program = _read(Path(pte_path))
-    frames = _frames(_read(Path(lowered_path)), program) if lowered_path is not None else {}
+    data = Path(pte_path).read_bytes()
+    program, header = _read(Path(pte_path), data)
+    frames = _frames(_read(Path(lowered_path))[0], program) if lowered_path is not None else {}
     calls: dict[str, list[CallSite]] = {}
     backends: list[str] = []
     for plan in program.execution_plan:
@@ -39,12 +40,13 @@ def collect(pte_path: str | Path, lowered_path: str | Path | None = None) -> Sel
                 calls.setdefault(name, []).append(_call_site(str(pte_path), plan, pc, args, where))
             elif isinstance(args, fb.DelegateCall):
                 backends.append(_backend(plan, args.delegate_index))
-    return build(calls, backends, [str(pte_path)], program_features(program), program_scalar_types(program))
+    return build(calls, backends, [str(pte_path)], program_features(program, data, header),
+                 program_scalar_types(program))
 
 
-def _read(path: Path) -> fb.Program:
+def _read(path: Path, data: bytes | None = None) -> tuple[fb.Program, ExtendedHeader | None]:
     try:
-        return read_program(path.read_bytes())[0]
+        return read_program(path.read_bytes() if data is None else data)
     except InvalidProgram as exc:
         raise InvalidProgram(f"{path}: {exc}") from None
 

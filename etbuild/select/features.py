@@ -6,11 +6,16 @@ generated with exactly these features and dtypes, so it must never miss one the 
 
 from __future__ import annotations
 
+import importlib
+
 from etbuild.errors import InternalError
 from etbuild.runtime import features
+from etbuild.runtime.backend_registry import BACKENDS
 from etbuild.runtime.binding import rebound_values
 from etbuild.runtime.data_files import is_external
+from etbuild.runtime.delegates import processed_blob
 from etbuild.runtime.format import program as fb
+from etbuild.runtime.format.pte import ExtendedHeader
 from etbuild.runtime.preload import preloadable
 from etbuild.runtime.values import LIST_TYPES
 
@@ -18,12 +23,39 @@ VALUE_LIST_TYPES = (*LIST_TYPES, fb.DoubleList, fb.BoolList)
 NATIVE_FLOATS = {fb.ScalarType.FLOAT, fb.ScalarType.DOUBLE}
 
 
-def program_features(program: fb.Program) -> tuple[str, ...]:
-    """The names of the runtime features any method of the program needs, sorted."""
+def program_features(program: fb.Program, data: bytes | None = None, header: ExtendedHeader | None = None
+                     ) -> tuple[str, ...]:
+    """The names of the runtime features any method of the program needs, sorted. With the file's bytes,
+    EXTERNAL_DATA only when a constant is external or a delegate may read a key the program does not hold."""
     found = set()
     for plan in program.execution_plan:
         found |= plan_features(plan)
+    if data is not None and not (_external_constants(program) or _delegates_read_files(data, program, header)):
+        found.discard("EXTERNAL_DATA")
     return tuple(sorted(found))
+
+
+def _external_constants(program: fb.Program) -> bool:
+    return any(isinstance(ev.val, fb.Tensor) and is_external(ev.val) for plan in program.execution_plan
+               for ev in plan.values)
+
+
+def _delegates_read_files(data: bytes, program: fb.Program, header: ExtendedHeader | None) -> bool:
+    """Whether some delegate may read named data from a `.ptd`: one whose backend names the keys it reads
+    (`data_keys(blob)` in its memory module, BACKENDS[name].memory) reads a key the program lacks; one whose
+    backend does not name them might."""
+    hooks = {b.id: getattr(importlib.import_module(b.memory), "data_keys", None) if b.memory else None
+             for b in BACKENDS.values()}
+    held = {item.key for item in program.named_data}
+    for plan in program.execution_plan:
+        for k, d in enumerate(plan.delegates):
+            hook = hooks.get(d.id)
+            if hook is None:
+                return True
+            blob = processed_blob(data, program, header, d.processed, f"delegate {k} ({d.id})")
+            if not set(hook(blob)) <= held:
+                return True
+    return False
 
 
 def plan_features(plan: fb.ExecutionPlan) -> set[str]:
@@ -38,7 +70,7 @@ def plan_features(plan: fb.ExecutionPlan) -> set[str]:
         "DIM_ORDER": any(list(t.dim_order) not in ([], list(range(len(t.sizes)))) for t in tensors),
         "DTYPE_PROMOTION": any(_promotes(plan, ins.instr_args) for ins in instructions),
         "DYNAMIC_SHAPES": any(t.shape_dynamism != fb.TensorShapeDynamism.STATIC for t in tensors),
-        # a delegate's named data may live in a data file, and only its backend knows its keys
+        # a delegate's named data may live in a data file; program_features asks the backends that name their keys
         "EXTERNAL_DATA": any(is_external(t) for t in tensors) or fb.DelegateCall in kinds,
         "LIVE_VALUES": bool(rebound_values(plan, instructions)),
         "MEMORY_LEVELS": len(plan.non_const_buffer_sizes) > 2,

@@ -154,3 +154,15 @@ def test_profile_labels_the_simulation_and_puts_velas_estimate_beside_it(program
     cycles = report["vela"]["cycles_total"]
     assert row[:3] == ["1", "EthosUBackend", "0"] and float(row[3].replace(",", "")) > 0
     assert row[4:7] == [f"{cycles:,.0f}", "cycles", "="]
+
+
+def test_external_data_is_selected_only_when_a_delegate_reads_a_key_the_program_lacks(program) -> None:
+    from etbuild.release.simulation import split_simulation
+    from etbuild.runtime.format.pte import read_program
+    from etbuild.select.features import program_features
+
+    pte, _, _ = program
+    assert "EXTERNAL_DATA" not in program_features(read_program(pte)[0], pte, read_program(pte)[1])
+    lean = split_simulation(pte).pte  # its TOSA graph now lives in a .ptd
+    assert "EXTERNAL_DATA" in program_features(read_program(lean)[0], lean, read_program(lean)[1])
+    assert "EXTERNAL_DATA" in program_features(read_program(pte)[0])  # without the bytes: every delegate may
