@@ -14,10 +14,15 @@ block products are exact in float32 either way, and the signed form gave the sam
 
 from __future__ import annotations
 
+import functools
+import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
 
+from etbuild.backends.xnnpack.runtime import loops
 from etbuild.backends.xnnpack.runtime.values import QuantizedRows
 
 CHUNK = 16  # inputs summed into ksum at a time by the packing (kr 8, two planes)
@@ -25,28 +30,54 @@ CHUNK = 16  # inputs summed into ksum at a time by the packing (kr 8, two planes
 
 @dataclass(frozen=True)
 class Int4Filter:
-    """An int4 [N, K] weight for the one-row loop: nibbles (K/2, N) uint8 (input 2p low, 2p + 1 high, each code
-    + 8), scales (blocks, N) float32 holding bf16 numbers (a fifth of the bytes the loop reads: as bf16 bits,
-    a sixth, but each block's scales took a pass of their own to widen, and the loop ran 20% slower) and ksum
-    (N,) float32."""
+    """An int4 [N, K] weight for the one-row loop, in one of two forms. `compiled.qd8_qb4w_matvec`'s: nibbles
+    (K/2, N) uint8 (input 2p low, 2p + 1 high, each code + 8) and scales (blocks, N) float32 holding bf16 numbers (a
+    fifth of the bytes the loop reads: as bf16 bits, a sixth, but each block's scales took a pass of their own to
+    widen, and the loop ran 20% slower); or, on AVX512-VNNI, `vnni.qd8_qb4w_row`'s: tiles (N/16, K/8, 64) uint8 and
+    scales (N/16, blocks, 16) (vnni.pack), nibbles None. ksum (N,) float32 in both."""
 
-    nibbles: np.ndarray
+    nibbles: np.ndarray | None
     scales: np.ndarray
     ksum: np.ndarray
+    tiles: np.ndarray | None = None
 
 
-def int4_filter(rows: QuantizedRows) -> Int4Filter | None:
-    """The one-row form of an int4 weight's codes (K, N) and scales, or None unless a block is a multiple of CHUNK
-    inputs (XNNPACK's qb4w kernels take multiples of 32)."""
+def int4_filter(rows: QuantizedRows, tiled: bool = False) -> Int4Filter | None:
+    """The one-row form of an int4 weight's codes (K, N) and scales (tiled: the VNNI form where `vnni()` is on),
+    or None unless a block is a multiple of CHUNK inputs (XNNPACK's qb4w kernels take multiples of 32)."""
     k, _ = rows.codes.shape
     if (k // rows.scales.shape[0]) % CHUNK:
         return None
-    unsigned = (rows.codes + 8).astype(np.uint8)
-    nibbles = np.ascontiguousarray(unsigned[0::2] | (unsigned[1::2] << 4))
     bf16 = np.ascontiguousarray(rows.scales).view(np.uint32) >> 16
     if not np.array_equal(bf16 << 16, rows.scales.view(np.uint32)):
         return None  # scales that are not bf16 numbers: not XNNPACK's qb4w
-    return Int4Filter(nibbles, np.ascontiguousarray(rows.scales, np.float32), packed_ksum(rows.codes, rows.scales))
+    ksum = packed_ksum(rows.codes, rows.scales)
+    fast = vnni() if tiled else None
+    if fast is not None:
+        tiles, scales = fast.pack(rows.codes, np.asarray(rows.scales, np.float32))
+        return Int4Filter(None, scales, ksum, tiles)
+    unsigned = (rows.codes + 8).astype(np.uint8)
+    nibbles = np.ascontiguousarray(unsigned[0::2] | (unsigned[1::2] << 4))
+    return Int4Filter(nibbles, np.ascontiguousarray(rows.scales, np.float32), ksum)
+
+
+def vnni() -> ModuleType | None:
+    """The AVX512-VNNI product (module `vnni`), or None without numba, with numba's loops off, or on a CPU without
+    AVX512-VNNI and AVX512BW."""
+    return _vnni() if loops.compiled() is not None else None
+
+
+@functools.cache
+def _vnni() -> ModuleType | None:
+    try:
+        from llvmlite import binding
+
+        features = binding.get_host_cpu_features()
+        if not (features.get("avx512vnni", False) and features.get("avx512bw", False)):
+            return None
+        return importlib.import_module("etbuild.backends.xnnpack.runtime.vnni")
+    except (ImportError, RuntimeError):  # no llvmlite, or it cannot read this host's features
+        return None
 
 
 def packed_ksum(codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
@@ -59,3 +90,29 @@ def packed_ksum(codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
         chunk = codes[start : start + CHUNK].sum(axis=0, dtype=np.int32).astype(np.float32)
         ksum = ksum - chunk * scales[start // group]
     return ksum
+
+
+SPLIT_OUTPUTS = 4096  # a tiled product of at least this many outputs splits over the pool (a one-row product
+# of fewer finishes before the pool's workers wake)
+
+
+def tiled_row(w: Int4Filter, codes: np.ndarray, params: np.ndarray, bias: np.ndarray, out: np.ndarray,
+              count: int, run: Callable[[Callable[[int], object], int], None] | None) -> Callable[[], None]:
+    """The step computing out (N,) from one qdint8 row's codes and params through a tiled filter, split over
+    `run` (Pool.run) into `count` blocks of tiles when there is more than one thread and N ≥ SPLIT_OUTPUTS: each
+    block writes its own outputs, the same bits on any number of threads."""
+    fast = vnni()
+    assert fast is not None and w.tiles is not None, "tiled_row needs the VNNI form"
+    tiles, blocks = w.tiles.shape[0], w.scales.shape[1]
+    k = 8 * w.tiles.shape[1]
+    if run is None or count < 2 or out.shape[0] < SPLIT_OUTPUTS:
+        return functools.partial(fast.qd8_qb4w_row, w.tiles, w.scales, w.ksum, codes, params, bias,
+                                 fast.scratch(k, blocks), out, 0, tiles)
+    bounds = [tiles * i // count for i in range(count + 1)]
+    scratches = [fast.scratch(k, blocks) for _ in range(count)]
+    product = fast.qd8_qb4w_row
+
+    def block(i: int) -> None:
+        product(w.tiles, w.scales, w.ksum, codes, params, bias, scratches[i], out, bounds[i], bounds[i + 1])
+
+    return functools.partial(run, block, count)

@@ -41,6 +41,7 @@ from etbuild.backends.xnnpack.runtime.ops.base import (
 from etbuild.backends.xnnpack.runtime.ops.requant import Requantization, integer_form
 from etbuild.kernels.numerics.blas import bound_product
 from etbuild.kernels.numerics.ufuncs import matmul_add
+from etbuild.runtime import threads
 from etbuild.runtime.steps import Step
 
 FEW_OUTPUTS = 64  # a float filter of up to this many outputs keeps [K, N]: one row takes XNNPACK's FMA loop on it
@@ -72,7 +73,8 @@ class FullyConnected(Op):
             codes, self.requant = integer
             self.packed = np.ascontiguousarray(codes if self.transposed else codes.T)
             self.bias, self.rows = None, None
-        self.int4 = qd8.int4_filter(self.rows) if self.rows is not None and w.datatype == DT.QBINT4 else None
+        self.int4 = qd8.int4_filter(self.rows, tiled=x.grid.datatype == DT.QDINT8) \
+            if self.rows is not None and w.datatype == DT.QBINT4 else None
         self.codes: RowCodes | None = None
         if self.int4 is not None and x.grid.datatype == DT.QDINT8:
             self.codes_input, self.codes_length = x.id, self.k
@@ -157,6 +159,10 @@ class FullyConnected(Op):
             return functools.partial(fused.row_dots, self.by_output, x[0], bias, o[0])
         if few:
             return functools.partial(fused.fma_matvec, self.packed, x[0], bias, o[0])
+        if self.codes is not None and self.int4 is not None and self.int4.tiles is not None:  # AVX512-VNNI
+            count = threads.current().thread_count
+            run = threads.pool(count).run if count > 1 else None
+            return qd8.tiled_row(self.int4, self.codes.codes, self.codes.params, bias, o[0], count, run)
         if self.codes is not None and self.int4 is not None:
             w, c = self.int4, self.codes
             scratch = np.empty(self.n, np.int32), np.empty(self.n, np.int16), np.empty(self.n, np.int16)

@@ -1,0 +1,141 @@
+"""XNNPACK's qd8 × qb4w one-row product on AVX512-VNNI (numba; imported only where `qd8.vnni()` finds the CPU
+feature): the same integers and float operations as `compiled.qd8_qb4w_matvec`, so the same bits, at a few
+instructions per 128 weights.
+
+The weights are packed at load (`pack`) for the loop's access order: per tile of 16 outputs, per 8 inputs, 64
+bytes whose low nibbles hold the tile's 16 outputs × inputs 0–3 (output-major, 4 inputs per output: the 4 bytes one
+int32 lane of `vpdpbusd` sums) and whose high nibbles hold inputs 4–7, each weight + 8 (0–15, so the signed operand
+of `vpdpbusd` reads it as is). The row's codes, unsigned (q + 128), are the other operand, 4 inputs broadcast to
+every lane. A block's 32-bit sums are exact; float(Σ u·(w + 8) − 8·Σ u) times the block's scale is added with one
+fused multiply-add onto ksum · zero point, block after block; then times the input scale, then plus the bias.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.extending import intrinsic
+
+F = np.float32
+LANES = 16  # outputs per tile: one 512-bit vector of int32 sums
+GROUP = 8  # inputs per 64-byte load (4 in the low nibbles, 4 in the high ones)
+jit = numba.njit(cache=True, nogil=True, error_model="numpy")
+
+I8, I32, FLT = ir.IntType(8), ir.IntType(32), ir.FloatType()
+V64B, V16I, V16F = ir.VectorType(I8, 64), ir.VectorType(I32, LANES), ir.VectorType(FLT, LANES)
+
+
+def _pointer(context, builder, arraytype, array, index, element):  # noqa: ANN001, ANN202
+    """A pointer to `element`-typed memory at array.data[index]."""
+    data = context.make_array(arraytype)(context, builder, array).data
+    return builder.bitcast(builder.gep(data, [index]), element.as_pointer())
+
+
+def _splat(builder, value, vector):  # noqa: ANN001, ANN202
+    undef = ir.Constant(vector, ir.Undefined)
+    first = builder.insert_element(undef, value, ir.Constant(I32, 0))
+    return builder.shuffle_vector(first, undef, ir.Constant(ir.VectorType(I32, vector.count), None))
+
+
+@intrinsic
+def tile_dot(typingctx, w, wi, a, blocks, per, s, si, offsets, acc):  # noqa: ANN001, ANN201, ARG001
+    """acc[0:16] ← fma(float(Σ u·w − offsets[b]), s[si + 16b : si + 16b + 16], acc[0:16]) for b = 0 … blocks − 1,
+    in order, for one tile of 16 outputs: each block `per` loads of 64 weight bytes from w[wi] on (uint8) against
+    the row's packed codes a[2g], a[2g + 1] (int32, 4 unsigned codes each); acc stays in a register throughout."""
+    sig = types.void(w, wi, a, blocks, per, s, si, offsets, acc)
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202, ARG001
+        w_, wi_, a_, blocks_, per_, s_, si_, offsets_, acc_ = args
+        tw, _, ta, _, _, ts, _, to, tacc = signature.args
+        mod = builder.module
+        dot = cgutils.get_or_insert_function(mod, ir.FunctionType(V16I, [V16I] * 3), "llvm.x86.avx512.vpdpbusd.512")
+        fma = cgutils.get_or_insert_function(mod, ir.FunctionType(V16F, [V16F] * 3), "llvm.fma.v16f32")
+        index = wi_.type
+        out_ptr = _pointer(context, builder, tacc, acc_, ir.Constant(index, 0), V16F)
+        total = cgutils.alloca_once_value(builder, builder.load(out_ptr, align=4))
+        sums = cgutils.alloca_once_value(builder, ir.Constant(V16I, None))  # low nibbles' sums, then high ones'
+        highs = cgutils.alloca_once_value(builder, ir.Constant(V16I, None))  # (two chains: dpbusd's latency)
+        low, four = ir.Constant(V64B, [15] * 64), ir.Constant(V64B, [4] * 64)
+        with cgutils.for_range(builder, blocks_) as blocks_loop:
+            b = blocks_loop.index
+            builder.store(ir.Constant(V16I, None), sums)
+            builder.store(ir.Constant(V16I, None), highs)
+            with cgutils.for_range(builder, per_) as groups_loop:
+                g = builder.add(builder.mul(b, per_), groups_loop.index)
+                at = builder.add(wi_, builder.mul(g, ir.Constant(index, 64)))
+                bytes_ = builder.load(_pointer(context, builder, tw, w_, at, V64B), align=1)
+                lo = builder.bitcast(builder.and_(bytes_, low), V16I)
+                hi = builder.bitcast(builder.lshr(bytes_, four), V16I)
+                k = builder.mul(g, ir.Constant(index, 2))
+                a0 = builder.load(_pointer(context, builder, ta, a_, k, I32))
+                a1 = builder.load(_pointer(context, builder, ta, a_, builder.add(k, ir.Constant(index, 1)), I32))
+                builder.store(builder.call(dot, [builder.load(sums), _splat(builder, a0, V16I), lo]), sums)
+                builder.store(builder.call(dot, [builder.load(highs), _splat(builder, a1, V16I), hi]), highs)
+            off = builder.load(_pointer(context, builder, to, offsets_, b, I32))
+            exact = builder.add(builder.load(sums), builder.load(highs))
+            block = builder.sitofp(builder.sub(exact, _splat(builder, off, V16I)), V16F)
+            at = builder.add(si_, builder.mul(b, ir.Constant(index, LANES)))
+            scale = builder.load(_pointer(context, builder, ts, s_, at, V16F), align=4)
+            builder.store(builder.call(fma, [block, scale, builder.load(total)]), total)
+        builder.store(builder.load(total), out_ptr, align=4)
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+def pack(codes: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """int4 codes (K, N) (−8 … 7) and block scales (B, N) as the loop reads them: weights (tiles, K/8, 64) uint8
+    and scales (tiles, B, 16) float32, N padded with zero weights and scales to a multiple of 16."""
+    k, n = codes.shape
+    tiles = -(-n // LANES)
+    u = np.zeros((k, tiles * LANES), np.uint8)
+    u[:, :n] = codes + 8
+    # [K/8, 2 (low, high), 4 inputs, tiles, 16 outputs] -> [tiles, K/8, 16 outputs, 4 inputs] per nibble plane
+    planes = u.reshape(k // GROUP, 2, 4, tiles, LANES).transpose(3, 0, 1, 4, 2)
+    packed = np.ascontiguousarray(planes[:, :, 0] | (planes[:, :, 1] << 4)).reshape(tiles, k // GROUP, 64)
+    padded = np.zeros((scales.shape[0], tiles * LANES), np.float32)
+    padded[:, :n] = scales
+    return packed, np.ascontiguousarray(padded.reshape(scales.shape[0], tiles, LANES).transpose(1, 0, 2))
+
+
+@jit
+def qd8_qb4w_row(weights: np.ndarray, scales: np.ndarray, ksum: np.ndarray, codes: np.ndarray,
+                 params: np.ndarray, bias: np.ndarray, scratch: np.ndarray, out: np.ndarray,
+                 first: int, last: int) -> None:
+    """out[16·first : 16·last] (of N) for one qdint8 row (codes (K,) int32 unsigned, params (zero point + 128,
+    scale), from snap_row_qdint8_codes) through tiles first … last − 1 of the packed int4 weights (`pack`), with
+    ksum (N,) and bias (N,) float32; scratch int32 of K/4 + blocks + 16 elements. XNNPACK's bits (module
+    docstring). Disjoint tile ranges write disjoint outputs: blocks of one product may run on several threads."""
+    tiles, groups, _ = weights.shape
+    blocks = scales.shape[1]
+    per = groups // blocks
+    n = out.shape[0]
+    packed, offsets = scratch[: 2 * groups], scratch[2 * groups : 2 * groups + blocks]
+    acc = scratch[2 * groups + blocks : 2 * groups + blocks + LANES].view(np.float32)
+    for q in range(groups):  # inputs 8q … 8q + 3, then 8q + 4 … 8q + 7: one byte each
+        c = codes[8 * q : 8 * q + 8]
+        packed[2 * q] = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24)
+        packed[2 * q + 1] = c[4] | (c[5] << 8) | (c[6] << 16) | (c[7] << 24)
+    for b in range(blocks):
+        total = 0
+        for k in range(b * GROUP * per, (b + 1) * GROUP * per):
+            total += codes[k]
+        offsets[b] = 8 * total
+    zero, inscale = params[0], params[1]
+    flat_w, flat_s = weights.reshape(-1), scales.reshape(-1)
+    for t in range(first, min(last, tiles)):
+        start = t * LANES
+        for j in range(LANES):
+            acc[j] = ksum[start + j] * zero if start + j < n else F(0)
+        tile_dot(flat_w, t * groups * 64, packed, blocks, per, flat_s, t * blocks * LANES, offsets, acc)
+        for j in range(min(LANES, n - start)):  # the input scale, then the bias: two roundings, as XNNPACK
+            v = acc[j] * inscale
+            out[start + j] = v + bias[start + j]
+
+
+def scratch(k: int, blocks: int) -> np.ndarray:
+    """The scratch one call of qd8_qb4w_row takes for K inputs in `blocks` blocks."""
+    return np.zeros(k // 4 + blocks + LANES, np.int32)
