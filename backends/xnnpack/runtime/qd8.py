@@ -92,15 +92,17 @@ def packed_ksum(codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
     return ksum
 
 
-SPLIT_OUTPUTS = 4096  # a tiled product of at least this many outputs splits over the pool (a one-row product
-# of fewer finishes before the pool's workers wake)
+SPLIT_OUTPUTS = 32768  # a tiled product of at least this many outputs (a real vocabulary's head) splits over the
+# pool; smaller ones finish in about the time a worker takes to wake, and on a busy machine a worker that wakes late
+# costs more than the split saves (the anchor's 8,192-output head at the default thread count, load 13-17: no gain)
+BLOCKS_PER_THREAD = 4  # so that a worker descheduled mid-product holds back at most a small block
 
 
 def tiled_row(w: Int4Filter, codes: np.ndarray, params: np.ndarray, bias: np.ndarray, out: np.ndarray,
               count: int, run: Callable[[Callable[[int], object], int], None] | None) -> Callable[[], None]:
     """The step computing out (N,) from one qdint8 row's codes and params through a tiled filter, split over
-    `run` (Pool.run) into `count` blocks of tiles when there is more than one thread and N ≥ SPLIT_OUTPUTS: each
-    block writes its own outputs, the same bits on any number of threads."""
+    `run` (Pool.run) into BLOCKS_PER_THREAD · `count` blocks of tiles when there is more than one thread and
+    N ≥ SPLIT_OUTPUTS: each block writes its own outputs, the same bits on any number of threads."""
     fast = vnni()
     assert fast is not None and w.tiles is not None, "tiled_row needs the VNNI form"
     tiles, blocks = w.tiles.shape[0], w.scales.shape[1]
@@ -108,11 +110,12 @@ def tiled_row(w: Int4Filter, codes: np.ndarray, params: np.ndarray, bias: np.nda
     if run is None or count < 2 or out.shape[0] < SPLIT_OUTPUTS:
         return functools.partial(fast.qd8_qb4w_row, w.tiles, w.scales, w.ksum, codes, params, bias,
                                  fast.scratch(k, blocks), out, 0, tiles)
-    bounds = [tiles * i // count for i in range(count + 1)]
-    scratches = [fast.scratch(k, blocks) for _ in range(count)]
+    parts = min(tiles, BLOCKS_PER_THREAD * count)
+    bounds = [tiles * i // parts for i in range(parts + 1)]
+    scratches = [fast.scratch(k, blocks) for _ in range(parts)]
     product = fast.qd8_qb4w_row
 
     def block(i: int) -> None:
         product(w.tiles, w.scales, w.ksum, codes, params, bias, scratches[i], out, bounds[i], bounds[i + 1])
 
-    return functools.partial(run, block, count)
+    return functools.partial(run, block, parts)
