@@ -6,17 +6,19 @@ quantized torch model's own arithmetic), and the result is quantized with the pa
 int8 quantize that reads it (support.py requires that quantize). `sigmoid`, `tanh`, `hardswish`,
 `hardsigmoid`, `gelu`, `silu`, `exp`, `elu` and the like all lower this way.
 
-`softmax` and `log_softmax` over dim d are lowered with int32 arithmetic and two tables (as ExecuTorch's
-Arm flow decomposes them, here with scales chosen from the known ranges instead of observed ones):
-m = REDUCE_MAX(x); t = x − m ∈ [−L, 0] (RESCALE to int8 over L = min(255·s, EXP_RANGE)); e = TABLE_exp(t)
-(int8, scale 1/127, e of the maximum is exactly 127); S = REDUCE_SUM(e), as int8 over [0, N];
-log_softmax = s·(x − m) − TABLE_log(S) and softmax = e × TABLE_reciprocal(S), each RESCALEd once
-into the output's parameters.
+`softmax` and `log_softmax` over dim d use int32 arithmetic and small tables (ExecuTorch's Arm flow
+decomposes them into int8 steps with observed scales; here each step's scale follows from known ranges):
+in PyTorch's dim order: m = REDUCE_MAX(x); x − m in [−255, 0] input steps, as int8 over [−L, 0]
+(L = 255·s within [1/16, 16]); e = TABLE_exp (int8 over [exp(−L), 1], then int32);
+Σ = REDUCE_SUM(e), as an int8 index over [0, N].
+log_softmax = s·x − (s·m + log Σ), with log Σ from two tables (a coarse part and its remainder);
+softmax = e × TABLE_reciprocal(Σ). Each result is RESCALEd once into the output's parameters.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -24,8 +26,7 @@ from torch.fx import Node
 
 from etbuild.backends.tosa.aot.compute import rescale
 from etbuild.backends.tosa.aot.quant import QParams, activation_params
-from etbuild.backends.tosa.aot.shape import stored_axis
-from etbuild.backends.tosa.aot.values import Context, Value
+from etbuild.backends.tosa.aot.values import TORCH, Context, Value, in_layout
 
 aten = torch.ops.aten
 TABLE_OPS = frozenset({
@@ -34,8 +35,9 @@ TABLE_OPS = frozenset({
     aten.rsqrt.default, aten.sqrt.default, aten.erf.default,
 })
 SOFTMAX_OPS = frozenset({aten._softmax.default, aten._log_softmax.default})
-EXP_RANGE = 16.0
-"""How far below a row's maximum softmax still resolves (exp(−16) ≈ 1e-7: below every int8 step)."""
+EXP_RANGE, MIN_RANGE = 16.0, 1 / 16
+"""How far below a row's maximum softmax resolves (exp(−16) ≈ 1e-7: below every int8 step), and at
+least (a finer table than the input's steps would only round them)."""
 CODES = np.arange(-128, 128)
 
 
@@ -67,47 +69,89 @@ def table(lw: Context, node: Node) -> Value:
     return Value(lookup(lw, x.tensor, x.stored, fn, x.params, out), x.shape, x.layout, out)
 
 
+@dataclass(frozen=True)
+class Sums:
+    """What softmax and log_softmax share: each row's maximum (int8), the exponentials e − exp(−L)
+    (int32, steps of `unit`) and each row's Σ e as an int8 index over [0, N]."""
+
+    peak: Value
+    exp: Value
+    low: int
+    index: Value
+
+
 def softmax(lw: Context, node: Node) -> Value:
-    """_softmax / _log_softmax(x, dim, half_to_float) of an int8 value over one dim."""
-    b, x, out = lw.b, lw.value(node.args[0]), output_params(node)
+    """_softmax / _log_softmax(x, dim, half_to_float) of an int8 value over one dim, in PyTorch's dim order
+    (Vela reduces over a channels-last value's last dim slowly)."""
+    x, out = in_layout(lw.b, lw.value(node.args[0]), TORCH), output_params(node)
     assert out is not None, "support.py takes softmax only when one int8 quantize reads it"
-    rank, stored, dim = len(x.shape), x.stored, node.args[1] % len(x.shape)
-    axis = stored_axis(dim, rank, x.layout)
-    row = tuple(1 if k == dim else d for k, d in enumerate(x.shape))  # one value per row (PyTorch's order)
-    kept = tuple(1 if k == axis else d for k, d in enumerate(stored))
-    peak = b.op("REDUCE_MAX", [x.tensor], kept, np.int8, "ReduceMaxAttribute", axis, b.ts.NanPropagationMode.PROPAGATE)
-    s = x.params.scale
+    dim = node.args[1] % len(x.shape)
+    sums = _sums(lw, x, dim)
+    tail = _log_softmax if node.target is aten._log_softmax.default else _softmax
+    return Value(tail(lw, x, sums, out), x.shape, TORCH, out)
+
+
+def _sums(lw: Context, x: Value, dim: int) -> Sums:
+    b, s = lw.b, x.params.scale
+    row = tuple(1 if k == dim else d for k, d in enumerate(x.shape))
+    peak = Value(b.op("REDUCE_MAX", [x.tensor], row, np.int8, "ReduceMaxAttribute", dim,
+                      b.ts.NanPropagationMode.PROPAGATE), row, TORCH, x.params)
     wide = rescale(lw, x, np.array([1.0]), 0, np.int32)
-    top = rescale(lw, Value(peak, row, x.layout, x.params), np.array([1.0]), 0, np.int32)
-    diff = b.op("SUB", [wide, top], stored, np.int32, "SubAttribute")  # x − m in steps of s, in [−255, 0]
-    reach = min(255 * s, EXP_RANGE)
+    top = rescale(lw, peak, np.array([1.0]), 0, np.int32)
+    diff = Value(b.op("SUB", [wide, top], x.shape, np.int32, "SubAttribute"), x.shape, TORCH,
+                 scales=np.array([s]))  # x − m in [−255, 0] steps of s
+    reach = float(np.clip(255 * s, MIN_RANGE, EXP_RANGE))
     step = QParams(reach / 255, 127)  # t = x − m as int8: 0 at code 127
-    shifted = rescale(lw, Value(diff, x.shape, x.layout, scales=np.array([s])), np.array([s / step.scale]), 127,
-                      np.int8)
-    unit = QParams(1 / 127, 0)
-    exp = lookup(lw, shifted, stored, np.exp, step, unit)
-    wide_exp = rescale(lw, Value(exp, x.shape, x.layout, unit), np.array([1.0]), 0, np.int32)
-    total = b.op("REDUCE_SUM", [wide_exp], kept, np.int32, "ReduceSumAttribute", axis)  # 127 · Σ e ∈ [127, 127·N]
-    n = stored[axis]
+    shifted = rescale(lw, diff, np.array([s / step.scale]), 127, np.int8)
+    low = float(np.exp(-reach))
+    unit = QParams((1 - low) / 255, -128)  # e − exp(−reach) over [0, 1 − exp(−reach)]
+    exp = lookup(lw, shifted, x.shape, lambda t: np.exp(t) - low, step, unit)
+    wide_exp = Value(rescale(lw, Value(exp, x.shape, TORCH, unit), np.array([1.0]), 0, np.int32), x.shape, TORCH,
+                     scales=np.array([unit.scale]))
+    offset = round(low / unit.scale)
+    partial = b.op("REDUCE_SUM", [wide_exp.tensor], row, np.int32, "ReduceSumAttribute", dim)
+    n = x.shape[dim]
+    total = b.op("ADD", [partial, b.const(np.full([1] * len(row), n * offset, dtype=np.int32), "offset")], row,
+                 np.int32, "AddAttribute")
     index_params = QParams(n / 255, -128)  # Σ e as int8 over [0, N]
-    index = rescale(lw, Value(total, row, x.layout, scales=np.array([1.0])),
+    index = rescale(lw, Value(total, row, TORCH, scales=np.array([unit.scale])),
                     np.array([unit.scale / index_params.scale]), -128, np.int8)
-    if node.target is aten._log_softmax.default:
-        log_sum = QParams(np.log(n) / 255, -128)
-        lse = lookup(lw, index, kept, np.log, index_params, log_sum)
-        left = rescale(lw, Value(diff, x.shape, x.layout, scales=np.array([s])), np.array([s / out.scale * 2**8]), 0,
-                       np.int32)
-        right = rescale(lw, Value(lse, row, x.layout, log_sum), np.array([log_sum.scale / out.scale * 2**8]), 0,
-                        np.int32)
-        result = b.op("SUB", [left, right], stored, np.int32, "SubAttribute")
-        tensor = rescale(lw, Value(result, x.shape, x.layout, scales=np.array([out.scale / 2**8])),
-                         np.array([1 / 2**8]), out.zero_point, np.int8)
-        return Value(tensor, x.shape, x.layout, out)
+    return Sums(peak, wide_exp, offset, Value(index, row, TORCH, index_params))
+
+
+def _log_softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
+    """s·x − (s·m + log Σ e), log Σ from two tables (a coarse part and its remainder, 16 bits in all)."""
+    b, index = lw.b, sums.index
+    coarse = QParams(float(np.log(index.params.scale * 255)) / 255, -128)
+    fine = QParams(coarse.scale / 255, 0)
+
+    def remainder(r: np.ndarray) -> np.ndarray:
+        log = np.log(r)
+        return log - coarse.scale * (np.array([coarse.quantize(float(v)) for v in log]) - coarse.zero_point)
+
+    factor = x.params.scale / out.scale * 2**8
+    row = rescale(lw, sums.peak, np.array([factor]), 0, np.int32)
+    for params, fn in ((coarse, np.log), (fine, remainder)):
+        table = lookup(lw, index.tensor, index.stored, fn, index.params, params)
+        part = rescale(lw, replace(index, tensor=table, params=params), np.array([params.scale / out.scale * 2**8]),
+                       0, np.int32)
+        row = b.op("ADD", [row, part], index.stored, np.int32, "AddAttribute")
+    whole = rescale(lw, x, np.array([factor]), 0, np.int32)
+    result = b.op("SUB", [whole, row], x.stored, np.int32, "SubAttribute")
+    held = Value(result, x.shape, TORCH, scales=np.array([out.scale / 2**8]))
+    return rescale(lw, held, np.array([1 / 2**8]), out.zero_point, np.int8)
+
+
+def _softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
+    """e × (1 / Σ e), the reciprocal from a table."""
+    b, index = lw.b, sums.index
+    offset = b.const(np.full([1] * len(x.shape), sums.low, dtype=np.int32), "offset")
+    exp = b.op("ADD", [sums.exp.tensor, offset], x.shape, np.int32, "AddAttribute")
     inverse = QParams(1 / 255, -128)  # 1/Σ ∈ [1/N, 1]
-    recip = lookup(lw, index, kept, np.reciprocal, index_params, inverse)
-    wide_recip = rescale(lw, Value(recip, row, x.layout, inverse), np.array([1.0]), 0, np.int32)
-    product = b.op("MUL", [wide_exp, wide_recip, b.const(np.array([0], dtype=np.int8), "shift")], stored,
-                   np.int32, "MulAttribute")
-    tensor = rescale(lw, Value(product, x.shape, x.layout, scales=np.array([unit.scale * inverse.scale])),
-                     np.array([unit.scale * inverse.scale / out.scale]), out.zero_point, np.int8)
-    return Value(tensor, x.shape, x.layout, out)
+    recip = lookup(lw, index.tensor, index.stored, np.reciprocal, index.params, inverse)
+    wide_recip = rescale(lw, replace(index, tensor=recip, params=inverse), np.array([1.0]), 0, np.int32)
+    shift = b.const(np.array([0], dtype=np.int8), "shift")
+    product = b.op("MUL", [exp, wide_recip, shift], x.shape, np.int32, "MulAttribute")
+    scale = float(sums.exp.scales[0]) * inverse.scale
+    held = Value(product, x.shape, TORCH, scales=np.array([scale]))
+    return rescale(lw, held, np.array([scale / out.scale]), out.zero_point, np.int8)
