@@ -34,7 +34,7 @@ class Int4Filter:
     (K/2, N) uint8 (input 2p low, 2p + 1 high, each code + 8) and scales (blocks, N) float32 holding bf16 numbers (a
     fifth of the bytes the loop reads: as bf16 bits, a sixth, but each block's scales took a pass of their own to
     widen, and the loop ran 20% slower); or, on AVX512-VNNI, `vnni.qd8_qb4w_row`'s: tiles (N/16, K/8, 64) uint8 and
-    scales (N/16, blocks, 16) (vnni.pack), nibbles None. ksum (N,) float32 in both."""
+    scales (N/16, blocks, 16) as bf16 bits (vnni.pack), nibbles None. ksum (N,) float32 in both."""
 
     nibbles: np.ndarray | None
     scales: np.ndarray

@@ -24,8 +24,9 @@ LANES = 16  # outputs per tile: one 512-bit vector of int32 sums
 GROUP = 8  # inputs per 64-byte load (4 in the low nibbles, 4 in the high ones)
 jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 
-I8, I32, FLT = ir.IntType(8), ir.IntType(32), ir.FloatType()
-V64B, V16I, V16F = ir.VectorType(I8, 64), ir.VectorType(I32, LANES), ir.VectorType(FLT, LANES)
+I8, I16, I32, FLT = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
+V64B, V16H = ir.VectorType(I8, 64), ir.VectorType(I16, LANES)
+V16I, V16F = ir.VectorType(I32, LANES), ir.VectorType(FLT, LANES)
 
 
 def _pointer(context, builder, arraytype, array, index, element):  # noqa: ANN001, ANN202
@@ -42,7 +43,8 @@ def _splat(builder, value, vector):  # noqa: ANN001, ANN202
 
 @intrinsic
 def tile_dot(typingctx, w, wi, a, blocks, per, s, si, offsets, acc):  # noqa: ANN001, ANN201, ARG001
-    """acc[0:16] ← fma(float(Σ u·w − offsets[b]), s[si + 16b : si + 16b + 16], acc[0:16]) for b = 0 … blocks − 1,
+    """acc[0:16] ← fma(float(Σ u·w − offsets[b]), s[si + 16b : si + 16b + 16] (bf16 bits), acc[0:16]) for b = 0 …
+    blocks − 1,
     in order, for one tile of 16 outputs: each block `per` loads of 64 weight bytes from w[wi] on (uint8) against
     the row's packed codes a[2g], a[2g + 1] (int32, 4 unsigned codes each); acc stays in a register throughout."""
     sig = types.void(w, wi, a, blocks, per, s, si, offsets, acc)
@@ -78,7 +80,9 @@ def tile_dot(typingctx, w, wi, a, blocks, per, s, si, offsets, acc):  # noqa: AN
             exact = builder.add(builder.load(sums), builder.load(highs))
             block = builder.sitofp(builder.sub(exact, _splat(builder, off, V16I)), V16F)
             at = builder.add(si_, builder.mul(b, ir.Constant(index, LANES)))
-            scale = builder.load(_pointer(context, builder, ts, s_, at, V16F), align=4)
+            bf16 = builder.load(_pointer(context, builder, ts, s_, at, V16H), align=2)
+            scale = builder.bitcast(builder.shl(builder.zext(bf16, V16I), _splat(builder, ir.Constant(I32, 16), V16I)),
+                                    V16F)
             builder.store(builder.call(fma, [block, scale, builder.load(total)]), total)
         builder.store(builder.load(total), out_ptr, align=4)
         return context.get_dummy_value()
@@ -87,8 +91,9 @@ def tile_dot(typingctx, w, wi, a, blocks, per, s, si, offsets, acc):  # noqa: AN
 
 
 def pack(codes: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """int4 codes (K, N) (−8 … 7) and block scales (B, N) as the loop reads them: weights (tiles, K/8, 64) uint8
-    and scales (tiles, B, 16) float32, N padded with zero weights and scales to a multiple of 16."""
+    """int4 codes (K, N) (−8 … 7) and block scales (B, N) (bf16 numbers) as the loop reads them: weights
+    (tiles, K/8, 64) uint8 and scales (tiles, B, 16) as bf16 bits (uint16), N padded with zero weights and scales to
+    a multiple of 16."""
     k, n = codes.shape
     tiles = -(-n // LANES)
     u = np.zeros((k, tiles * LANES), np.uint8)
@@ -96,8 +101,8 @@ def pack(codes: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]
     # [K/8, 2 (low, high), 4 inputs, tiles, 16 outputs] -> [tiles, K/8, 16 outputs, 4 inputs] per nibble plane
     planes = u.reshape(k // GROUP, 2, 4, tiles, LANES).transpose(3, 0, 1, 4, 2)
     packed = np.ascontiguousarray(planes[:, :, 0] | (planes[:, :, 1] << 4)).reshape(tiles, k // GROUP, 64)
-    padded = np.zeros((scales.shape[0], tiles * LANES), np.float32)
-    padded[:, :n] = scales
+    padded = np.zeros((scales.shape[0], tiles * LANES), np.uint16)
+    padded[:, :n] = np.ascontiguousarray(scales, np.float32).view(np.uint32) >> 16
     return packed, np.ascontiguousarray(padded.reshape(scales.shape[0], tiles, LANES).transpose(1, 0, 2))
 
 
