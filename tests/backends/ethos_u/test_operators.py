@@ -58,9 +58,9 @@ class Gate(nn.Module):
 class Classes(nn.Module):
     """A 1-D convolution's channels as classes: log_softmax over them (Wav2Letter's head), or softmax."""
 
-    def __init__(self, log: bool) -> None:
+    def __init__(self, log: bool, classes: int = 12) -> None:
         super().__init__()
-        self.conv, self.log = nn.Conv1d(6, 12, 3, padding=1), log
+        self.conv, self.log = nn.Conv1d(6, classes, 3, padding=1), log
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = self.conv(x)
@@ -98,3 +98,24 @@ def test_vela_compiles_each_operator(model, shape, target) -> None:
     torch.manual_seed(3)
     found = lowered(model(), (torch.randn(shape),), "ethos-u", target=target)
     assert len(found.processed) == 1 and only_edges_outside(found)
+
+
+def test_a_softmax_over_more_than_256_values_stays_on_the_cpu_with_its_reason() -> None:
+    torch.manual_seed(3)
+    found = lowered(Classes(True, classes=300), (torch.randn(1, 6, 4),), "tosa")
+    reasons = {o.node: o.reason for o in found.report.outside}
+    assert reasons["_log_softmax"] == "a softmax over more than 256 values (its sum's table covers at most 256)"
+
+
+def test_tables_are_quantized_only_in_the_npu_mode() -> None:
+    from etbuild.quantize import flow
+    from etbuild.quantize.modules import SchemeMap
+    from etbuild.quantize.schemes import MODES
+
+    x = (torch.randn(1, 3, 8, 8),)
+    ep = torch.export.export(Tables().eval(), x, strict=False)
+    for mode, quantized in (("default", False), ("npu-int8", True)):
+        converted = flow.quantize(ep, flow.Plan(SchemeMap("int8-static"), True, mode=MODES[mode]), [x])
+        tanh = next(n for n in converted.graph.nodes if "tanh" in str(n.target))
+        quantize = torch.ops.quantized_decomposed.quantize_per_tensor.default
+        assert (next(iter(tanh.users)).target is quantize) == quantized
