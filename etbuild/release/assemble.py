@@ -218,9 +218,10 @@ def _verify_on_runtimes(
     accuracy: dict[str, dict[str, Any]] = {}
     for p in release.products:
         pte = out / "products" / p.name / f"{p.name}.pte"
-        for g in release.runtimes_of(p.name):
-            report = verify(p.recipe, pte, wheel_path(out, runtimes[g.name]), data=_run_data(release, out, p,
-                                                                                              build_root))
+        converted = Artifacts.of(p.recipe, build_root).quantized if p.recipe.quantize else None
+        for g in release.runtimes_of(p.name):  # a quantized product is compared with its converted model
+            report = verify(p.recipe, pte, wheel_path(out, runtimes[g.name]), converted,
+                            data=_run_data(release, out, p, build_root))
             write_json(out / "products" / p.name / f"verify-{g.name}.json", report)
             outputs = [o for method in report["methods"].values() for o in method]
             worst = {"max_abs_error": max(o.get("max_abs_error", float("inf")) for o in outputs),
@@ -230,7 +231,7 @@ def _verify_on_runtimes(
                 raise VerificationError(
                     f"release {release.dist_name}: product {p.name} failed gate verify on runtime {g.name}: "
                     f"max abs error {worst['max_abs_error']:.3g} beyond rtol={p.recipe.verify.rtol} × max|eager| "
-                    f"+ atol={p.recipe.verify.atol}")
+                    f"+ atol={p.recipe.verify.atol}" + (" and one quantization step" if converted else ""))
             sink.emit(event("step", message=f"verified {p.name} on runtime {g.name}: "
                                             f"max abs error {worst['max_abs_error']:.3g}"))
     return accuracy
