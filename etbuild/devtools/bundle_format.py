@@ -1,7 +1,7 @@
 """The bundled program container (`.bpte`, identifier BP08), both ways, without torch.
 
-Python types made from `schema/bundled_program.fbs` (etbuild.devtools.schemas), and `read_bundle` /
-`write_bundle`. A test case's tensors are contiguous bytes in their `dim_order`; the program
+Python types that mirror `schema/bundled_program.fbs` field for field (etbuild.runtime.format.mirror),
+and `read_bundle` / `write_bundle`. A test case's tensors are contiguous bytes in their `dim_order`; the program
 is the whole `.pte` file, 32-byte aligned inside the bundle. Reading checks the identifier
 and decodes with the bounds-checked reader, so a truncated or foreign file raises
 `InvalidBundle` naming the file and what is wrong (docs/devtools.md).
@@ -9,14 +9,18 @@ and decodes with the bounds-checked reader, so a truncated or foreign file raise
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from functools import cache
 from typing import Any
 
 import numpy as np
 
-from etbuild.devtools.schemas import devtools_layout, devtools_schema, mirror_types
+from etbuild.devtools.schemas import devtools_schema
 from etbuild.errors import InvalidBundle, InvalidProgram
 from etbuild.runtime.format.fbs import Schema
-from etbuild.runtime.format.reader import decode
+from etbuild.runtime.format.mirror import mirror
+from etbuild.runtime.format.program import Bool, Double, Int  # the same tables as program.fbs's
+from etbuild.runtime.format.reader import Layout, decode, schema_layout
 from etbuild.runtime.format.writer import encode
 from etbuild.runtime.tensor import numpy_dtype, scalar_type
 
@@ -25,10 +29,46 @@ IDENTIFIER = b"BP08"
 VERSION = 2  # what ExecuTorch 1.5.1's serializer writes
 
 
-TYPES = mirror_types(SCHEMA_FILE)
-Int, Bool, Double, Tensor, Value = (TYPES[n] for n in ("Int", "Bool", "Double", "Tensor", "Value"))
-BundledMethodTestCase, BundledMethodTestSuite, BundledProgram = (
-    TYPES[n] for n in ("BundledMethodTestCase", "BundledMethodTestSuite", "BundledProgram"))
+@dataclass(slots=True)
+class Tensor:
+    scalar_type: int = 0
+    sizes: list[int] = field(default_factory=list)
+    data: bytes = b""
+    dim_order: bytes = b""
+
+
+@dataclass(slots=True)
+class Value:
+    val: Tensor | Int | Bool | Double | None = None
+
+
+@dataclass(slots=True)
+class BundledMethodTestCase:
+    inputs: list[Value] = field(default_factory=list)
+    expected_outputs: list[Value] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class BundledMethodTestSuite:
+    method_name: str | None = None
+    test_cases: list[BundledMethodTestCase] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class BundledProgram:
+    version: int = 0
+    method_test_suites: list[BundledMethodTestSuite] = field(default_factory=list)
+    program: bytes = b""
+
+
+TYPES: dict[str, type] = mirror(Int, Bool, Double, Tensor, Value, BundledMethodTestCase, BundledMethodTestSuite,
+                                BundledProgram)
+
+
+@cache
+def bundle_layout() -> Layout:
+    """The reader's layout of bundled_program.fbs, decoding into the types above."""
+    return schema_layout(SCHEMA_FILE, TYPES)
 
 
 def bundle_schema() -> Schema:
@@ -44,7 +84,7 @@ def read_bundle(data: Any, source: str = "<bytes>") -> BundledProgram:
     if ident != IDENTIFIER:
         raise InvalidBundle(f"{source}: identifier is {ident!r}, expected {IDENTIFIER!r} (a bundled program, .bpte)")
     try:
-        bundle = decode(data, devtools_layout(SCHEMA_FILE))
+        bundle = decode(data, bundle_layout())
     except InvalidProgram as exc:
         raise InvalidBundle(f"{source}: malformed bundled program: {exc}") from None
     _check(bundle, source)

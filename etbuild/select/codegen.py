@@ -11,7 +11,8 @@ The tree under `out_dir/etbuild/` imports on its own with numpy and flatbuffers:
     etbuild/schema/__init__.py              generated: program.fbs, parsed at codegen time and
                                             pruned to the tables and fields the runtime reads,
                                             and the whole layout of each schema its backends read
-    etbuild/runtime/format/program.py       generated: types for those tables
+    etbuild/runtime/format/program.py       the program's types (program.fbs's mirror), cut like the
+                                            rest and then to the pruned schema's tables and fields
     etbuild/runtime/backend_registry.py            BACKENDS: only the backends the programs name
     etbuild/backends/<name>/**              the runtime half of each of them, cut as the rest
 
@@ -44,12 +45,13 @@ from etbuild.fsutil import atomic_dir, write_bytes
 from etbuild.runtime import features as runtime_features
 from etbuild.runtime.backend_registry import BACKENDS, Backend, backend_ids
 from etbuild.runtime.checks import KIND_TYPES
+from etbuild.runtime.format import flat_tensor
 from etbuild.runtime.format.fbs import load_schema
 from etbuild.runtime.format.reader import Layout, layout
 from etbuild.runtime.kernel_registry import KERNEL_LIBRARIES, load_all
 from etbuild.runtime.tensor import SCALAR_TYPE_TO_DTYPE
 from etbuild.select.render import render
-from etbuild.select.schema_cut import identifiers, mirror_module, schema_module
+from etbuild.select.schema_cut import cut_mirror, identifiers, kept_tables, schema_module
 from etbuild.select.selection import Selection
 from etbuild.select.shake import Shaker
 
@@ -167,20 +169,24 @@ def runtime_sources(contents: Contents, source: str) -> dict[str, tuple[str, str
     shaker = _shaken(env, contents, source)
     files = {}
     for mod in shaker.modules.values():
-        if mod.name == SCHEMA_MODULE:
+        if mod.name in (SCHEMA_MODULE, MIRROR_MODULE):
             continue  # pruned to what the other modules read, below
         if mod.text is not None:
             text, origin = mod.text, _generated_origin(mod.name)
         else:
-            origin = "schema/program.fbs" if mod.name == MIRROR_MODULE else mod.name
+            origin = mod.name
             body = render(shaker.kept_statements(mod.name), in_place=True)  # the shaker is ours alone
             text = env.get_template("module.py.j2").render(origin=origin, body=body)
         files[mod.path] = (text, origin)
     trees = {path: compile(text, path, "exec", ast.PyCF_ONLY_AST) for path, (text, _) in files.items()}
-    schema = shaker.modules[SCHEMA_MODULE]
-    text = schema_module(env, identifiers(trees.values()), _layouts(contents))
+    schema, mirror = shaker.modules[SCHEMA_MODULE], shaker.modules[MIRROR_MODULE]
+    reads = identifiers(trees.values())
+    text = schema_module(env, reads, _layouts(contents))
     files[schema.path] = (text, "template schema.py.j2")
-    trees[schema.path] = compile(text, schema.path, "exec", ast.PyCF_ONLY_AST)
+    body = render(cut_mirror(shaker.kept_statements(MIRROR_MODULE), kept_tables(load_schema(), reads)), in_place=True)
+    files[mirror.path] = (env.get_template("module.py.j2").render(origin=MIRROR_MODULE, body=body), MIRROR_MODULE)
+    for path in (schema.path, mirror.path):
+        trees[path] = compile(files[path][0], path, "exec", ast.PyCF_ONLY_AST)
     for path, tree in trees.items():
         compile(tree, path, "exec")  # a broken cut is our bug: fail here, not on the device
     return files
@@ -190,13 +196,8 @@ def _shaken(env: jinja2.Environment, contents: Contents, source: str) -> Shaker:
     """Every module the runtime and the kernels need, cut from the entry modules."""
     by_module = kernel_modules(contents.kernels)
     generated = _generated_modules(env, contents, by_module, source)
-    mirror = (mirror_module(env), False)
-
-    def lookup(module: str) -> tuple[str, bool] | None:
-        return mirror if module == MIRROR_MODULE else module_source(module)
-
     constants = {FEATURES_MODULE: {name: name in contents.features for name in runtime_features.NAMES}}
-    shaker = Shaker(lookup, runtime_side, by_module, generated, _overrides(env, contents), constants=constants)
+    shaker = Shaker(module_source, runtime_side, by_module, generated, _overrides(env, contents), constants=constants)
     backend_modules = [m for b in selected_backends(contents) for m in package_modules(b.runtime)]
     for module in (*ENTRY_MODULES, SELECTED_MODULE, *backend_modules):
         shaker.whole(module)
@@ -278,10 +279,11 @@ def _generated_modules(
 
 
 def _layouts(contents: Contents) -> dict[str, Layout]:
-    """The layouts of the schemas the selected backends read, by file name."""
+    """The layouts of the schemas the selected backends read, and the `.ptd` schema with EXTERNAL_DATA, by file."""
     from etbuild.schema import SCHEMA_DIR
 
-    names = sorted({f for b in selected_backends(contents) for f in b.schemas})
+    data = [flat_tensor.SCHEMA_FILE] if "EXTERNAL_DATA" in contents.features else []
+    names = sorted({*data, *(f for b in selected_backends(contents) for f in b.schemas)})
     return {name: layout(load_schema(SCHEMA_DIR / name)) for name in names}
 
 

@@ -1,15 +1,16 @@
 """The trimmed runtime's schema: program.fbs cut to the tables and fields its code reads.
 
 The runtime decodes a program through a layout of the schema (etbuild.runtime.format.reader);
-a trimmed runtime ships that layout pre-parsed, with only what its shipped code names, and
-the types the reader builds (format_program.py.j2) are generated from it. A table the code
-never names is not decoded at all: a union member it does not name is rejected by the reader.
+a trimmed runtime ships that layout pre-parsed, with only what its shipped code names, and the
+mirror types of format/program.py cut to the same tables and fields (`cut_mirror`; the types are
+not reads: they declare every field). A table the code never names is not decoded at all: a union
+member it does not name is rejected by the reader.
 """
 
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import jinja2
 
@@ -68,10 +69,33 @@ def kept_tables(schema: Schema, names: set[str]) -> dict[str, list[Field]]:
     return {t: kept[t] for t in schema.tables if t in kept}
 
 
-def mirror_module(env: jinja2.Environment) -> str:
-    """Source of the trimmed runtime's format/program.py (see format_program.py.j2)."""
+def cut_mirror(statements: list[ast.stmt], kept: Mapping[str, Sequence[Field]]) -> list[ast.stmt]:
+    """The mirror types' statements (format/program.py, shaken) cut to the tables and fields the trimmed
+    schema keeps: a table's class goes with its table, a field with its field, the union aliases go (the
+    annotations that name them are strings) and `TABLE_TYPES` lists the classes left."""
     schema = load_schema()
-    return env.get_template("format_program.py.j2").render(enums=list(schema.enums), tables=list(schema.tables))
+    gone = set(schema.tables) - set(kept)
+    out: list[ast.stmt] = []
+    for st in statements:
+        if isinstance(st, ast.ClassDef) and st.name in schema.tables:
+            if st.name in kept:
+                names = {f.name for f in kept[st.name]}
+                st.body = [s for s in st.body if not _declares_other(s, names)] or [ast.Pass()]
+                out.append(st)
+            continue
+        if isinstance(st, ast.Assign | ast.AnnAssign):
+            targets = {t.id for t in (st.targets if isinstance(st, ast.Assign) else [st.target])
+                       if isinstance(t, ast.Name)}
+            if targets & set(schema.unions):
+                continue
+            if "TABLE_TYPES" in targets and isinstance(st.value, ast.Call):
+                st.value.args = [a for a in st.value.args if not (isinstance(a, ast.Name) and a.id in gone)]
+        out.append(st)
+    return out
+
+
+def _declares_other(st: ast.stmt, names: set[str]) -> bool:
+    return isinstance(st, ast.AnnAssign) and isinstance(st.target, ast.Name) and st.target.id not in names
 
 
 def identifiers(trees: Iterable[ast.AST]) -> set[str]:

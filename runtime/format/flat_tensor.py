@@ -1,16 +1,17 @@
-"""Python types that mirror `schema/flat_tensor.fbs` (the `.ptd` weights format) field for field,
-and the reader's layout of that schema as a literal.
-
-The layout is written out here rather than parsed from the `.fbs` at run time, so that a trimmed
-runtime reads `.ptd` files without shipping the schema; `tests/runtime/test_ptd.py` checks it
-against `layout(load_schema(FLAT_TENSOR_FBS))`.
+"""Python types that mirror `schema/flat_tensor.fbs` (the `.ptd` weights format) field for field
+(etbuild.runtime.format.mirror), and the reader's layout of that schema (`reader.schema_layout`: a
+trimmed runtime with the EXTERNAL_DATA feature holds it as a literal and ships no `.fbs`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cache
 
-from etbuild.runtime.format.reader import Layout
+from etbuild.runtime.format.mirror import mirror
+from etbuild.runtime.format.reader import Layout, schema_layout
+
+SCHEMA_FILE = "flat_tensor.fbs"  # in etbuild.schema
 
 
 @dataclass(slots=True)
@@ -40,28 +41,11 @@ class FlatTensor:
     named_data: list[NamedData] = field(default_factory=list)
 
 
-TYPES: dict[str, type] = {cls.__name__: cls for cls in (TensorLayout, DataSegment, NamedData, FlatTensor)}
+TYPES: dict[str, type] = mirror(TensorLayout, DataSegment, NamedData, FlatTensor)
 
-LAYOUT = Layout(
-    tables={
-        "TensorLayout": (
-            ("scalar_type", "enum", "byte", False, 0, 0),
-            ("sizes", "scalar", "int", True, 1, 0),
-            ("dim_order", "scalar", "ubyte", True, 2, 0),
-        ),
-        "DataSegment": (("offset", "scalar", "ulong", False, 0, 0), ("size", "scalar", "ulong", False, 1, 0)),
-        "NamedData": (
-            ("key", "string", "string", False, 0, 0),
-            ("segment_index", "scalar", "uint", False, 1, 0),
-            ("tensor_layout", "table", "TensorLayout", False, 2, 0),
-        ),
-        "FlatTensor": (
-            ("version", "scalar", "uint", False, 0, 0),
-            ("segments", "table", "DataSegment", True, 1, 0),
-            ("named_data", "table", "NamedData", True, 2, 0),
-        ),
-    },
-    unions={},
-    root="FlatTensor",
-    types=TYPES,
-)
+
+@cache
+def flat_tensor_layout() -> Layout:
+    """The reader's layout of flat_tensor.fbs, decoding into the types above (parsed once; a trimmed runtime
+    holds it as a literal, as it holds its backends' schemas)."""
+    return schema_layout(SCHEMA_FILE, TYPES)

@@ -1,13 +1,16 @@
 """Python types that mirror `schema/program.fbs` field for field.
 
-Each class is one table of the schema, with the same field names in the same order;
-`tests/runtime/test_format.py` checks the correspondence. A union-typed field holds an
+Each class is one table of the schema, with the same field names in the same order, typed, with
+the schema's defaults (the one way every schema is mirrored: etbuild.runtime.format.mirror, whose
+`mismatches` the tests hold these to). A union-typed field holds an
 instance of one member class (or None). Vectors of `ubyte` are bytes-like objects.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from etbuild.runtime.format.mirror import mirror
 
 
 class ScalarType:
@@ -285,14 +288,10 @@ class Program:
     named_data: list[NamedData] = field(default_factory=list)
 
 
-TABLE_TYPES: dict[str, type] = {
-    cls.__name__: cls
-    for cls in (
-        ContainerMetadata, Null, AllocationDetails, ExtraTensorInfo, Tensor, Int, Bool, Double,
-        String, IntList, DoubleList, BoolList, TensorList, OptionalTensorList, EValue, Operator,
-        KernelCall, DelegateCall, MoveCall, JumpFalseCall, FreeCall, Instruction, Frame,
-        FrameList, BackendDelegateDataReference, CompileSpec, BackendDelegate, Chain,
-        ExecutionPlan, Buffer, BackendDelegateInlineData, DataSegment, SubsegmentOffsets,
-        NamedData, Program,
-    )
-}
+TABLE_TYPES: dict[str, type] = mirror(
+    ContainerMetadata, Null, AllocationDetails, ExtraTensorInfo, Tensor, Int, Bool, Double, String, IntList,
+    DoubleList, BoolList, TensorList, OptionalTensorList, EValue, Operator, KernelCall, DelegateCall, MoveCall,
+    JumpFalseCall, FreeCall, Instruction, Frame, FrameList, BackendDelegateDataReference, CompileSpec,
+    BackendDelegate, Chain, ExecutionPlan, Buffer, BackendDelegateInlineData, DataSegment, SubsegmentOffsets,
+    NamedData, Program,
+)

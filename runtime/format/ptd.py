@@ -79,7 +79,7 @@ def read_ptd(buf: Any) -> tuple[ft.FlatTensor, PtdHeader]:
     header = read_header(buf)
     view = memoryview(buf)
     try:
-        table = decode(view[: header.flatbuffer_offset + header.flatbuffer_size], ft.LAYOUT)
+        table = decode(view[: header.flatbuffer_offset + header.flatbuffer_size], ft.flat_tensor_layout())
     except InvalidData:
         raise
     except InvalidProgram as exc:
@@ -139,7 +139,7 @@ def write_ptd(named: Mapping[str, tuple[bytes, ft.TensorLayout | None]], alignme
         offsets.append(pos)
         pos += len(blob)
     segments = [ft.DataSegment(o, len(b)) for o, b in zip(offsets, blobs)]
-    flat = encode(ft.FlatTensor(VERSION, segments, items), load_schema(SCHEMA_DIR / "flat_tensor.fbs"))
+    flat = encode(ft.FlatTensor(VERSION, segments, items), load_schema(SCHEMA_DIR / ft.SCHEMA_FILE))
     base = round_up(INSERTED_LENGTH + len(flat), alignment)
     header = _HEADER.pack(HEADER_MAGIC, HEADER_LENGTH, INSERTED_LENGTH, len(flat), base, pos)
     root = struct.unpack_from("<I", flat, 0)[0] + INSERTED_LENGTH

@@ -29,10 +29,10 @@ def _e1() -> bytes:
     })
 
 
-def test_the_literal_layout_is_the_schema():
+def test_the_layout_is_the_schemas():
     parsed = layout(load_schema(SCHEMA_DIR / "flat_tensor.fbs"), ft.TYPES)
-    assert {k: tuple(v) for k, v in parsed.tables.items()} == dict(ft.LAYOUT.tables)
-    assert parsed.root == ft.LAYOUT.root == "FlatTensor"
+    assert ft.flat_tensor_layout().tables == parsed.tables
+    assert ft.flat_tensor_layout().root == "FlatTensor" and ft.flat_tensor_layout().types is ft.TYPES
 
 
 def test_header_and_segments_as_executorch_lays_them_out():

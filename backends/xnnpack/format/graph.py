@@ -1,6 +1,7 @@
 """Python types that mirror `schema/xnnpack.fbs` field for field.
 
-Each class is one table of the schema, with the same field names in the same order; an
+Each class is one table of the schema, with the same field names in the same order, typed
+(etbuild.runtime.format.mirror: the one way every schema is mirrored); an
 aliased union member (`Add: BinaryNode`) is a subclass of its table's class that adds no
 field, so its type says which member it is. `tests/backends/xnnpack/test_format.py` checks
 the correspondence. Ids are the `id_out` of values; NO_ID marks an absent one.
@@ -9,6 +10,8 @@ the correspondence. Ids are the `id_out` of values; NO_ID marks an absent one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from etbuild.runtime.format.mirror import mirror
 
 NO_ID = 0xFFFFFFFF  # an absent id (no bias) and the external_id of an internal value
 FLAG_EXTERNAL_INPUT = 1
@@ -318,13 +321,10 @@ class XNNGraph:
     constant_data: list[ConstantDataOffset] = field(default_factory=list)
 
 
-TABLE_TYPES: dict[str, type] = {
-    cls.__name__: cls
-    for cls in (
-        TensorValue, PerChannelQuant, PerTensorQuant, PerTokenDynamicQuant, PerChannelGroupQuant,
-        QuantizedTensorValue, XValue, UnaryNode, BinaryNode, FullyConnected, Convolution, Pooling2d, Concatenate,
-        StaticTranspose, StaticResizeBilinear2D, StaticConstantPad, ELU, LeakyReLU, StaticReshape, StaticSlice,
-        ScaledDotProductAttention, ArgMaxPooling2d, OutputMinMax, XNode, ConstantDataOffset, Buffer, XNNGraph,
-    )
-}
+TABLE_TYPES: dict[str, type] = mirror(
+    TensorValue, PerChannelQuant, PerTensorQuant, PerTokenDynamicQuant, PerChannelGroupQuant, QuantizedTensorValue,
+    XValue, UnaryNode, BinaryNode, FullyConnected, Convolution, Pooling2d, Concatenate, StaticTranspose,
+    StaticResizeBilinear2D, StaticConstantPad, ELU, LeakyReLU, StaticReshape, StaticSlice, ScaledDotProductAttention,
+    ArgMaxPooling2d, OutputMinMax, XNode, ConstantDataOffset, Buffer, XNNGraph,
+)
 MIRROR_TYPES: dict[str, type] = {**TABLE_TYPES, **MEMBER_TYPES}  # what the reader builds, by table or member name

@@ -42,7 +42,8 @@ MLP_TREE = {
     "etbuild/runtime/features.py",
     "etbuild/runtime/format/__init__.py",
     "etbuild/runtime/format/fbs.py",
-    "etbuild/runtime/format/program.py",
+    "etbuild/runtime/format/mirror.py",  # program.py's TABLE_TYPES = mirror(...): the one way types are collected
+    "etbuild/runtime/format/program.py",  # the mirror types, cut to the tables and fields the runtime reads
     "etbuild/runtime/format/pte.py",
     "etbuild/runtime/format/reader.py",
     "etbuild/runtime/inputs.py",
