@@ -12,7 +12,7 @@ in PyTorch's dim order: m = REDUCE_MAX(x); x − m in [−255, 0] input steps, a
 (L = 255·s within [1/16, 16]); e = TABLE_exp (int8 over [exp(−L), 1], then int32);
 Σ = REDUCE_SUM(e), as an int8 index over [0, N].
 log_softmax = s·x − (s·m + log Σ), with log Σ from two tables (a coarse part and its remainder);
-softmax = e × TABLE_reciprocal(Σ). Each result is RESCALEd once into the output's parameters.
+softmax = e × 1/Σ (a reciprocal table and one Newton step). Each result is RESCALEd once into the output's parameters.
 """
 
 from __future__ import annotations
@@ -77,6 +77,7 @@ class Sums:
     peak: Value
     exp: Value
     low: int
+    total: Value
     index: Value
 
 
@@ -116,7 +117,8 @@ def _sums(lw: Context, x: Value, dim: int) -> Sums:
     index_params = QParams(n / 255, -128)  # Σ e as int8 over [0, N]
     index = rescale(lw, Value(total, row, TORCH, scales=np.array([unit.scale])),
                     np.array([unit.scale / index_params.scale]), -128, np.int8)
-    return Sums(peak, wide_exp, offset, Value(index, row, TORCH, index_params))
+    total_value = Value(total, row, TORCH, scales=np.array([unit.scale]))
+    return Sums(peak, wide_exp, offset, total_value, Value(index, row, TORCH, index_params))
 
 
 def _log_softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
@@ -143,15 +145,22 @@ def _log_softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
 
 
 def _softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
-    """e × (1 / Σ e), the reciprocal from a table."""
+    """e × (1 / Σ e): the reciprocal from a table, refined by one Newton step r·(2 − Σ·r) in int32."""
     b, index = lw.b, sums.index
     offset = b.const(np.full([1] * len(x.shape), sums.low, dtype=np.int32), "offset")
     exp = b.op("ADD", [sums.exp.tensor, offset], x.shape, np.int32, "AddAttribute")
     inverse = QParams(1 / 255, -128)  # 1/Σ ∈ [1/N, 1]
     recip = lookup(lw, index.tensor, index.stored, np.reciprocal, index.params, inverse)
-    wide_recip = rescale(lw, replace(index, tensor=recip, params=inverse), np.array([1.0]), 0, np.int32)
+    coarse = rescale(lw, replace(index, tensor=recip, params=inverse), np.array([1.0]), 0, np.int32)
     shift = b.const(np.array([0], dtype=np.int8), "shift")
-    product = b.op("MUL", [exp, wide_recip, shift], x.shape, np.int32, "MulAttribute")
-    scale = float(sums.exp.scales[0]) * inverse.scale
+    unit = float(sums.total.scales[0])
+    near_one = b.op("MUL", [sums.total.tensor, coarse, shift], index.stored, np.int32, "MulAttribute")
+    two = b.const(np.full([1] * len(x.shape), round(2 * 255 / unit), dtype=np.int32), "two")
+    error = b.op("SUB", [two, near_one], index.stored, np.int32, "SubAttribute")  # 2 − Σ·r, steps unit/255
+    fine = b.op("MUL", [coarse, error, shift], index.stored, np.int32, "MulAttribute")  # steps unit/255²
+    fine = rescale(lw, replace(index, tensor=fine, params=None, scales=np.array([1.0])),
+                   np.array([unit / 255**2 * 2**15]), 0, np.int32)  # 1/Σ in steps of 2⁻¹⁵
+    product = b.op("MUL", [exp, fine, shift], x.shape, np.int32, "MulAttribute")
+    scale = float(sums.exp.scales[0]) / 2**15
     held = Value(product, x.shape, TORCH, scales=np.array([scale]))
     return rescale(lw, held, np.array([scale / out.scale]), out.zero_point, np.int8)

@@ -79,8 +79,8 @@ CASES = [(Tables, (1, 3, 8, 8)), (Fire, (1, 3, 16, 16)), (Gate, (1, 3, 8, 8)), (
 
 @pytest.mark.parametrize(("model", "shape"), CASES, ids=["tables", "fire", "gate", "log_softmax", "softmax"])
 def test_each_operator_is_within_one_step_of_the_quantized_model(model, shape, request) -> None:
-    """softmax alone is within three steps: its exponentials are int8 (scale 1/127) and its sum's
-    reciprocal a 256-entry table, where the quantized torch model computes both in float."""
+    """softmax alone is allowed two steps: its exponentials are int8 values, where the quantized torch
+    model computes them in float (one step on these inputs; two seen on wider ones)."""
     torch.manual_seed(3)
     x = torch.randn(shape)
     found = lowered(model(), (x,), "tosa")
@@ -89,7 +89,7 @@ def test_each_operator_is_within_one_step_of_the_quantized_model(model, shape, r
     q_in, q_out = int8_edges(found.converted, x)
     (out,) = ReferenceGraph(found.processed[0].blob).run([q_in])
     assert out.shape == q_out.shape
-    assert np.abs(out.astype(np.int32) - q_out).max() <= (3 if "softmax" in request.node.callspec.id[:7] else 1)
+    assert np.abs(out.astype(np.int32) - q_out).max() <= (2 if "softmax" in request.node.callspec.id[:7] else 1)
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
