@@ -75,6 +75,8 @@ TABLE_OPS = frozenset({
     aten.log_softmax.int, aten._softmax.default, aten._log_softmax.default,
 })
 """Ops quantized on their own input and output in a mode with `tables` (an NPU's lookup tables, softmax)."""
+PADS = frozenset({aten.pad.default, aten.constant_pad_nd.default})
+"""Ops sharing their input's parameters in a mode with `tables` (an NPU pads int8 values)."""
 LAYER_OPS = WEIGHTED | ACTIVATION_OPS
 """The ops whose quantization the report measures one by one ("layers")."""
 
@@ -146,7 +148,7 @@ class EtbuildQuantizer(Quantizer):
                 self._weighted(node, s)
             elif (node.target in ACTIVATION_OPS or (self.mode.tables and node.target in TABLE_OPS)) and s.static:
                 self._activation_op(node, s)
-            elif node.target in SHARED and s.static:
+            elif (node.target in SHARED or (self.mode.tables and node.target in PADS)) and s.static:
                 _shared(node)
             elif node.target is aten.cat.default and s.static:
                 _shared_cat(node)

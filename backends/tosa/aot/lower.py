@@ -31,6 +31,7 @@ RULES: dict[object, Rule] = {
     aten.addmm.default: compute.linear, aten.mm.default: compute.linear, aten.linear.default: compute.linear,
     aten.relu.default: compute.clamp, aten.hardtanh.default: compute.clamp, aten.clamp.default: compute.clamp,
     aten.add.Tensor: compute.add, aten.mul.Tensor: compute.mul, aten.cat.default: shape.cat,
+    aten.constant_pad_nd.default: shape.pad,
     **dict.fromkeys(tables.TABLE_OPS, tables.table), **dict.fromkeys(tables.SOFTMAX_OPS, tables.softmax),
     aten.max_pool2d_with_indices.default: compute.max_pool, aten.max_pool2d.default: compute.max_pool,
     aten.avg_pool2d.default: compute.avg_pool, aten.mean.dim: compute.mean,

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+import numpy as np
 from torch.fx import Node
 
 from etbuild.backends.tosa.aot.compute import requantize
@@ -65,3 +66,19 @@ def cat(lw: Context, node: Node) -> Value:
     tensor = lw.b.op("CONCAT", [p.tensor for p in parts], stored_shape(shape, layout), parts[0].dtype,
                      "ConcatAttribute", stored_axis(dim, rank, layout))
     return Value(tensor, shape, layout, params)
+
+
+def pad(lw: Context, node: Node) -> Value:
+    """constant_pad_nd of an int8 value → PAD with the pad value quantized with the value's parameters."""
+    x = lw.value(node.args[0])
+    widths, rank = list(node.args[1]), len(x.shape)
+    value = float(node.args[2]) if len(node.args) > 2 else 0.0
+    padding = [0] * (2 * rank)
+    for k in range(len(widths) // 2):  # PyTorch lists (before, after) pairs from the last dim back
+        axis = stored_axis(rank - 1 - k, rank, x.layout)
+        padding[2 * axis], padding[2 * axis + 1] = widths[2 * k], widths[2 * k + 1]
+    shape = tuple(node.meta["val"].shape)
+    fill = lw.b.const(np.array([x.params.quantize(value)], dtype=np.int8), "pad_const")
+    tensor = lw.b.op("PAD", [x.tensor, lw.b.shape(padding), fill], stored_shape(shape, x.layout), np.int8,
+                     "PadAttribute")
+    return Value(tensor, shape, x.layout, x.params)

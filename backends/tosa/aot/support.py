@@ -132,6 +132,10 @@ def _cat_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | Non
     return None
 
 
+def _pad_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
+    return "a pad that crops (negative widths)" if any(w < 0 for w in node.args[1]) else None
+
+
 def _softmax_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
     if node.args[0].meta["val"].shape[node.args[1]] > 256:
         return "a softmax over more than 256 values (its sum's table covers at most 256)"
@@ -161,7 +165,8 @@ ARGUMENT_CHECKS: dict[object, Callable[[Node, Mapping[Node, torch.Tensor]], str 
     **dict.fromkeys((aten.addmm.default, aten.mm.default, aten.linear.default), _linear_reason),
     aten.max_pool2d_with_indices.default: _max_pool_reason, aten.max_pool2d.default: _max_pool_reason,
     aten.avg_pool2d.default: _avg_pool_reason, aten.mean.dim: _mean_reason, aten.add.Tensor: _add_reason,
-    aten.mul.Tensor: _mul_reason, aten.cat.default: _cat_reason, **dict.fromkeys(SOFTMAX_OPS, _softmax_reason),
+    aten.mul.Tensor: _mul_reason, aten.cat.default: _cat_reason, aten.constant_pad_nd.default: _pad_reason,
+    **dict.fromkeys(SOFTMAX_OPS, _softmax_reason),
     operator.getitem: _getitem_reason,
 }
 """Per target: why the walk's rule cannot take a call's arguments (None: it can)."""

@@ -67,17 +67,31 @@ class Classes(nn.Module):
         return nn.functional.log_softmax(y, dim=1) if self.log else nn.functional.softmax(y, dim=1)
 
 
+IDS = ["tables", "fire", "gate", "log_softmax", "softmax", "pad"]
+
+
 def only_edges_outside(found) -> bool:
     """Whether the CPU keeps only the model input's quantize and the output's dequantize."""
     return sorted(o.operator.split("::")[1] for o in found.report.outside) == [
         "dequantize_per_tensor", "quantize_per_tensor"]
 
 
+class Padded(nn.Module):
+    """A convolution, then a pad of its spatial dims with a non-zero value, then a valid convolution."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = nn.Conv2d(3, 8, 3), nn.Conv2d(8, 4, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.conv2(nn.functional.pad(torch.relu(self.conv1(x)), (1, 2, 0, 1), value=0.5))
+
+
 CASES = [(Tables, (1, 3, 8, 8)), (Fire, (1, 3, 16, 16)), (Gate, (1, 3, 8, 8)), (lambda: Classes(True), (1, 6, 10)),
-         (lambda: Classes(False), (1, 6, 10))]
+         (lambda: Classes(False), (1, 6, 10)), (Padded, (1, 3, 9, 9))]
 
 
-@pytest.mark.parametrize(("model", "shape"), CASES, ids=["tables", "fire", "gate", "log_softmax", "softmax"])
+@pytest.mark.parametrize(("model", "shape"), CASES, ids=IDS)
 def test_each_operator_is_within_one_step_of_the_quantized_model(model, shape, request) -> None:
     """softmax alone is allowed two steps: its exponentials are int8 values, where the quantized torch
     model computes them in float (one step on these inputs; two seen on wider ones)."""
@@ -93,7 +107,7 @@ def test_each_operator_is_within_one_step_of_the_quantized_model(model, shape, r
 
 
 @pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
-@pytest.mark.parametrize(("model", "shape"), CASES, ids=["tables", "fire", "gate", "log_softmax", "softmax"])
+@pytest.mark.parametrize(("model", "shape"), CASES, ids=IDS)
 def test_vela_compiles_each_operator(model, shape, target) -> None:
     torch.manual_seed(3)
     found = lowered(model(), (torch.randn(shape),), "ethos-u", target=target)
