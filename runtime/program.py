@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import InvalidProgram, KernelError, MethodInputError
-from etbuild.runtime import control_flow, features, threads
+from etbuild.runtime import control_flow, features, hugepages, threads
 from etbuild.runtime.binding import Binder
 from etbuild.runtime.data_files import DataFile, NamedData, load_data_file
 from etbuild.runtime.delegates import init_delegates, named_data, processed_blob
@@ -210,7 +210,8 @@ def _delegates(program: Program, plan: fb.ExecutionPlan, left: int) -> dict[int,
     def blob(ref: fb.BackendDelegateDataReference, where: str) -> memoryview:
         return processed_blob(program.data, program.program, program.header, ref, where)
 
-    handles = init_delegates(plan, blob, program.named_data())
+    with hugepages.arena():  # the delegates' packed constants side by side, in huge pages where the OS gives them
+        handles = init_delegates(plan, blob, program.named_data())
     held = sum(h.planned_bytes for h in handles.values())
     if held > left:
         raise InvalidProgram(f"its delegates hold {held} bytes of working memory, more than the {left} bytes"

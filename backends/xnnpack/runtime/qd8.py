@@ -24,6 +24,7 @@ import numpy as np
 
 from etbuild.backends.xnnpack.runtime import loops
 from etbuild.backends.xnnpack.runtime.values import QuantizedRows
+from etbuild.runtime.hugepages import place
 
 CHUNK = 16  # inputs summed into ksum at a time by the packing (kr 8, two planes)
 
@@ -55,10 +56,10 @@ def int4_filter(rows: QuantizedRows, tiled: bool = False) -> Int4Filter | None:
     fast = vnni() if tiled else None
     if fast is not None:
         tiles, scales = fast.pack(rows.codes, np.asarray(rows.scales, np.float32))
-        return Int4Filter(None, scales, ksum, tiles)
+        return Int4Filter(None, scales, ksum, place(tiles))
     unsigned = (rows.codes + 8).astype(np.uint8)
     nibbles = np.ascontiguousarray(unsigned[0::2] | (unsigned[1::2] << 4))
-    return Int4Filter(nibbles, np.ascontiguousarray(rows.scales, np.float32), ksum)
+    return Int4Filter(place(nibbles), np.ascontiguousarray(rows.scales, np.float32), ksum)
 
 
 def vnni() -> ModuleType | None:

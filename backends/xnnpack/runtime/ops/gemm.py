@@ -42,6 +42,7 @@ from etbuild.backends.xnnpack.runtime.ops.requant import Requantization, integer
 from etbuild.kernels.numerics.blas import bound_product
 from etbuild.kernels.numerics.ufuncs import matmul_add
 from etbuild.runtime import threads
+from etbuild.runtime.hugepages import place
 from etbuild.runtime.steps import Step
 
 FEW_OUTPUTS = 64  # a float filter of up to this many outputs keeps [K, N]: one row takes XNNPACK's FMA loop on it
@@ -71,7 +72,7 @@ class FullyConnected(Op):
             if w.constant is not None and (b is None or b.constant is not None) else None
         if integer is not None:  # int8 in and out: integer sums, XNNPACK's requantization (ops/requant.py)
             codes, self.requant = integer
-            self.packed = np.ascontiguousarray(codes if self.transposed else codes.T)
+            self.packed = place(np.ascontiguousarray(codes if self.transposed else codes.T))
             self.bias, self.rows = None, None
         self.int4 = qd8.int4_filter(self.rows, tiled=x.grid.datatype == DT.QDINT8) \
             if self.rows is not None and w.datatype == DT.QBINT4 else None
@@ -83,9 +84,9 @@ class FullyConnected(Op):
         if fused is not None and self.packed is not None and self.requant is None and self.rows is None \
                 and (b is None or b.constant is not None):
             if int(np.prod(x.dims)) == self.k:  # the program's input is one row: XNNPACK's bits, as fast
-                self.tiles, self.packed = fused.pack_tiles(self.packed), None
+                self.tiles, self.packed = place(fused.pack_tiles(self.packed)), None
             elif self.n > FEW_OUTPUTS:  # one row or many: [N, K], and its transpose for BLAS (the same memory)
-                self.by_output = np.ascontiguousarray(self.packed.T)
+                self.by_output = place(np.ascontiguousarray(self.packed.T))
                 self.packed = self.by_output.T
         runtime = [v.id for v in (w, b) if v is not None and v.constant is None]
         super().__init__([x.id, *runtime], [ctx.value(node.output_id, "output").id])
