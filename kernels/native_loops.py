@@ -70,3 +70,33 @@ def layer_norm(
         m, s = mean[r], rstd[r]
         for j in range(x.shape[1]):
             out[r, j] = (x[r, j] - m) * s * weight[j] + bias[j]
+
+
+@jit
+def decode_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, n: int, scale: np.float32,
+                     out: np.ndarray) -> None:
+    """One new query per head over the first n cache positions: out[b, h] = softmax(q[b, h]·k[b, :n, h // G]ᵀ ·
+    scale) · v[b, :n, h // G] (G = H / H_kv), the probabilities normalised before the weighted sum as the numpy
+    path does. q, out (B, H, D); k, v (B, S_max, H_kv, D); float32."""
+    group = q.shape[1] // k.shape[2]
+    scores = np.empty(n, np.float32)
+    for b in range(q.shape[0]):
+        for h in range(q.shape[1]):
+            c = h // group
+            top = np.float32(-np.inf)
+            for j in range(n):
+                acc = ZERO
+                for d in range(q.shape[2]):
+                    acc += q[b, h, d] * k[b, j, c, d]
+                scores[j] = acc * scale
+                top = max(top, scores[j])
+            total = ZERO
+            for j in range(n):
+                scores[j] = np.exp(scores[j] - top)
+                total += scores[j]
+            for d in range(q.shape[2]):
+                out[b, h, d] = ZERO
+            for j in range(n):
+                p = scores[j] / total
+                for d in range(q.shape[2]):
+                    out[b, h, d] += p * v[b, j, c, d]

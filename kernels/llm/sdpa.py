@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from etbuild.errors import KernelError
+from etbuild.kernels import native
 from etbuild.kernels.llm.cache import check_position, update_cache_out
 from etbuild.runtime.kernel_registry import kernel
 from etbuild.runtime.tensor import resize
@@ -67,6 +68,13 @@ def custom_sdpa_out(query: np.ndarray, key: np.ndarray, value: np.ndarray, start
     _check("llama::custom_sdpa", query, key, value, attn_mask, is_causal)
     check_position("llama::custom_sdpa", start_pos, query.shape[1], key.shape[1])
     out = resize(out, query.shape)
+    b, s, h, d = query.shape
+    fused = native.loops() if s == 1 and attn_mask is None and out.flags.c_contiguous and d else None
+    if fused is not None:  # one token's decode: one compiled pass instead of about fifteen numpy calls
+        factor = np.float32(1.0 / np.sqrt(d) if scale is None else scale)
+        fused.decode_attention(np.ascontiguousarray(query).reshape(b, h, d), key, value, start_pos + 1, factor,
+                               out.reshape(b, h, d))
+        return out
     np.copyto(out, attend(query, key, value, start_pos, attn_mask, is_causal, scale))
     return out
 

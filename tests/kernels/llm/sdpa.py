@@ -15,7 +15,7 @@ SPECS = SpecTable()
 
 # (batch, new tokens, query heads, cache heads, head size, cache positions, start_pos)
 SHAPES = [(1, 1, 4, 2, 8, 16, 0), (1, 1, 4, 2, 8, 16, 9), (1, 5, 6, 2, 7, 12, 3), (2, 3, 4, 4, 5, 10, 0),
-          (1, 4, 8, 1, 16, 20, 16), (1, 7, 3, 3, 3, 9, 2)]
+          (1, 4, 8, 1, 16, 20, 16), (1, 7, 3, 3, 3, 9, 2), (1, 1, 6, 3, 9, 11, 4), (2, 1, 6, 3, 9, 11, 10)]
 
 
 def _options(g: Gen, k: int, s: int, cache: int) -> tuple[torch.Tensor | None, bool, float | None]:
