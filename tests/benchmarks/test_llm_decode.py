@@ -4,28 +4,18 @@ the children's environment (no program is built or timed here)."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
 
 from etbuild.errors import StageError
 from etbuild.verify.export_llm import LlamaShape
-
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmarks.support import load_script
 
 
 @pytest.fixture(scope="module")
 def decode():
-    sys.path.insert(0, str(BENCHMARKS))  # the script imports results.py and llm_runtime.py beside it
-    try:
-        spec = importlib.util.spec_from_file_location("llm_decode", BENCHMARKS / "llm_decode.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    return load_script("llm_decode")
 
 
 @pytest.mark.parametrize("name", ["anchor", "smollm2", "qwen05"])

@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.benchmarks.support import load_script
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def results():
-    spec = importlib.util.spec_from_file_location("benchmark_results", ROOT / "benchmarks" / "results.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("results")
 
 
 def test_save_writes_the_record_and_its_table(results, tmp_path, monkeypatch):

@@ -2,26 +2,17 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
+from tests.benchmarks.support import load_script
 
 
 @pytest.fixture(scope="module")
 def sizes():
-    sys.path.insert(0, str(BENCHMARKS))  # the script imports results.py beside it, as when it runs
-    try:
-        spec = importlib.util.spec_from_file_location("runtime_sizes", BENCHMARKS / "runtime_sizes.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+    return load_script("runtime_sizes")
 
 
 def _select(folder: Path, name: str, nbytes: int, features: list[str]) -> None:
