@@ -24,11 +24,10 @@ import numpy as np
 
 from etbuild.errors import InvalidProgram, KernelError
 from etbuild.runtime import aliasing, checks, control_flow, features, steady
-from etbuild.runtime.data_files import is_external
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.kernel_registry import KernelInfo, canonical_name
 from etbuild.runtime.steps import Step
-from etbuild.runtime.values import Values, list_items
+from etbuild.runtime.values import Values, holds_data, list_items
 
 KernelLookup = Callable[[str], "KernelInfo | None"]
 
@@ -82,8 +81,7 @@ def _value_indices(a: Any, where: str) -> list[int]:
 def _fixed_tensor(v: Any) -> bool:
     """A constant or planned static tensor: the same array object for the method's lifetime."""
     return (
-        isinstance(v, fb.Tensor) and (v.allocation_info is not None or v.data_buffer_idx > 0
-                                       or features.EXTERNAL_DATA and is_external(v))
+        isinstance(v, fb.Tensor) and (v.allocation_info is not None or holds_data(v))
         and v.shape_dynamism == fb.TensorShapeDynamism.STATIC
     )
 

@@ -13,8 +13,8 @@ from typing import Any
 
 from etbuild.errors import InvalidProgram, KernelError
 from etbuild.runtime import features
-from etbuild.runtime.data_files import is_external
 from etbuild.runtime.format import program as fb
+from etbuild.runtime.values import is_constant
 
 # Kind letter (etbuild.runtime.kernel_registry.ANNOTATION_KINDS) -> the value types it admits.
 KIND_TYPES = {
@@ -65,7 +65,7 @@ def kernel_call(
                 f"each must be at least {BOUNDS[kind]}"
             )
     ret = values[args[-1]].val if len(args) > len(params) else None
-    if ret is not None and (type(ret).__name__ not in _ADMITS[result] or _constant(ret)):
+    if ret is not None and (type(ret).__name__ not in _ADMITS[result] or is_constant(ret)):
         raise InvalidProgram(
             f"{where}: the result of {kernel.name}, value {args[-1]}, is not a writable {KIND_TYPES[result]}"
         )
@@ -81,14 +81,6 @@ def kernel_call(
 def _below(value: Any, bound: int) -> bool:
     """Whether an Int, or an item of an IntList, is below bound."""
     return min(value, default=bound) < bound if isinstance(value, list) else value < bound
-
-
-def _constant(v: Any) -> bool:
-    """A tensor in the constant data (read-only: mapped from the file)."""
-    return (
-        isinstance(v, fb.Tensor) and (v.data_buffer_idx > 0 or features.EXTERNAL_DATA and is_external(v))
-        and v.allocation_info is None
-    )
 
 
 def _param_name(fn: Any, k: int) -> str:

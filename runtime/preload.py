@@ -23,11 +23,9 @@ from typing import Any
 import numpy as np
 
 from etbuild.errors import InvalidProgram, KernelError
-from etbuild.runtime import features
-from etbuild.runtime.data_files import is_external
 from etbuild.runtime.format import program as fb
 from etbuild.runtime.kernel_registry import canonical_name
-from etbuild.runtime.values import LIST_TYPES, list_items, tensor_nbytes
+from etbuild.runtime.values import LIST_TYPES, is_constant, list_items, tensor_nbytes
 
 PRELOADABLE = frozenset({
     "quantized_decomposed::dequantize_per_tensor.out",
@@ -39,13 +37,6 @@ PRELOADABLE = frozenset({
     "aten::transpose_copy.int_out",
     "dim_order_ops::_to_dim_order_copy.out",
 })
-
-
-def _is_constant(v: Any) -> bool:
-    return (
-        isinstance(v, fb.Tensor) and (v.data_buffer_idx > 0 or features.EXTERNAL_DATA and is_external(v))
-        and v.allocation_info is None
-    )
 
 
 def _written(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -> Counter[int]:
@@ -63,7 +54,7 @@ def _written(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -> Coun
 def preloadable(plan: fb.ExecutionPlan, instructions: list[fb.Instruction]) -> list[int]:
     """The indices of the instructions a load runs once, in order."""
     values = plan.values
-    known = {i for i, ev in enumerate(values) if _is_constant(ev.val)}
+    known = {i for i, ev in enumerate(values) if is_constant(ev.val)}
     written = _written(plan, instructions)
     kept: set[int] | None = None  # the values a call must not own: outputs and list items (found when needed)
     found = []

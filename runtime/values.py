@@ -238,3 +238,13 @@ class Values:
                 lst[pos] = obj
 
         return store
+
+
+def holds_data(v: Any) -> bool:
+    """A tensor whose values the program's constant data or a data file holds (with `features.EXTERNAL_DATA`)."""
+    return isinstance(v, fb.Tensor) and (v.data_buffer_idx > 0 or features.EXTERNAL_DATA and is_external(v))
+
+
+def is_constant(v: Any) -> bool:
+    """A tensor in the constant data (read-only: mapped from the file or a data file), not planned state."""
+    return holds_data(v) and v.allocation_info is None
