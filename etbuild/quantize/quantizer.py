@@ -72,9 +72,10 @@ TABLE_OPS = frozenset({
     aten.sigmoid.default, aten.sigmoid_.default, aten.tanh.default, aten.tanh_.default, aten.hardswish.default,
     aten.hardswish_.default, aten.hardsigmoid.default, aten.hardsigmoid_.default, aten.gelu.default,
     aten.silu.default, aten.silu_.default, aten.exp.default, aten.elu.default, aten.softmax.int,
-    aten.log_softmax.int, aten._softmax.default, aten._log_softmax.default,
+    aten.log_softmax.int, aten._softmax.default, aten._log_softmax.default, aten.layer_norm.default,
 })
-"""Ops quantized on their own input and output in a mode with `tables` (an NPU's lookup tables, softmax)."""
+"""Ops quantized on their own input and output in a mode with `tables` (an NPU's lookup tables, softmax,
+layer norm)."""
 PADS = frozenset({aten.pad.default, aten.constant_pad_nd.default})
 """Ops sharing their input's parameters in a mode with `tables` (an NPU pads int8 values)."""
 LAYER_OPS = WEIGHTED | ACTIVATION_OPS

@@ -17,7 +17,7 @@ import torch
 from torch.fx import Node
 
 from etbuild.backends.aot import Subgraph
-from etbuild.backends.tosa.aot import compute, shape, tables
+from etbuild.backends.tosa.aot import compute, matmul, norm, shape, tables
 from etbuild.backends.tosa.aot.builder import TosaBuilder
 from etbuild.backends.tosa.aot.quant import DQ, WEIGHT_DQ, Q
 from etbuild.backends.tosa.aot.values import TORCH, Value, in_layout
@@ -30,15 +30,16 @@ RULES: dict[object, Rule] = {
     aten.convolution.default: compute.convolution,
     aten.addmm.default: compute.linear, aten.mm.default: compute.linear, aten.linear.default: compute.linear,
     aten.relu.default: compute.clamp, aten.hardtanh.default: compute.clamp, aten.clamp.default: compute.clamp,
-    aten.add.Tensor: compute.add, aten.mul.Tensor: compute.mul, aten.cat.default: shape.cat,
-    aten.constant_pad_nd.default: shape.pad,
+    aten.add.Tensor: compute.add, aten.mul.Tensor: matmul.mul, aten.bmm.default: matmul.bmm,
+    aten.cat.default: shape.cat, aten.constant_pad_nd.default: shape.pad,
     **dict.fromkeys(tables.TABLE_OPS, tables.table), **dict.fromkeys(tables.SOFTMAX_OPS, tables.softmax),
     aten.max_pool2d_with_indices.default: compute.max_pool, aten.max_pool2d.default: compute.max_pool,
-    aten.avg_pool2d.default: compute.avg_pool, aten.mean.dim: compute.mean,
+    aten.avg_pool2d.default: compute.avg_pool, aten.mean.dim: norm.any_mean,
+    aten.native_layer_norm.default: norm.layer_norm, aten.slice.Tensor: shape.slice_,
     **dict.fromkeys((aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.unsqueeze.default,
                      aten.squeeze.dims, aten.squeeze.dim, aten.squeeze.default, aten.clone.default,
                      aten.alias.default), shape.view),
-    aten.permute.default: shape.permute,
+    aten.permute.default: shape.permute, aten.transpose.int: shape.transpose,
     operator.getitem: shape.first_result,
 }
 """Every call the walk lowers, by target."""

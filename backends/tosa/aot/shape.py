@@ -82,3 +82,31 @@ def pad(lw: Context, node: Node) -> Value:
     tensor = lw.b.op("PAD", [x.tensor, lw.b.shape(padding), fill], stored_shape(shape, x.layout), np.int8,
                      "PadAttribute")
     return Value(tensor, shape, x.layout, x.params)
+
+
+def slice_(lw: Context, node: Node) -> Value:
+    """slice.Tensor(x, dim, start, end, 1) of an int8 value → SLICE in its own layout."""
+    x = lw.value(node.args[0])
+    rank = len(x.shape)
+    dim = (node.args[1] if len(node.args) > 1 else 0) % rank
+    shape = tuple(node.meta["val"].shape)
+    start = node.args[2] if len(node.args) > 2 and node.args[2] is not None else 0
+    start = max(0, start + x.shape[dim] if start < 0 else start)
+    axis = stored_axis(dim, rank, x.layout)
+    begin = [0] * rank
+    begin[axis] = min(start, x.shape[dim])
+    stored = stored_shape(shape, x.layout)
+    tensor = lw.b.op("SLICE", [x.tensor, lw.b.shape(begin), lw.b.shape(stored)], stored, x.dtype, "SliceAttribute")
+    return replace(x, tensor=tensor, shape=shape)
+
+
+def transpose(lw: Context, node: Node) -> Value:
+    """transpose.int(x, a, b): the permute that swaps two dims."""
+    value = in_layout(lw.b, lw.value(node.args[0]), TORCH)
+    rank = len(value.shape)
+    perm = list(range(rank))
+    a, c = node.args[1] % rank, node.args[2] % rank
+    perm[a], perm[c] = perm[c], perm[a]
+    shape = tuple(node.meta["val"].shape)
+    tensor = lw.b.op("TRANSPOSE", [value.tensor], shape, value.dtype, "TransposeAttribute", perm)
+    return Value(tensor, shape, TORCH, value.params, value.scales, value.clamp)

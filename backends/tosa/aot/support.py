@@ -24,12 +24,16 @@ aten = torch.ops.aten
 MAX_RANK = 6
 Check = Callable[[Node], "str | None"]
 ACCUMULATING = frozenset({aten.convolution.default, aten.addmm.default, aten.mm.default, aten.linear.default,
-                          aten.add.Tensor, aten.mul.Tensor})
+                          aten.add.Tensor, aten.mul.Tensor, aten.bmm.default, aten.native_layer_norm.default})
+CARRIERS = frozenset({operator.getitem, aten.view.default, aten._unsafe_view.default, aten.reshape.default,
+                      aten.unsqueeze.default, aten.squeeze.dims, aten.squeeze.dim, aten.squeeze.default})
+"""Calls that may carry an int32 accumulator to its quantize (its per-channel scales stay on the last dim)."""
 REQUANTIZED = TABLE_OPS | SOFTMAX_OPS
 """Calls whose int8 result takes the parameters of the one quantize that reads them."""
 CLAMPS = frozenset({aten.relu.default, aten.hardtanh.default, aten.clamp.default})
 WORK = ACCUMULATING | REQUANTIZED | {aten.max_pool2d_with_indices.default, aten.max_pool2d.default,
                                      aten.avg_pool2d.default, aten.mean.dim, aten.cat.default}
+LAST_DIM_ONLY = "a layer norm over other than the last dim, or with a weight or bias that is not a constant"
 """Calls worth a delegate: a partition of views and requantizes alone is left on the CPU."""
 
 
@@ -104,10 +108,27 @@ def _avg_pool_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str 
 
 
 def _mean_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
-    rank = node.args[0].meta["val"].dim()
-    if rank not in (3, 4) or sorted(d % rank for d in node.args[1]) != list(range(2, rank)):
-        return "a mean over other than the spatial dims of a 3-D or 4-D value"
+    if node.args[0].meta["val"].dtype is not torch.float32 or len(node.args) < 2 or not node.args[1]:
+        return "a mean over every dim or of a non-float value"
     return None
+
+
+def _layer_norm_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
+    shape = node.args[0].meta["val"].shape
+    if list(node.args[1]) != [shape[-1]] or any(a is not None and a not in constants for a in node.args[2:4]):
+        return LAST_DIM_ONLY
+    return None
+
+
+def _bmm_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
+    if any(a in constants for a in node.args[:2]):
+        return "a batched matmul with a constant operand"
+    return None
+
+
+def _slice_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
+    step = node.args[4] if len(node.args) > 4 else 1
+    return None if step == 1 else f"a slice with step {step}"
 
 
 def _add_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
@@ -119,8 +140,10 @@ def _add_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | Non
 
 
 def _mul_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
-    if not all(isinstance(a, Node) for a in node.args[:2]):
-        return "a multiply by a scalar"
+    if not isinstance(node.args[0], Node):
+        return "a multiply of a scalar by a value"
+    if not isinstance(node.args[1], Node):
+        return None if float(node.args[1]) > 0 else "a multiply by a scalar that is not positive"
     if node.args[0].meta["val"].dim() != node.args[1].meta["val"].dim():
         return "a multiply of values of different ranks"
     return None
@@ -167,7 +190,8 @@ ARGUMENT_CHECKS: dict[object, Callable[[Node, Mapping[Node, torch.Tensor]], str 
     aten.avg_pool2d.default: _avg_pool_reason, aten.mean.dim: _mean_reason, aten.add.Tensor: _add_reason,
     aten.mul.Tensor: _mul_reason, aten.cat.default: _cat_reason, aten.constant_pad_nd.default: _pad_reason,
     **dict.fromkeys(SOFTMAX_OPS, _softmax_reason),
-    operator.getitem: _getitem_reason,
+    operator.getitem: _getitem_reason, aten.native_layer_norm.default: _layer_norm_reason,
+    aten.bmm.default: _bmm_reason, aten.slice.Tensor: _slice_reason,
 }
 """Per target: why the walk's rule cannot take a call's arguments (None: it can)."""
 
@@ -188,7 +212,7 @@ def _context_reason(node: Node, why: Mapping[Node, str | None], constants: Mappi
     for arg in node.all_input_nodes:
         if arg not in constants and not taken(arg):
             return f"reads {arg.name}, which stays on the CPU"
-    if node.target not in CLAMPS and any(_kind(a) != "int8" for a in _data_args(node)):
+    if node.target not in CLAMPS and any(_kind(a) != "int8" for a in _data_args(node)) and not _carries(node):
         return "reads an int32 accumulator that is not quantized first"
     if node.target in REQUANTIZED and output_params(node) is None:
         return "its result is not read by exactly one int8 quantize (a table's or softmax's output parameters)"
@@ -201,9 +225,19 @@ def _data_args(node: Node) -> list[Node]:
         return list(node.args[0])
     if node.target is aten.addmm.default:
         return [node.args[1]]
-    if node.target in (aten.add.Tensor, aten.mul.Tensor):
-        return list(node.args[:2])
+    if node.target in (aten.add.Tensor, aten.mul.Tensor, aten.bmm.default):
+        return [a for a in node.args[:2] if isinstance(a, Node)]
     return [node.args[0]]
+
+
+def _carries(node: Node) -> bool:
+    """Whether a reshape or getitem passes an accumulator on with its last dim (and its scales) unchanged."""
+    if node.target not in CARRIERS:
+        return False
+    source, result = node.args[0].meta["val"], node.meta["val"]
+    source = source[0] if isinstance(source, (tuple, list)) else source
+    result = result[0] if isinstance(result, (tuple, list)) else result
+    return source.dim() > 0 and result.dim() > 0 and source.shape[-1] == result.shape[-1]
 
 
 def _kind(node: object) -> str | None:

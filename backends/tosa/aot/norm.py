@@ -1,0 +1,122 @@
+"""Layer norm of an int8 value over its last dim as TOSA-1.0+INT operators (mean and variance in int32,
+the reciprocal square root from one int16 TABLE), and a mean over any dims (REDUCE_SUM, then RESCALE).
+
+ExecuTorch's Arm flow decomposes layer norm into int8 steps, each with its own observed scale: the mean
+(REDUCE_SUM, RESCALE), x − mean, its square, the variance (REDUCE_SUM, RESCALE), an int8 rsqrt TABLE and
+two MULs. Here the steps before the table are exact integers, and the table is TOSA's int16 one
+(513 entries, interpolated to 7 more bits), so only the table and the final rescale round:
+
+    q = x − zp (int32);  d = C·q − Σ q = C·(x − mean)/s  (|d| ≤ 255·C, exact)
+    v = Σ (d·d >> k)  = C³·var/s²/2ᵏ  (k keeps the sum within 2³⁰)
+    r = TABLE_rsqrt(v as int16 over var ∈ [0, (255·s/2)²], the largest variance an int8 row can have)
+    y = (d·r >> k₂)·sign(γ) + β/(|γ|·unit): an int32 accumulator, one scale per channel, |γ|·unit.
+
+The table resolves a row's variance down to about 1/512 of that largest one; a row flatter than that
+(a standard deviation under about 6 input steps) is normalised with a coarser reciprocal.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from torch.fx import Node
+
+from etbuild.backends.tosa.aot import compute
+from etbuild.backends.tosa.aot.compute import rescale
+from etbuild.backends.tosa.aot.values import TORCH, Context, Value, in_layout
+
+INT16_ENTRIES, HEADROOM = 513, 2**30
+
+
+def _mul(lw: Context, a: str, c: str, shape: tuple[int, ...], shift: int = 0) -> str:
+    return lw.b.op("MUL", [a, c, lw.b.const(np.array([shift], dtype=np.int8), "shift")], shape, np.int32,
+                   "MulAttribute")
+
+
+def _row_const(values: np.ndarray, rank: int, dtype: type = np.int32) -> np.ndarray:
+    """A constant that broadcasts along the last dim of a rank-`rank` value."""
+    return np.asarray(values, dtype=dtype).reshape([1] * (rank - 1) + [-1])
+
+
+def _bits(value: float) -> int:
+    """The right shift that brings `value` within HEADROOM."""
+    return max(0, math.ceil(math.log2(value / HEADROOM))) if value > HEADROOM else 0
+
+
+def _constant(lw: Context, node: object, size: int, default: float) -> np.ndarray:
+    if node is None:
+        return np.full(size, default, dtype=np.float64)
+    return lw.constants[node].detach().double().numpy().reshape(-1)
+
+
+def layer_norm(lw: Context, node: Node) -> Value:
+    """native_layer_norm(x, [C], γ, β, eps) of an int8 value → an int32 accumulator (see the module)."""
+    b = lw.b
+    x = in_layout(b, lw.value(node.args[0]), TORCH)
+    shape, rank = x.shape, len(x.shape)
+    c, axis, row = shape[-1], rank - 1, (*shape[:-1], 1)
+    gamma, beta = _constant(lw, node.args[2], c, 1.0), _constant(lw, node.args[3], c, 0.0)
+    eps = float(node.args[4])
+    q = rescale(lw, x, np.array([1.0]), 0, np.int32)
+    total = b.op("REDUCE_SUM", [q], row, np.int32, "ReduceSumAttribute", axis)
+    d = b.op("SUB", [_mul(lw, q, b.const(_row_const([c], rank)), shape), total], shape, np.int32, "SubAttribute")
+    k = _bits(float(c) * (255.0 * c) ** 2)
+    v = b.op("REDUCE_SUM", [_mul(lw, d, d, shape, k)], row, np.int32, "ReduceSumAttribute", axis)
+    r, r_unit = _rsqrt(lw, Value(v, row, TORCH, scales=np.array([1.0])), c, k, x.params.scale, eps)
+    k2 = _bits(255.0 * c * 32767 * 128)
+    y = _mul(lw, d, r, shape, k2)
+    if (gamma < 0).any():
+        y = _mul(lw, y, b.const(_row_const(np.where(gamma < 0, -1, 1), rank)), shape)
+    unit = x.params.scale / c * r_unit / 128 * 2**k2  # the real value of one step of y, before γ
+    magnitude = np.maximum(np.abs(gamma), 1e-12)
+    offsets = np.clip(np.round(beta / (magnitude * unit)), -HEADROOM, HEADROOM)
+    y = b.op("ADD", [y, b.const(_row_const(offsets, rank))], shape, np.int32, "AddAttribute")
+    return Value(y, shape, TORCH, scales=magnitude * unit)
+
+
+def _rsqrt(lw: Context, v: Value, c: int, k: int, scale: float, eps: float) -> tuple[str, float]:
+    """1/√(var + eps) of each row from the int16 TABLE, as int32 in steps of r_unit/128; and r_unit."""
+    b = lw.b
+    largest = (255.0 * scale / 2) ** 2
+    to_code = 2.0**k * scale**2 / c**3 / largest * 65535  # v → var as a code over [0, 65535]
+    offset = b.const(np.full([1] * len(v.shape), round(32768 / to_code), dtype=np.int32), "offset")
+    centred = Value(b.op("SUB", [v.tensor, offset], v.shape, np.int32, "SubAttribute"), v.shape, TORCH,
+                    scales=v.scales)
+    code = rescale(lw, centred, np.array([to_code]), 0, np.int16)
+    variances = np.arange(INT16_ENTRIES, dtype=np.float64) * 128 / 65535 * largest
+    r_unit = 1 / math.sqrt(variances[1]) / 32767
+    entries = np.clip(np.round(1 / np.sqrt(variances + eps) / r_unit), -32768, 32767).astype(np.int16)
+    return b.op("TABLE", [code, b.const(entries, "table")], v.shape, np.int32, "TableAttribute"), r_unit
+
+
+def mean(lw: Context, node: Node) -> Value:
+    """mean over any dims of an int8 value, whose output shares its parameters: REDUCE_SUM per dim in
+    PyTorch's order (int32), then one RESCALE by 1/N."""
+    b = lw.b
+    x = in_layout(b, lw.value(node.args[0]), TORCH)
+    rank = len(x.shape)
+    dims = sorted({d % rank for d in node.args[1]})
+    shape, count = list(x.shape), 1
+    tensor = rescale(lw, x, np.array([1.0]), 0, np.int32)
+    for d in dims:
+        count *= shape[d]
+        shape[d] = 1
+        tensor = b.op("REDUCE_SUM", [tensor], tuple(shape), np.int32, "ReduceSumAttribute", d)
+    total = Value(tensor, tuple(shape), TORCH, scales=np.array([1.0]))
+    out = rescale(lw, total, np.array([1.0 / count]), x.params.zero_point, np.int8)
+    result = tuple(node.meta["val"].shape)
+    if result != tuple(shape):
+        out = b.op("RESHAPE", [out, b.shape(result)], result, np.int8, "ReshapeAttribute")
+    return Value(out, result, TORCH, x.params)
+
+
+def spatial(node: Node) -> bool:
+    """Whether a mean is over the spatial dims of a 3-D or 4-D value (one AVG_POOL2D, compute.mean)."""
+    rank = node.args[0].meta["val"].dim()
+    return rank in (3, 4) and sorted(d % rank for d in node.args[1]) == list(range(2, rank))
+
+
+def any_mean(lw: Context, node: Node) -> Value:
+    """mean.dim: over the spatial dims one AVG_POOL2D, over others REDUCE_SUMs."""
+    return compute.mean(lw, node) if spatial(node) else mean(lw, node)
