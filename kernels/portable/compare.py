@@ -6,6 +6,7 @@ compares in float16, like torch), then write bools (or whatever out holds).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 
 import numpy as np
@@ -145,7 +146,14 @@ for _name, _fn in LOGICAL.items():
     kernel(_name, dtypes=ALL_DTYPES)(named(_logical(_fn), _name, __name__))
 
 
-@kernel("aten::logical_not.out", dtypes=ALL_DTYPES)
+def _logical_not_fast(x: np.ndarray, out: np.ndarray) -> Callable[[], object] | None:
+    """logical_not bound at load when out already has x's shape: the kernel's one ufunc call."""
+    if not (isinstance(x, np.ndarray) and isinstance(out, np.ndarray) and out.shape == x.shape):
+        return None
+    return functools.partial(np.logical_not, x, out=out, casting="unsafe")
+
+
+@kernel("aten::logical_not.out", dtypes=ALL_DTYPES, fast=_logical_not_fast)
 def logical_not_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     out = fit(out, x.shape)
     np.logical_not(x, out=out, casting="unsafe")

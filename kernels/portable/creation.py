@@ -6,7 +6,9 @@ Every creation op takes its dtype from `out` (and its layout from out's planned 
 
 from __future__ import annotations
 
+import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -57,7 +59,23 @@ def ones_out(size: NonNegativeInts, out: np.ndarray) -> np.ndarray:
     return _fill(out, size, 1)
 
 
-@kernel("aten::full_like.out", dtypes=ALL_DTYPES)
+def _filled(out: np.ndarray, shape: tuple[int, ...] | list[int], value: float) -> Callable[[], None] | None:
+    """_fill bound at load when out already has the shape: one copy of the value cast once."""
+    if not isinstance(out, np.ndarray) or out.shape != tuple(shape):
+        return None
+    return functools.partial(np.copyto, out, cast(value, out.dtype))
+
+
+def _full_like_fast(x: np.ndarray, value: float, memory_format: int | None, out: np.ndarray
+                    ) -> Callable[[], None] | None:
+    return _filled(out, x.shape, value)
+
+
+def _scalar_tensor_fast(value: float, out: np.ndarray) -> Callable[[], None] | None:
+    return _filled(out, (), value)
+
+
+@kernel("aten::full_like.out", dtypes=ALL_DTYPES, fast=_full_like_fast)
 def full_like_out(x: np.ndarray, value: float, memory_format: int | None, out: np.ndarray) -> np.ndarray:
     return _fill(out, x.shape, value)
 
@@ -72,7 +90,7 @@ def ones_like_out(x: np.ndarray, memory_format: int | None, out: np.ndarray) -> 
     return _fill(out, x.shape, 1)
 
 
-@kernel("aten::scalar_tensor.out", dtypes=ALL_DTYPES)
+@kernel("aten::scalar_tensor.out", dtypes=ALL_DTYPES, fast=_scalar_tensor_fast)
 def scalar_tensor_out(value: float, out: np.ndarray) -> np.ndarray:
     return _fill(out, (), value)
 

@@ -8,6 +8,8 @@ KernelError.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from etbuild.errors import KernelError
@@ -90,7 +92,30 @@ def embedding_out(
     return store(out, np.take(weight, idx, axis=0))
 
 
-@kernel("aten::where.self_out", dtypes=ALL_DTYPES)
+def _where_fast(cond: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], None] | None:
+    """where bound at load for a bool cond and a, b of out's dtype broadcasting to out's shape, out sharing memory
+    with none of them: b copied into out, then a where cond (the same selection, no temporary)."""
+    arrays = (cond, a, b, out)
+    if not all(isinstance(v, np.ndarray) for v in arrays) or cond.dtype != BOOL or not a.dtype == b.dtype == out.dtype:
+        return None
+    try:
+        if np.broadcast_shapes(cond.shape, a.shape, b.shape) != out.shape:
+            return None
+    except ValueError:
+        return None
+    if any(np.may_share_memory(out, v) for v in arrays[:3]):
+        return None
+    a_full, cond_full = np.broadcast_to(a, out.shape), np.broadcast_to(cond, out.shape)
+    copyto = np.copyto
+
+    def where() -> None:
+        copyto(out, b)
+        copyto(out, a_full, where=cond_full)
+
+    return where
+
+
+@kernel("aten::where.self_out", dtypes=ALL_DTYPES, fast=_where_fast)
 def where_self_out(cond: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> np.ndarray:
     if isinstance(a, np.ndarray) and isinstance(b, np.ndarray) and cond.dtype == BOOL and a.dtype == b.dtype:
         # No promotion, cast or resize. (Two copyto calls, b then a where cond, would spare the

@@ -269,36 +269,55 @@ def _logical(
     return store(out, fn(x.astype(bool, copy=False), axis=axes, keepdims=keepdim))
 
 
-@kernel("aten::any.out", dtypes=ALL_DTYPES)
+def _logical_fast(reduce: np.ufunc, all_dims: bool = False) -> Callable[..., Callable[[], None] | None]:
+    """any/all bound at load for bool x and out of the result's shape: one logical_or/logical_and reduce straight
+    into out (what np.any/np.all compute on bools, without the cast, the temporary and the copy)."""
+
+    def fast(x: np.ndarray, *args: object) -> Callable[[], None] | None:
+        out = args[-1]
+        if all_dims:
+            axes, keepdim = tuple(range(x.ndim)), False
+        else:
+            dim, keepdim = args[0], bool(args[1])
+            axes = () if dim == [] else reduce_axes(dim, x.ndim)  # type: ignore[arg-type]
+        if not (isinstance(out, np.ndarray) and x.dtype == out.dtype == np.bool_ and x.size
+                and out.shape == _reduced_shape(x.shape, axes, keepdim)):
+            return None
+        return functools.partial(reduce.reduce, x, axes, None, out, keepdim)
+
+    return fast
+
+
+@kernel("aten::any.out", dtypes=ALL_DTYPES, fast=_logical_fast(np.logical_or))
 def any_out(x: np.ndarray, dim: int, keepdim: bool, out: np.ndarray) -> np.ndarray:
     return _logical(np.any, x, reduce_axes(dim, x.ndim), keepdim, out)
 
 
-@kernel("aten::any.dims_out", dtypes=ALL_DTYPES)
+@kernel("aten::any.dims_out", dtypes=ALL_DTYPES, fast=_logical_fast(np.logical_or))
 def any_dims_out(x: np.ndarray, dim: list[int] | None, keepdim: bool, out: np.ndarray) -> np.ndarray:
     """dim None reduces everything; [] reduces nothing (unlike sum)."""
     axes = () if dim == [] else reduce_axes(dim, x.ndim)
     return _logical(np.any, x, axes, keepdim, out)
 
 
-@kernel("aten::any.all_out", dtypes=ALL_DTYPES)
+@kernel("aten::any.all_out", dtypes=ALL_DTYPES, fast=_logical_fast(np.logical_or, all_dims=True))
 def any_all_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return _logical(np.any, x, reduce_axes(None, x.ndim), False, out)
 
 
-@kernel("aten::all.out", dtypes=ALL_DTYPES)
+@kernel("aten::all.out", dtypes=ALL_DTYPES, fast=_logical_fast(np.logical_and))
 def all_out(x: np.ndarray, dim: int, keepdim: bool, out: np.ndarray) -> np.ndarray:
     return _logical(np.all, x, reduce_axes(dim, x.ndim), keepdim, out)
 
 
-@kernel("aten::all.dims_out", dtypes=ALL_DTYPES)
+@kernel("aten::all.dims_out", dtypes=ALL_DTYPES, fast=_logical_fast(np.logical_and))
 def all_dims_out(x: np.ndarray, dim: list[int] | None, keepdim: bool, out: np.ndarray) -> np.ndarray:
     """dim None reduces everything; [] reduces nothing (unlike sum)."""
     axes = () if dim == [] else reduce_axes(dim, x.ndim)
     return _logical(np.all, x, axes, keepdim, out)
 
 
-@kernel("aten::all.all_out", dtypes=ALL_DTYPES)
+@kernel("aten::all.all_out", dtypes=ALL_DTYPES, fast=_logical_fast(np.logical_and, all_dims=True))
 def all_all_out(x: np.ndarray, out: np.ndarray) -> np.ndarray:
     return _logical(np.all, x, reduce_axes(None, x.ndim), False, out)
 
