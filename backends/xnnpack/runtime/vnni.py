@@ -22,6 +22,7 @@ from numba.extending import intrinsic
 F = np.float32
 LANES = 16  # outputs per tile: one 512-bit vector of int32 sums
 GROUP = 8  # inputs per 64-byte load (4 in the low nibbles, 4 in the high ones)
+TILES = 4  # tiles a pass of the loop computes together (their sums' chains overlap)
 jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 
 I8, I16, I32, FLT = ir.IntType(8), ir.IntType(16), ir.IntType(32), ir.FloatType()
@@ -41,53 +42,76 @@ def _splat(builder, value, vector):  # noqa: ANN001, ANN202
     return builder.shuffle_vector(first, undef, ir.Constant(ir.VectorType(I32, vector.count), None))
 
 
-@intrinsic
-def tile_dot(typingctx, w, wi, a, blocks, per, s, si, offsets, acc):  # noqa: ANN001, ANN201, ARG001
-    """acc[0:16] ← fma(float(Σ u·w − offsets[b]), s[si + 16b : si + 16b + 16] (bf16 bits), acc[0:16]) for b = 0 …
-    blocks − 1,
-    in order, for one tile of 16 outputs: each block `per` loads of 64 weight bytes from w[wi] on (uint8) against
-    the row's packed codes a[2g], a[2g + 1] (int32, 4 unsigned codes each); acc stays in a register throughout."""
-    sig = types.void(w, wi, a, blocks, per, s, si, offsets, acc)
+def _tiles_codegen(count: int):  # noqa: ANN202
+    """The code of `count` tiles' block loop (see tile_dot): per tile two chains of 32-bit sums (low and high
+    nibbles) and its float total in registers; the row's codes loaded once per 8 inputs for every tile, so the
+    2·count `vpdpbusd` chains overlap (one tile's two chains wait on the instruction's latency)."""
 
     def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202, ARG001
-        w_, wi_, a_, blocks_, per_, s_, si_, offsets_, acc_ = args
-        tw, _, ta, _, _, ts, _, to, tacc = signature.args
+        w_, wi_, a_, blocks_, per_, s_, si_, offsets_, acc_, wstride_, sstride_ = args
+        tw, _, ta, _, _, ts, _, to, tacc, _, _ = signature.args
         mod = builder.module
         dot = cgutils.get_or_insert_function(mod, ir.FunctionType(V16I, [V16I] * 3), "llvm.x86.avx512.vpdpbusd.512")
         fma = cgutils.get_or_insert_function(mod, ir.FunctionType(V16F, [V16F] * 3), "llvm.fma.v16f32")
         index = wi_.type
-        out_ptr = _pointer(context, builder, tacc, acc_, ir.Constant(index, 0), V16F)
-        total = cgutils.alloca_once_value(builder, builder.load(out_ptr, align=4))
-        sums = cgutils.alloca_once_value(builder, ir.Constant(V16I, None))  # low nibbles' sums, then high ones'
-        highs = cgutils.alloca_once_value(builder, ir.Constant(V16I, None))  # (two chains: dpbusd's latency)
+        tiles = range(count)
+        bases = [builder.add(wi_, builder.mul(wstride_, ir.Constant(index, u))) for u in tiles]
+        sbases = [builder.add(si_, builder.mul(sstride_, ir.Constant(index, u))) for u in tiles]
+        out_ptrs = [_pointer(context, builder, tacc, acc_, ir.Constant(index, LANES * u), V16F) for u in tiles]
+        totals = [cgutils.alloca_once_value(builder, builder.load(p, align=4)) for p in out_ptrs]
+        sums = [cgutils.alloca_once_value(builder, ir.Constant(V16I, None)) for _ in tiles]
+        highs = [cgutils.alloca_once_value(builder, ir.Constant(V16I, None)) for _ in tiles]
         low, four = ir.Constant(V64B, [15] * 64), ir.Constant(V64B, [4] * 64)
         with cgutils.for_range(builder, blocks_) as blocks_loop:
             b = blocks_loop.index
-            builder.store(ir.Constant(V16I, None), sums)
-            builder.store(ir.Constant(V16I, None), highs)
+            for u in tiles:
+                builder.store(ir.Constant(V16I, None), sums[u])
+                builder.store(ir.Constant(V16I, None), highs[u])
             with cgutils.for_range(builder, per_) as groups_loop:
                 g = builder.add(builder.mul(b, per_), groups_loop.index)
-                at = builder.add(wi_, builder.mul(g, ir.Constant(index, 64)))
-                bytes_ = builder.load(_pointer(context, builder, tw, w_, at, V64B), align=1)
-                lo = builder.bitcast(builder.and_(bytes_, low), V16I)
-                hi = builder.bitcast(builder.lshr(bytes_, four), V16I)
                 k = builder.mul(g, ir.Constant(index, 2))
-                a0 = builder.load(_pointer(context, builder, ta, a_, k, I32))
-                a1 = builder.load(_pointer(context, builder, ta, a_, builder.add(k, ir.Constant(index, 1)), I32))
-                builder.store(builder.call(dot, [builder.load(sums), _splat(builder, a0, V16I), lo]), sums)
-                builder.store(builder.call(dot, [builder.load(highs), _splat(builder, a1, V16I), hi]), highs)
-            off = builder.load(_pointer(context, builder, to, offsets_, b, I32))
-            exact = builder.add(builder.load(sums), builder.load(highs))
-            block = builder.sitofp(builder.sub(exact, _splat(builder, off, V16I)), V16F)
-            at = builder.add(si_, builder.mul(b, ir.Constant(index, LANES)))
-            bf16 = builder.load(_pointer(context, builder, ts, s_, at, V16H), align=2)
-            scale = builder.bitcast(builder.shl(builder.zext(bf16, V16I), _splat(builder, ir.Constant(I32, 16), V16I)),
-                                    V16F)
-            builder.store(builder.call(fma, [block, scale, builder.load(total)]), total)
-        builder.store(builder.load(total), out_ptr, align=4)
+                a0 = _splat(builder, builder.load(_pointer(context, builder, ta, a_, k, I32)), V16I)
+                a1 = _splat(builder, builder.load(
+                    _pointer(context, builder, ta, a_, builder.add(k, ir.Constant(index, 1)), I32)), V16I)
+                offset = builder.mul(g, ir.Constant(index, 64))
+                for u in tiles:
+                    ptr = _pointer(context, builder, tw, w_, builder.add(bases[u], offset), V64B)
+                    bytes_ = builder.load(ptr, align=1)
+                    lo = builder.bitcast(builder.and_(bytes_, low), V16I)
+                    hi = builder.bitcast(builder.lshr(bytes_, four), V16I)
+                    builder.store(builder.call(dot, [builder.load(sums[u]), a0, lo]), sums[u])
+                    builder.store(builder.call(dot, [builder.load(highs[u]), a1, hi]), highs[u])
+            off = _splat(builder, builder.load(_pointer(context, builder, to, offsets_, b, I32)), V16I)
+            for u in tiles:
+                exact = builder.add(builder.load(sums[u]), builder.load(highs[u]))
+                block = builder.sitofp(builder.sub(exact, off), V16F)
+                at = builder.add(sbases[u], builder.mul(b, ir.Constant(index, LANES)))
+                bf16 = builder.load(_pointer(context, builder, ts, s_, at, V16H), align=2)
+                scale = builder.bitcast(
+                    builder.shl(builder.zext(bf16, V16I), _splat(builder, ir.Constant(I32, 16), V16I)), V16F)
+                builder.store(builder.call(fma, [block, scale, builder.load(totals[u])]), totals[u])
+        for u in tiles:
+            builder.store(builder.load(totals[u]), out_ptrs[u], align=4)
         return context.get_dummy_value()
 
-    return sig, codegen
+    return codegen
+
+
+@intrinsic
+def tile_dot(typingctx, w, wi, a, blocks, per, s, si, offsets, acc, wstride, sstride):  # noqa: ANN001, ANN201, ARG001
+    """acc[0:16] ← fma(float(Σ u·w − offsets[b]), s[si + 16b : si + 16b + 16] (bf16 bits), acc[0:16]) for b = 0 …
+    blocks − 1, in order, for one tile of 16 outputs: each block `per` loads of 64 weight bytes from w[wi] on
+    (uint8) against the row's packed codes a[2g], a[2g + 1] (int32, 4 unsigned codes each); acc stays in a register
+    throughout. (wstride, sstride: unused, tile_dots' signature.)"""
+    return types.void(w, wi, a, blocks, per, s, si, offsets, acc, wstride, sstride), _tiles_codegen(1)
+
+
+@intrinsic
+def tile_dots(typingctx, w, wi, a, blocks, per, s, si, offsets, acc, wstride, sstride):  # noqa: ANN001, ANN201, ARG001
+    """tile_dot for TILES tiles at once: tile u's weights from w[wi + u·wstride], its scales from
+    s[si + u·sstride], its outputs in acc[16u : 16u + 16]. The same integers and float operations per output, so
+    the same bits; 2·TILES independent `vpdpbusd` chains instead of 2."""
+    return types.void(w, wi, a, blocks, per, s, si, offsets, acc, wstride, sstride), _tiles_codegen(TILES)
 
 
 def pack(codes: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -112,14 +136,15 @@ def qd8_qb4w_row(weights: np.ndarray, scales: np.ndarray, ksum: np.ndarray, code
                  first: int, last: int) -> None:
     """out[16·first : 16·last] (of N) for one qdint8 row (codes (K,) int32 unsigned, params (zero point + 128,
     scale), from snap_row_qdint8_codes) through tiles first … last − 1 of the packed int4 weights (`pack`), with
-    ksum (N,) and bias (N,) float32; scratch int32 of K/4 + blocks + 16 elements. XNNPACK's bits (module
-    docstring). Disjoint tile ranges write disjoint outputs: blocks of one product may run on several threads."""
+    ksum (N,) and bias (N,) float32; scratch int32 of K/4 + blocks + 16·TILES elements. XNNPACK's bits (module
+    docstring). Disjoint tile ranges write disjoint outputs: blocks of one product may run on several threads.
+    TILES tiles a pass while that many are left, then one at a time."""
     tiles, groups, _ = weights.shape
     blocks = scales.shape[1]
     per = groups // blocks
     n = out.shape[0]
     packed, offsets = scratch[: 2 * groups], scratch[2 * groups : 2 * groups + blocks]
-    acc = scratch[2 * groups + blocks : 2 * groups + blocks + LANES].view(np.float32)
+    acc = scratch[2 * groups + blocks : 2 * groups + blocks + TILES * LANES].view(np.float32)
     for q in range(groups):  # inputs 8q … 8q + 3, then 8q + 4 … 8q + 7: one byte each
         c = codes[8 * q : 8 * q + 8]
         packed[2 * q] = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24)
@@ -131,16 +156,24 @@ def qd8_qb4w_row(weights: np.ndarray, scales: np.ndarray, ksum: np.ndarray, code
         offsets[b] = 8 * total
     zero, inscale = params[0], params[1]
     flat_w, flat_s = weights.reshape(-1), scales.reshape(-1)
-    for t in range(first, min(last, tiles)):
+    last = min(last, tiles)
+    wstride, sstride = groups * 64, blocks * LANES
+    t = first
+    while t < last:
+        count = TILES if t + TILES <= last else 1
         start = t * LANES
-        for j in range(LANES):
+        for j in range(count * LANES):
             acc[j] = ksum[start + j] * zero if start + j < n else F(0)
-        tile_dot(flat_w, t * groups * 64, packed, blocks, per, flat_s, t * blocks * LANES, offsets, acc)
-        for j in range(min(LANES, n - start)):  # the input scale, then the bias: two roundings, as XNNPACK
+        if count == TILES:
+            tile_dots(flat_w, t * wstride, packed, blocks, per, flat_s, t * sstride, offsets, acc, wstride, sstride)
+        else:
+            tile_dot(flat_w, t * wstride, packed, blocks, per, flat_s, t * sstride, offsets, acc, wstride, sstride)
+        for j in range(min(count * LANES, n - start)):  # the input scale, then the bias: two roundings, as XNNPACK
             v = acc[j] * inscale
             out[start + j] = v + bias[start + j]
+        t += count
 
 
 def scratch(k: int, blocks: int) -> np.ndarray:
     """The scratch one call of qd8_qb4w_row takes for K inputs in `blocks` blocks."""
-    return np.zeros(k // 4 + blocks + LANES, np.int32)
+    return np.zeros(k // 4 + blocks + TILES * LANES, np.int32)
