@@ -79,6 +79,8 @@ CONV_CASES = [  # (N, H, W, Cin, Cout, groups, kernel, stride, padding (top, rig
     (2, 6, 6, 8, 6, 2, (3, 3), (1, 1), (1, 1, 1, 1), True, (-0.5, 0.5)),  # grouped
     (1, 3, 3, 160, 1280, 1, (1, 1), (1, 1), (0, 0, 0, 0), True, (0.0, 6.0)),  # few rows: in column blocks
     (1, 2, 3, 96, 1000, 1, (1, 1), (1, 1), (0, 0, 0, 0), False, None),
+    (1, 1, 1, 960, 1280, 1, (1, 1), (1, 1), (0, 0, 0, 0), True, (0.0, 6.0)),  # one pixel: the filter in tiles
+    (1, 1, 1, 70, 300, 1, (1, 1), (1, 1), (0, 0, 0, 0), False, None),  # one pixel, a part tile, no bias
 ]
 
 
@@ -106,8 +108,12 @@ def test_conv2d_bias_and_clamp_match_torch(case: tuple, native_loops: str, monke
             dilation_height=1, dilation_width=1, groups=groups, group_input_channels=cin // groups,
             group_output_channels=cout // groups, input1_id=xi, filter_id=wi, bias_id=bi, output_id=oi)
     out = np.full(want.shape, np.nan, np.float32)
-    gb.handle().execute([x, out])
+    handle = gb.handle()
+    handle.execute([x, out])
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(want).max())))
+    (conv,) = handle.graph.ops
+    one_pixel = native_loops == "1" and h * w_ == 1 and cout >= 256
+    assert (conv.tiles is not None) == one_pixel  # one pixel with the loops on: XNNPACK's FMA order on tiles
 
 
 def test_few_rows_and_many_columns_are_multiplied_in_column_blocks() -> None:

@@ -28,6 +28,7 @@ from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
 from etbuild.backends.xnnpack.runtime import loops as compiled_loops
 from etbuild.backends.xnnpack.runtime.grids import Grid
 from etbuild.backends.xnnpack.runtime.ops.base import Context, Op, Shape, builds, fail, flat2d, reshaped, scratch
+from etbuild.backends.xnnpack.runtime.ops.pixel import pixel_step, pixel_tiles
 from etbuild.backends.xnnpack.runtime.ops.requant import Requantization, integer_form
 from etbuild.backends.xnnpack.runtime.ops.window import Window, pad_buffer
 from etbuild.backends.xnnpack.runtime.values import Value
@@ -107,6 +108,7 @@ class Conv2d(_Conv):
         # [G, KH·KW·Cin_g, Cout_g]: the im2col rows of one group times this give its outputs
         self.packed = np.ascontiguousarray(w.reshape(groups, gout, k).transpose(0, 2, 1), dtype=np.float32)
         self.groups = groups
+        self.tiles = pixel_tiles(self.packed, self.win, self.requant is not None, ctx.value(node.input1_id))
 
     clamp: tuple[float, float] = (-math.inf, math.inf)
 
@@ -157,6 +159,9 @@ class Conv2d(_Conv):
             return matmul_add(np.matmul, rows, self.packed[0], self.bias, out, constant_bias=True), False
         _warm(loops)
         lo, hi = (np.float32(b) for b in self.clamp)
+        if self.tiles is not None and rows.shape[0] == 1 and rows.flags.c_contiguous \
+                and not np.may_share_memory(rows, out):
+            return pixel_step(loops, self.tiles, rows[0], self.bias, out[0], self.clamp), True
         blocks = _column_blocks(*rows.shape, self.cout)
         if blocks > 1:
             return self._blocked(rows, out, blocks, loops), True
