@@ -131,13 +131,30 @@ def _logical(fn: Ufunc) -> Callable[[np.ndarray, np.ndarray, np.ndarray], np.nda
     return binary
 
 
+def _promoted_fast(fn: Ufunc) -> Callable[[Operand, Operand, np.ndarray], Callable[[], object] | None]:
+    """The promoted kernel's first form bound at load: when a and b need no promotion (`_same`) and broadcast to
+    out's shape, its one ufunc call."""
+
+    def fast(a: Operand, b: Operand, out: np.ndarray) -> Callable[[], object] | None:
+        if not (isinstance(out, np.ndarray) and _same(a, b, out)):
+            return None
+        try:
+            if np.broadcast_shapes(a.shape, np.shape(b)) != out.shape:  # type: ignore[union-attr]
+                return None
+        except ValueError:
+            return None
+        return functools.partial(fn, a, b, out=out, casting="unsafe")
+
+    return fast
+
+
 def _operands(name: str) -> tuple[str, str]:
     """A comparison, bitwise or shift overload's operands: its `Scalar` overloads take a Scalar `other`."""
     return TENSOR_SCALAR if "Scalar" in name.partition(".")[2] else TENSORS
 
 
 for _name, _fn in COMPARE.items():
-    kernel(_name, dtypes=ALL_DTYPES)(named(_promoted(_fn), _name, __name__, _operands(_name)))
+    kernel(_name, dtypes=ALL_DTYPES, fast=_promoted_fast(_fn))(named(_promoted(_fn), _name, __name__, _operands(_name)))
 for _name, _fn in BITWISE.items():
     kernel(_name, dtypes=BITWISE_DTYPES)(named(_promoted(_fn), _name, __name__, _operands(_name)))
 for _name, _fn in SHIFT.items():
