@@ -39,6 +39,7 @@ from etbuild.quantize.ao import (
     Quantizer,
     SharedQuantizationSpec,
 )
+from etbuild.quantize.attention import decompose_attention
 from etbuild.quantize.modules import SchemeMap
 from etbuild.quantize.schemes import (
     DEFAULT_MODE,
@@ -154,6 +155,10 @@ class EtbuildQuantizer(Quantizer):
             elif node.target is aten.cat.default and s.static:
                 _shared_cat(node)
         return model
+
+    def transform_for_annotation(self, model: GraphModule) -> GraphModule:
+        """In a mode with `tables`, attention written out so that an NPU gets each step in int8."""
+        return decompose_attention(model) if self.mode.tables else model
 
     def validate(self, model: GraphModule) -> None:
         """Nothing to check: every annotation is made from a supported pattern."""

@@ -14,7 +14,7 @@ import numpy as np
 from torch.fx import Node
 
 from etbuild.backends.tosa.aot.quant import QParams, activation_params, bias_of, weight_of
-from etbuild.backends.tosa.aot.values import CHANNELS_LAST, Context, Value, in_layout, reshape
+from etbuild.backends.tosa.aot.values import CHANNELS_LAST, TORCH, Context, Value, in_layout, reshape
 from etbuild.backends.tosa.rescale import multipliers_shifts
 
 ADD_SHIFT = 20
@@ -68,11 +68,17 @@ def quantize(lw: Context, node: Node) -> Value:
 
 
 def dequantize(lw: Context, node: Node) -> Value | None:
-    """An activation's dequantize: its int8 value with its parameters (a weight's: nothing, its user reads it)."""
-    params = activation_params(node)
-    if params is None or node.args[0] in lw.constants:
+    """An activation's dequantize: its int8 value with its parameters; of an int8 constant quantized as an
+    activation (a position table), that constant (a weight's: nothing, its user reads it)."""
+    params, source = activation_params(node), node.args[0]
+    if params is None:
         return None
-    return replace(lw.value(node.args[0]), params=params)
+    if source in lw.constants:
+        values = lw.constants[source]
+        if str(values.dtype) != "torch.int8":
+            return None
+        return Value(lw.b.const(values.numpy(), "constant"), tuple(values.shape), params=params)
+    return replace(lw.value(source), params=params)
 
 
 def clamp(lw: Context, node: Node) -> Value:
@@ -152,22 +158,32 @@ def linear(lw: Context, node: Node) -> Value:
 
 def add(lw: Context, node: Node) -> Value:
     """int8 + int8: each rescaled to int32 at a shared scale (shifted up ADD_SHIFT bits), one ADD."""
-    a, c = lw.value(node.args[0]), lw.value(node.args[1])
-    layout = CHANNELS_LAST if CHANNELS_LAST in (a.layout, c.layout) else a.layout
-    a, c = in_layout(lw.b, a, layout), in_layout(lw.b, c, layout)
+    a, c = _operands(lw, node)
     twice = 2 * max(a.params.scale, c.params.scale)
     left = rescale(lw, a, np.array([a.params.scale / twice * (1 << ADD_SHIFT)]), 0, np.int32)
     right = rescale(lw, c, np.array([c.params.scale / twice * (1 << ADD_SHIFT)]), 0, np.int32)
-    total = lw.b.op("ADD", [left, right], a.stored, np.int32, "AddAttribute")
-    return Value(total, a.shape, layout, scales=np.array([twice / (1 << ADD_SHIFT)]))
+    out = Value("", tuple(node.meta["val"].shape), a.layout, scales=np.array([twice / (1 << ADD_SHIFT)]))
+    return replace(out, tensor=lw.b.op("ADD", [left, right], out.stored, np.int32, "AddAttribute"))
+
+
+def _operands(lw: Context, node: Node) -> tuple[Value, Value]:
+    """The two values of an element-wise call in one layout; one of fewer dims gets leading size-1 dims."""
+    a, c = lw.value(node.args[0]), lw.value(node.args[1])
+    if len(a.shape) != len(c.shape):
+        a, c = in_layout(lw.b, a, TORCH), in_layout(lw.b, c, TORCH)
+        rank = max(len(a.shape), len(c.shape))
+        a, c = (v if len(v.shape) == rank else
+                replace(v, tensor=reshape(lw.b, v, (1,) * (rank - len(v.shape)) + v.shape),
+                        shape=(1,) * (rank - len(v.shape)) + v.shape) for v in (a, c))
+    layout = CHANNELS_LAST if CHANNELS_LAST in (a.layout, c.layout) else a.layout
+    return in_layout(lw.b, a, layout), in_layout(lw.b, c, layout)
 
 
 def mul(lw: Context, node: Node) -> Value:
     """int8 × int8 (broadcasting over size-1 dims): both to int32 without their zero points, one MUL into
     an int32 accumulator at the product of their scales."""
-    a, c = lw.value(node.args[0]), lw.value(node.args[1])
-    layout = CHANNELS_LAST if CHANNELS_LAST in (a.layout, c.layout) else a.layout
-    a, c = in_layout(lw.b, a, layout), in_layout(lw.b, c, layout)
+    a, c = _operands(lw, node)
+    layout = a.layout
     left = rescale(lw, a, np.array([1.0]), 0, np.int32)
     right = rescale(lw, c, np.array([1.0]), 0, np.int32)
     shape = tuple(node.meta["val"].shape)

@@ -36,6 +36,7 @@ RULES: dict[object, Rule] = {
     aten.max_pool2d_with_indices.default: compute.max_pool, aten.max_pool2d.default: compute.max_pool,
     aten.avg_pool2d.default: compute.avg_pool, aten.mean.dim: norm.any_mean,
     aten.native_layer_norm.default: norm.layer_norm, aten.slice.Tensor: shape.slice_,
+    aten.select.int: shape.select,
     **dict.fromkeys((aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.unsqueeze.default,
                      aten.squeeze.dims, aten.squeeze.dim, aten.squeeze.default, aten.clone.default,
                      aten.alias.default), shape.view),

@@ -9,9 +9,12 @@ from __future__ import annotations
 from dataclasses import replace
 
 import numpy as np
+import torch
 from torch.fx import Node
 
 from etbuild.backends.tosa.aot.compute import requantize
+from etbuild.backends.tosa.aot.quant import QParams
+from etbuild.backends.tosa.aot.tables import output_params
 from etbuild.backends.tosa.aot.values import CHANNELS_LAST, TORCH, Context, Value, in_layout, reshape, stored_shape
 
 
@@ -56,16 +59,23 @@ def stored_axis(dim: int, rank: int, layout: str) -> int:
 def cat(lw: Context, node: Node) -> Value:
     """cat of int8 values → CONCAT. Each part takes the first part's parameters (a RESCALE where they
     differ; the quantizer shares them, so usually none), all in the layout of the first channels-last one."""
-    parts = [lw.value(p) for p in node.args[0]]
+    known = [lw.value(p) for p in node.args[0] if p not in lw.constants]
+    params = output_params(node) or known[0].params
+    parts = [_constant(lw, lw.constants[p], params) if p in lw.constants else lw.value(p) for p in node.args[0]]
     rank = len(parts[0].shape)
     layout = CHANNELS_LAST if any(p.layout == CHANNELS_LAST for p in parts) and rank >= 3 else TORCH
-    params = parts[0].params
     parts = [in_layout(lw.b, requantize(lw, p, params), layout) for p in parts]
     dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
     shape = tuple(node.meta["val"].shape)
     tensor = lw.b.op("CONCAT", [p.tensor for p in parts], stored_shape(shape, layout), parts[0].dtype,
                      "ConcatAttribute", stored_axis(dim, rank, layout))
     return Value(tensor, shape, layout, params)
+
+
+def _constant(lw: Context, values: torch.Tensor, params: QParams) -> Value:
+    """A float constant part quantized with `params`."""
+    codes = np.clip(np.round(values.double().numpy() / params.scale) + params.zero_point, -128, 127)
+    return Value(lw.b.const(codes.astype(np.int8), "constant"), tuple(values.shape), TORCH, params)
 
 
 def pad(lw: Context, node: Node) -> Value:
@@ -110,3 +120,16 @@ def transpose(lw: Context, node: Node) -> Value:
     shape = tuple(node.meta["val"].shape)
     tensor = lw.b.op("TRANSPOSE", [value.tensor], shape, value.dtype, "TransposeAttribute", perm)
     return Value(tensor, shape, TORCH, value.params, value.scales, value.clamp)
+
+
+def select(lw: Context, node: Node) -> Value:
+    """select.int(x, dim, index) of an int8 value → SLICE of that one index, then RESHAPE without the dim."""
+    x = in_layout(lw.b, lw.value(node.args[0]), TORCH)
+    rank, shape = len(x.shape), tuple(node.meta["val"].shape)
+    dim = node.args[1] % rank
+    index = node.args[2] % x.shape[dim]
+    begin, size = [0] * rank, list(x.shape)
+    begin[dim], size[dim] = index, 1
+    cut = lw.b.op("SLICE", [x.tensor, lw.b.shape(begin), lw.b.shape(size)], tuple(size), x.dtype, "SliceAttribute")
+    part = replace(x, tensor=cut, shape=tuple(size))
+    return replace(part, tensor=reshape(lw.b, part, shape), shape=shape)

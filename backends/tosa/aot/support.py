@@ -80,7 +80,9 @@ def _argument_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str 
 
 def _weight_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
     found = weight_of(node, constants, True) or weight_of(node, constants)
-    return None if found else "not an int8 constant weight"
+    if found or (activation_params(node) is not None and constants[node.args[0]].dtype is torch.int8):
+        return None  # a weight, or an int8 constant quantized as an activation (a position table)
+    return "not an int8 constant weight"
 
 
 def _linear_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
@@ -134,8 +136,9 @@ def _slice_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | N
 def _add_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
     if len(node.args) > 2 or node.kwargs.get("alpha", 1) != 1 or not isinstance(node.args[1], Node):
         return "an add with alpha or a scalar"
-    if node.args[0].meta["val"].shape != node.args[1].meta["val"].shape:
-        return "an add that broadcasts"
+    shapes = [tuple(a.meta["val"].shape) for a in node.args[:2]]
+    if shapes[0] != shapes[1] and tuple(node.meta["val"].shape) not in shapes:
+        return "an add that broadcasts both of its values"
     return None
 
 
@@ -144,14 +147,14 @@ def _mul_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | Non
         return "a multiply of a scalar by a value"
     if not isinstance(node.args[1], Node):
         return None if float(node.args[1]) > 0 else "a multiply by a scalar that is not positive"
-    if node.args[0].meta["val"].dim() != node.args[1].meta["val"].dim():
-        return "a multiply of values of different ranks"
     return None
 
 
 def _cat_reason(node: Node, constants: Mapping[Node, torch.Tensor]) -> str | None:
-    if any(p in constants or not isinstance(p, Node) for p in node.args[0]):
-        return "a concatenation with a constant part"
+    if any(not isinstance(p, Node) for p in node.args[0]) or all(p in constants for p in node.args[0]):
+        return "a concatenation of constants alone"
+    if any(p in constants for p in node.args[0]) and output_params(node) is None:
+        return "a concatenation with a constant part whose result is not read by one int8 quantize"
     return None
 
 
@@ -212,7 +215,8 @@ def _context_reason(node: Node, why: Mapping[Node, str | None], constants: Mappi
     for arg in node.all_input_nodes:
         if arg not in constants and not taken(arg):
             return f"reads {arg.name}, which stays on the CPU"
-    if node.target not in CLAMPS and any(_kind(a) != "int8" for a in _data_args(node)) and not _carries(node):
+    if node.target not in CLAMPS and any(_kind(a) != "int8" for a in _data_args(node) if a not in constants) \
+            and not _carries(node):
         return "reads an int32 accumulator that is not quantized first"
     if node.target in REQUANTIZED and output_params(node) is None:
         return "its result is not read by exactly one int8 quantize (a table's or softmax's output parameters)"
