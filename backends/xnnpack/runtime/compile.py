@@ -21,7 +21,7 @@ from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
 from etbuild.backends.xnnpack.format.nodes import CLAMPED
 from etbuild.backends.xnnpack.runtime.grids import RowCodes, Snap
-from etbuild.backends.xnnpack.runtime.ops import BUILDERS, Context, Op, epilogue, softmax
+from etbuild.backends.xnnpack.runtime.ops import BUILDERS, Context, Op, epilogue, softmax, transposes
 from etbuild.backends.xnnpack.runtime.values import Value
 from etbuild.errors import InvalidProgram
 
@@ -51,6 +51,7 @@ def compile_graph(graph: g.XNNGraph, values: dict[int, Value]) -> Compiled:
     snaps = [[_snap(op, values[o], values, lo, hi, codes.get(o)) for o in op.outputs] for op, (lo, hi) in built]
     _hand_codes(ops, snaps, codes)
     ops, snaps = _fuse_epilogues(ops, snaps, values)
+    ops, snaps = transposes.fold(ops, snaps, values)  # transposes composed or written by their products
     _check_order(ops, values)
     inputs, outputs, positions = _externals(graph, values)
     compiled = Compiled(values, ops, snaps, inputs, outputs, positions)
