@@ -23,15 +23,21 @@ import ctypes
 import dataclasses
 import functools
 import glob
+import importlib
 import itertools
 import os
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 Block = Callable[[int], object]
+# Pauses (about 30-140 cycles each) a worker spins waiting for the next table step before it sleeps, and the caller
+# spins waiting for blocks a worker claimed before it yields its core to that worker.
+SERVE_SPINS, JOIN_SPINS = 20_000, 2_000
+_PY_WORD = 4 * 8  # kernels/pool_loops.PY: where run() posts its generation for a spinning worker
 
 
 def default_threads() -> int:
@@ -115,7 +121,8 @@ class _Job:
 
 
 class Pool:
-    """`threads` − 1 worker threads that run a step's blocks beside the calling thread."""
+    """`threads` − 1 worker threads that run a step's blocks beside the calling thread: Python blocks (`run`) and,
+    where numba's loops are importable, tables of BLAS calls claimed without the GIL (`run_table`)."""
 
     def __init__(self, threads: int) -> None:
         self.threads = max(1, threads)
@@ -123,6 +130,8 @@ class Pool:
         self._job: _Job | None = None
         self._generation = 0
         self._pid = -1
+        self._ctrl: np.ndarray | None = None  # the compiled side's control words (kernels/pool_loops.py)
+        self._step = threading.Lock()  # one table step at a time; another caller runs its table alone
 
     def run(self, block: Block, count: int) -> None:
         """block(0) … block(count − 1), each once, spread over the calling thread and the workers; returns when
@@ -136,6 +145,8 @@ class Pool:
         job = _Job(block, count)
         with self._ready:
             self._job, self._generation = job, self._generation + 1
+            if self._ctrl is not None:  # a worker spinning in the compiled loop comes back for it
+                self._ctrl[_PY_WORD] = self._generation
             self._ready.notify(min(count, self.threads) - 1)
         _work(job)
         if not job.done.is_set():
@@ -143,20 +154,53 @@ class Pool:
         if job.error is not None:
             raise job.error
 
+    def run_table(self, table: np.ndarray) -> None:
+        """Every block (row) of a table of BLAS calls (kernels/pool_loops.py), claimed by the calling thread and
+        the workers without the GIL; returns when all have run. The caller runs them all where there are no
+        workers, no compiled loops, or another step is running."""
+        loops = compiled_loops()
+        if loops is None:
+            raise RuntimeError("run_table needs numba's loops (etbuild.kernels.pool_loops)")
+        if self.threads > 1 and self._pid != os.getpid():
+            self._start()
+        if self.threads == 1 or table.shape[0] < 2 or not self._step.acquire(blocking=False):
+            loops.run_all(table)
+            return
+        try:
+            ctrl = self._ctrl
+            gen = loops.publish(ctrl, table, self.threads - 1)
+            if gen < 0:  # a worker sleeps: wake it (it joins once it has the GIL; the caller does not wait)
+                gen = -gen
+                with self._ready:
+                    self._ready.notify_all()
+            while not loops.join(ctrl, table, gen, JOIN_SPINS):
+                os.sched_yield()  # a worker holds a block but not a core: let it have this one
+        finally:
+            self._step.release()
+
     def _start(self) -> None:
         """Start the workers (again, in a forked child: threads do not survive a fork)."""
         self._ready = threading.Condition()  # a fresh lock: a forked child may hold a copy taken mid-wait
+        self._step = threading.Lock()
         self._job, self._generation, self._pid = None, 0, os.getpid()
-        for _ in range(self.threads - 1):
-            threading.Thread(target=self._serve, name="etbuild-pool", daemon=True).start()
+        loops = compiled_loops()
+        self._ctrl = None if loops is None else np.zeros(loops.words(self.threads - 1), np.int64)
+        for w in range(self.threads - 1):
+            threading.Thread(target=self._serve, args=(w,), name="etbuild-pool", daemon=True).start()
 
-    def _serve(self) -> None:
-        seen, pid = 0, os.getpid()
+    def _serve(self, w: int) -> None:
+        seen, pid, ctrl = 0, os.getpid(), self._ctrl
+        loops, seen_table = (compiled_loops(), 0) if ctrl is not None else (None, 0)
         while True:
+            if loops is not None:  # spin for tables without the GIL, back here when idle or for a Python job
+                seen_table = loops.serve(ctrl, seen_table, w, SERVE_SPINS, seen)
             with self._ready:
-                while self._generation == seen:
+                while self._generation == seen and (loops is None or loops.generation(ctrl) == seen_table):
                     self._ready.wait()
-                seen, job = self._generation, self._job
+                if loops is not None:
+                    loops.awake(ctrl, w)
+                job = self._job if self._generation != seen else None
+                seen = self._generation
             if os.getpid() != pid:  # pragma: no cover  (a thread does not survive a fork)
                 return
             if job is not None:
@@ -177,6 +221,15 @@ def _work(job: _Job) -> None:
 
 
 _pools: dict[int, Pool] = {}
+
+
+@functools.cache
+def compiled_loops() -> Any:
+    """kernels/pool_loops (claims without the GIL), or None without numba (a trimmed runtime has no such module)."""
+    try:
+        return importlib.import_module("etbuild.kernels.pool_loops")
+    except ImportError:
+        return None
 
 
 def pool(threads: int) -> Pool:
@@ -228,14 +281,22 @@ def held(run: Callable[[], None]) -> Callable[[], None]:
 
 
 @functools.cache
-def _openblas_counts() -> tuple[Callable[[], int], Callable[[int], None]] | None:
-    """The get and set of numpy's OpenBLAS thread count (its bundled library's symbols), or None."""
+def numpy_openblas() -> ctypes.CDLL | None:
+    """The OpenBLAS bundled with numpy (numpy.libs: the library numpy loaded), or None."""
     folder = Path(np.__file__).parent.parent / "numpy.libs"
     for path in sorted(glob.glob(str(folder / "*openblas*.so*"))):
         try:
-            lib = ctypes.CDLL(path)
+            return ctypes.CDLL(path)
         except OSError:
             continue
+    return None
+
+
+@functools.cache
+def _openblas_counts() -> tuple[Callable[[], int], Callable[[int], None]] | None:
+    """The get and set of numpy's OpenBLAS thread count (its bundled library's symbols), or None."""
+    lib = numpy_openblas()
+    if lib is not None:
         # the getter of the Fortran interface (no arguments) is the cheaper call where it exists; the setter is C's
         for get, set_ in (("scipy_openblas_get_num_threads_64_", "scipy_openblas_set_num_threads64_"),
                           ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),

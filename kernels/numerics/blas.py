@@ -43,6 +43,7 @@ MKL_MACS = 1 << 20
 # A product is split over threads from this many multiply-adds (about 0.1 ms on one core), into blocks of at least
 # BLOCK_MACS and BLOCK_ROWS rows: a block's call and claim cost a few µs, and each thread must have blocks enough.
 SPLIT_MACS, BLOCK_MACS, BLOCK_ROWS = 1 << 22, 1 << 20, 16
+STACK_MACS = 1 << 16  # a stack of products is split one matrix a block when each has at least this many
 BLOCK_COLS = 16  # a column block's width is a multiple of this: whole 64-byte lines of b and out
 
 Product = Callable[..., Any]
@@ -54,23 +55,139 @@ def bound_product(product: Product, a: np.ndarray, b: np.ndarray, out: np.ndarra
     through MKL's sgemm where it takes it, else the numpy call as given."""
     count, by_columns = _blocks(a, b, out)
     if count < 2:
-        return _one_call(product, a, b, out)
-    if by_columns:  # each block packs only its columns of b: a row block would pack all of b again
-        per_block = -(-b.shape[1] // count)
-        width = -(-per_block // BLOCK_COLS) * BLOCK_COLS
-        calls = [_one_call(np.matmul, a, b[:, c:c + width], out[:, c:c + width], minimum=0)  # np.dot: no strided out
-                 for c in range(0, b.shape[1], width)]
-    else:
-        rows = -(-a.shape[0] // count)
-        calls = [_one_call(product, a[r:r + rows], b, out[r:r + rows], minimum=0)
-                 for r in range(0, a.shape[0], rows)]
-    run, blocks = threads.pool(threads.current().thread_count).run, len(calls)
+        stack = _stack_split(a, b, out)
+        return stack if stack is not None else _one_call(product, a, b, out)
+    views = _block_views(a, b, out, count, by_columns)
+    calls = [_one_call(np.matmul if by_columns else product, *view, minimum=0) for view in views]  # np.dot: no
+    return _split(calls, views, (a, b, out), _table(views))  # strided out
 
-    def split() -> None:
-        run(lambda i: calls[i](), blocks)
+
+def _split(calls: list[Callable[[], Any]], views: list[tuple[np.ndarray, np.ndarray, np.ndarray]],
+           arrays: tuple[np.ndarray, ...], table: np.ndarray | None) -> Callable[[], None]:
+    """One step running the blocks over the pool: the table's BLAS calls claimed without the GIL where there is
+    one, else the Python calls (`Pool.run`)."""
+    pool = threads.pool(threads.current().thread_count)
+    if table is not None:  # claimed and run without the GIL (kernels/pool_loops.py)
+        def split() -> None:
+            pool.run_table(table)
+
+        split.table, split.arrays = table, arrays  # type: ignore[attr-defined]  # its addresses' memory
+    else:
+        run, blocks = pool.run, len(calls)
+
+        def split() -> None:
+            run(lambda i: calls[i](), blocks)
 
     split.calls = calls  # type: ignore[attr-defined]  # the blocks, for tests and the profiler
     return split
+
+
+def bound_stack(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], Any]:
+    """out = a @ b over a stack of matrices (batch dims broadcast), one sgemm call per matrix (for an out whose
+    matrices interleave, which MKL's strided batch call refuses): a table of them over the pool, claimed without
+    the GIL (on the calling thread alone at one thread), else one `bound_product` per matrix in turn."""
+    a_, b_ = (np.broadcast_to(x, (*out.shape[:-2], *x.shape[-2:])) for x in (a, b))
+    views = [(a_[i], b_[i], out[i]) for i in np.ndindex(*out.shape[:-2])]
+    table = _table(views) if native.enabled() and not np.may_share_memory(out, a) \
+        and not np.may_share_memory(out, b) else None
+    calls = [bound_product(np.matmul, *view) for view in views]
+    if table is not None and threads.current().thread_count > 1:
+        return _split(calls, views, (a, b, out), table)
+    if table is not None:
+        run_all = threads.compiled_loops().run_all
+
+        def products() -> None:
+            run_all(table)
+    else:
+        def products() -> None:
+            for call in calls:
+                call()
+
+    products.arrays = (a, b, out)  # type: ignore[attr-defined]  # the memory the table addresses
+    return products
+
+
+def _stack_split(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], None] | None:
+    """A stack of products (attention's heads) of at least SPLIT_MACS in all and STACK_MACS each, one block a
+    matrix, when the options give it threads and the pool's compiled side takes the table; else None (one call)."""
+    if threads.current().thread_count < 2 or out.ndim < 3 or not native.enabled():
+        return None
+    found = _operands(a, b, out, SPLIT_MACS)
+    if found is None or found[2] < 2 or a.shape[-2] * a.shape[-1] * b.shape[-1] < STACK_MACS:
+        return None
+    a_, b_, _ = found
+    views = [(a_[i], b_[i], out[i]) for i in np.ndindex(out.shape[:-2])]
+    table = _table(views)
+    if table is None:
+        return None
+    return _split([_one_call(np.matmul, *view, minimum=0) for view in views], views, (a, b, out), table)
+
+
+def _block_views(a: np.ndarray, b: np.ndarray, out: np.ndarray, count: int,
+                 by_columns: bool) -> list[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """(a, b, out) of each block: count blocks of columns (each packs only its columns of b: a row block would
+    pack all of b again), their width a multiple of BLOCK_COLS, or of rows."""
+    if by_columns:
+        per_block = -(-b.shape[1] // count)
+        width = -(-per_block // BLOCK_COLS) * BLOCK_COLS
+        return [(a, b[:, c:c + width], out[:, c:c + width]) for c in range(0, b.shape[1], width)]
+    rows = -(-a.shape[0] // count)
+    return [(a[r:r + rows], b, out[r:r + rows]) for r in range(0, a.shape[0], rows)]
+
+
+def _table(views: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray | None:
+    """The blocks as a table of cblas_sgemm calls for the pool's compiled side (kernels/pool_loops.py), through
+    MKL where the options take it, else numpy's own OpenBLAS (its cblas_sgemm, the function numpy's matmul calls);
+    None without numba's loops, without a BLAS whose address is known, or for operands sgemm does not take."""
+    loops = threads.compiled_loops()
+    found = _sgemm_address()
+    if loops is None or found is None:
+        return None
+    address, width = found
+    table = np.zeros((len(views), loops.FIELDS), np.int64)
+    for row, (a, b, out) in zip(table, views, strict=True):
+        fields = _gemm_fields(a, b, out)
+        if fields is None:
+            return None
+        row[:len(fields) + 2] = (address, width, *fields)
+    if width == 64 and any(_openblas_threads(*view[:2]) for view in views):
+        threads.note_numpy_blas()
+    return table
+
+
+def _gemm_fields(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> tuple[int, ...] | None:
+    """(ta, tb, m, n, k, a, lda, b, ldb, out, ldout) of one row-major sgemm computing out = a @ b, for 2-D float32
+    operands with a unit stride along one axis, out with unit column stride and disjoint from both; else None."""
+    if not (a.dtype == b.dtype == out.dtype == np.float32) or not (a.ndim == b.ndim == out.ndim == 2):
+        return None
+    if min(a.shape) == 0 or b.shape[1] == 0 or np.may_share_memory(out, a) or np.may_share_memory(out, b):
+        return None
+    ta, tb, to = _matrix(a), _matrix(b), _matrix(out)
+    if ta is None or tb is None or to is None or to[0] != NO_TRANS or max(a.size, b.size, out.size) > INT_MAX:
+        return None
+    if any(s % 4 or s < 0 for x in (a, b, out) for s in x.strides) or not all(x.flags.aligned for x in (a, b, out)):
+        return None
+    return (ta[0], tb[0], a.shape[0], b.shape[1], a.shape[1], a.ctypes.data, ta[1], b.ctypes.data, tb[1],
+            out.ctypes.data, to[1])
+
+
+def _sgemm_address() -> tuple[int, int] | None:
+    """(address, integer width) of the cblas_sgemm that split products call: MKL's (LP64: 32) when the options
+    take it, else numpy's bundled OpenBLAS's (scipy-openblas, ILP64: 64); None when neither is found."""
+    mkl = _usable()
+    if mkl is not None:
+        return ctypes.cast(mkl.cblas_sgemm, ctypes.c_void_p).value, 32
+    return _numpy_sgemm()
+
+
+@functools.cache
+def _numpy_sgemm() -> tuple[int, int] | None:
+    """numpy's own OpenBLAS's cblas_sgemm (the library in numpy.libs that numpy loaded), or None."""
+    lib = threads.numpy_openblas()
+    for name, width in (("scipy_cblas_sgemm64_", 64), ("cblas_sgemm64_", 64)):
+        if lib is not None and hasattr(lib, name):
+            return ctypes.cast(getattr(lib, name), ctypes.c_void_p).value, width
+    return None
 
 
 def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:

@@ -8,7 +8,9 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 
+import numpy as np
 import pytest
 
 from etbuild.errors import UsageError
@@ -117,3 +119,81 @@ def test_numpy_blas_is_held_at_one_thread_and_restored() -> None:
             assert get() == 1
         assert get() == 1
     assert get() == before
+
+
+def _product_table(rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, object]:
+    """A table of `rows` sgemm blocks (one output row block each) of out = a @ b, or skip where it cannot be made."""
+    from etbuild.kernels.numerics import blas
+
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((rows * 16, 64)).astype(np.float32), rng.standard_normal((64, 48)).astype(np.float32)
+    out = np.full((rows * 16, 48), np.nan, np.float32)
+    views = [(a[r:r + 16], b, out[r:r + 16]) for r in range(0, rows * 16, 16)]
+    table = blas._table(views) if threads.compiled_loops() is not None else None
+    if table is None:
+        pytest.skip("no numba or no BLAS function address here")
+    return a, b, out, table
+
+
+@pytest.mark.parametrize(("workers", "rows"), [(1, 3), (2, 1), (2, 9), (3, 40)])
+def test_a_table_runs_every_block_once(workers: int, rows: int) -> None:
+    a, b, out, table = _product_table(rows)
+    pool = threads.Pool(workers)
+    for _ in range(50):  # steps one after another: a worker spinning between them takes the next one's blocks
+        out[:] = np.nan
+        pool.run_table(table)
+        np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_the_caller_does_every_table_block_when_no_worker_comes(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b, out, table = _product_table(12)
+    pool = threads.Pool(3)
+    loops = threads.compiled_loops()
+
+    def no_workers() -> None:
+        pool._pid, pool._ctrl = os.getpid(), np.zeros(loops.words(2), np.int64)
+
+    monkeypatch.setattr(pool, "_start", no_workers)
+    pool.run_table(table)
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_python_steps_and_table_steps_share_the_workers() -> None:
+    """A worker spinning in the compiled loop comes back for a Python step (and sleeps, then wakes, between)."""
+    a, b, out, table = _product_table(8)
+    pool = threads.Pool(2)
+    workers: set[int] = set()
+    for i in range(30):
+        pool.run_table(table)
+        pool.run(lambda j: workers.add(threading.get_ident()), 64)
+        if i % 10 == 9:
+            time.sleep(0.05)  # long enough for the worker to sleep
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
+    assert threading.get_ident() in workers
+
+
+def test_a_forked_child_runs_tables_with_workers_of_its_own() -> None:
+    code = """
+        import os
+        import numpy as np
+        from etbuild.kernels.numerics import blas
+        from etbuild.runtime import threads
+        a, b = np.ones((256, 64), np.float32), np.ones((64, 32), np.float32)
+        out = np.zeros((256, 32), np.float32)
+        table = blas._table([(a[r:r + 16], b, out[r:r + 16]) for r in range(0, 256, 16)])
+        pool = threads.pool(2)
+        if table is not None:
+            pool.run_table(table)
+        pid = os.fork()
+        if pid == 0:
+            out[:] = 0
+            if table is not None:
+                for _ in range(20):
+                    pool.run_table(table)
+            os._exit(0 if table is None or (out == 64).all() else 3)
+        print(os.waitpid(pid, 0)[1])
+    """
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                            timeout=120, check=False)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "0"

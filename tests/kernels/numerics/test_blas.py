@@ -105,7 +105,8 @@ def test_what_mkl_does_not_take_stays_with_numpy(kind: str) -> None:
         a = operand((4, 6, 64, 64)).transpose(1, 0, 2, 3)
         b, out = operand((6, 4, 64, 64)), np.empty((6, 4, 64, 64), np.float32)
     expected = np.matmul(a, b)
-    call = blas.bound_product(np.matmul, a, b, out)
+    with threads.use(threads.NumericOptions(threads=1)):  # with threads a stack splits one matrix a block
+        call = blas.bound_product(np.matmul, a, b, out)
     assert not by_mkl(call)
     call()
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
@@ -194,3 +195,57 @@ def test_a_column_split_of_np_dot_writes_its_strided_blocks(blas_name: str) -> N
     assert len(split.calls) == 2
     split()
     np.testing.assert_array_equal(out, whole)
+
+
+@pytest.mark.parametrize("blas_name", ["numpy", "auto"])
+def test_split_products_are_claimed_without_the_gil(blas_name: str) -> None:
+    """With numba's loops a split product is a table of sgemm calls (MKL's, or numpy's own OpenBLAS's) that the
+    pool's compiled side claims: the same bits as the unsplit product through the same BLAS, run after run."""
+    a, b = operand((128, 512)), operand((512, 1024))
+    whole = np.empty((128, 1024), np.float32)
+    with threads.use(threads.NumericOptions(threads=1, blas=blas_name)):
+        blas.bound_product(np.dot, a, b, whole)()
+    with threads.use(threads.NumericOptions(threads=2, blas=blas_name)):
+        out = np.full((128, 1024), np.nan, np.float32)
+        split = blas.bound_product(np.dot, a, b, out)
+    if blas._sgemm_address() is None:
+        pytest.skip("no BLAS function address here (numpy's BLAS is not its bundled OpenBLAS)")
+    assert split.table.shape[0] == len(split.calls) == 2
+    for _ in range(20):
+        out[:] = np.nan
+        split()
+        np.testing.assert_array_equal(out, whole)
+
+
+@pytest.mark.parametrize("blas_name", ["numpy", "auto"])
+def test_a_stack_of_products_splits_one_matrix_a_block(blas_name: str) -> None:
+    """Attention's heads (a stack of at least SPLIT_MACS in all): one block per matrix, broadcast operands
+    included, the values of the one-thread product."""
+    a, b = operand((2, 4, 128, 64)), operand((4, 64, 128), transposed=True)
+    whole = np.empty((2, 4, 128, 128), np.float32)
+    with threads.use(threads.NumericOptions(threads=1, blas=blas_name)):
+        one = blas.bound_product(np.matmul, a, b, whole)
+        assert not hasattr(one, "calls")
+        one()
+    with threads.use(threads.NumericOptions(threads=2, blas=blas_name)):
+        out = np.full(whole.shape, np.nan, np.float32)
+        split = blas.bound_product(np.matmul, a, b, out)
+    if blas._sgemm_address() is None:
+        pytest.skip("no BLAS function address here (numpy's BLAS is not its bundled OpenBLAS)")
+    assert split.table.shape[0] == 8
+    split()
+    np.testing.assert_allclose(out, whole, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("count", [1, 2])
+@pytest.mark.parametrize("blas_name", ["numpy", "auto"])
+def test_a_stack_into_interleaved_matrices(count: int, blas_name: str) -> None:
+    """bound_stack: heads [H, T, D] written straight into a [T, H, D] output (each matrix a row stride of H·D), one
+    sgemm call a matrix, the values of numpy's product."""
+    a, b = operand((4, 128, 64)), operand((4, 64, 32))
+    out = np.full((128, 4, 32), np.nan, np.float32)
+    with threads.use(threads.NumericOptions(threads=count, blas=blas_name)):
+        call = blas.bound_stack(a, b, out.transpose(1, 0, 2))
+    for _ in range(3):
+        call()
+    np.testing.assert_allclose(out.transpose(1, 0, 2), np.matmul(a, b), rtol=1e-5, atol=1e-5)
