@@ -133,7 +133,7 @@ def _compose(pairs: list[Pair], values: dict[int, Value]) -> list[Pair]:
             continue
         first = pairs[j][0]
         perm = tuple(first.perm[p] for p in op.perm)  # x.transpose(p1).transpose(p2) = x.transpose(p1[p2])
-        pairs[k] = (Transpose(first.inputs[0], op.outputs[0], perm, f"{first.name} + {op.name}"), snap)
+        pairs[k] = (Transpose(first.inputs[0], op.outputs[0], perm, op.name), snap)  # named as the profiler reads
         dropped.add(j)
     return [p for k, p in enumerate(pairs) if k not in dropped]
 
