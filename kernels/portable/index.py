@@ -53,7 +53,29 @@ def _advanced(x: np.ndarray, indices: list[np.ndarray | None]) -> tuple[object, 
     return tuple(key)
 
 
-@kernel("aten::gather.out", dtypes=ALL_DTYPES)
+def _gather_fast(x: np.ndarray, dim: int, index: np.ndarray, sparse_grad: bool, out: np.ndarray
+                 ) -> Callable[[], None] | None:
+    """gather bound at load for x and index of one rank and an out of index's shape and x's dtype: the positions
+    off `dim` made once; per call the range check (the kernel raises for an index out of range), the gather and
+    one copy into out."""
+    if not (isinstance(x, np.ndarray) and isinstance(index, np.ndarray) and isinstance(out, np.ndarray)) \
+            or x.ndim == 0 or x.ndim != index.ndim or out.shape != index.shape or out.dtype != x.dtype \
+            or index.dtype.kind not in "iu" or not index.size:
+        return None
+    axis = wrap_dim(dim, x.ndim)
+    size, grid = x.shape[axis], list(np.indices(index.shape, sparse=True))
+    key = tuple(index if d == axis else g for d, g in enumerate(grid))
+    copyto, args = np.copyto, (x, dim, index, sparse_grad, out)
+
+    def gather() -> None:
+        if index.min() < 0 or index.max() >= size:
+            gather_out(*args)  # raises KernelError naming the index
+        copyto(out, x[key])
+
+    return gather
+
+
+@kernel("aten::gather.out", dtypes=ALL_DTYPES, fast=_gather_fast)
 def gather_out(x: np.ndarray, dim: int, index: np.ndarray, sparse_grad: bool, out: np.ndarray) -> np.ndarray:
     """out[i][j] = x[index[i][j]][j] (for dim 0); index may be smaller than x off dim."""
     if x.ndim == 0:
@@ -78,7 +100,25 @@ def index_select_out(x: np.ndarray, dim: int, index: np.ndarray, out: np.ndarray
     return store(out, np.take(x, _indices(index, x.shape[axis], "index_select"), axis=axis))
 
 
-@kernel("aten::embedding.out", dtypes=ALL_DTYPES)
+def _embedding_fast(weight: np.ndarray, indices: np.ndarray, padding_idx: int, scale_grad: bool, sparse: bool,
+                    out: np.ndarray) -> Callable[[], None] | None:
+    """embedding bound at load for a 2-D weight and an out of (*indices.shape, dim) in weight's dtype: per call the
+    range check (the kernel raises for an index out of range) and one take of the rows into out."""
+    if not (isinstance(weight, np.ndarray) and isinstance(indices, np.ndarray) and isinstance(out, np.ndarray)) \
+            or weight.ndim != 2 or indices.dtype.kind not in "iu" or not indices.size or out.dtype != weight.dtype \
+            or out.shape != (*indices.shape, weight.shape[1]) or not out.flags.c_contiguous:
+        return None
+    rows, take, args = weight.shape[0], np.take, (weight, indices, padding_idx, scale_grad, sparse, out)
+
+    def embedding() -> None:
+        if indices.min() < 0 or indices.max() >= rows:
+            embedding_out(*args)  # raises KernelError naming the index
+        take(weight, indices, 0, out, "clip")
+
+    return embedding
+
+
+@kernel("aten::embedding.out", dtypes=ALL_DTYPES, fast=_embedding_fast)
 def embedding_out(
     weight: np.ndarray, indices: np.ndarray, padding_idx: int, scale_grad: bool, sparse: bool, out: np.ndarray
 ) -> np.ndarray:
