@@ -28,18 +28,35 @@ def _arange(start: float, end: float, step: float, out: np.ndarray) -> np.ndarra
     """start + i * step for i < ceil((end - start) / step), computed in float64 or int64."""
     if step == 0 or (end - start) * step < 0:
         raise KernelError(f"arange: cannot go from {start} to {end} in steps of {step}")
+    return store(out, _arange_values(start, end, step))
+
+
+def _arange_values(start: float, end: float, step: float) -> np.ndarray:
+    """start + i * step for i < ceil((end - start) / step), in int64 when all three are ints, else float64."""
     if all(isinstance(v, int) for v in (start, end, step)):
-        return store(out, np.arange(start, end, step, dtype=np.int64))
+        return np.arange(start, end, step, dtype=np.int64)
     count = math.ceil((end - start) / step)
-    return store(out, start + step * np.arange(count, dtype=np.float64))
+    return start + step * np.arange(count, dtype=np.float64)
 
 
-@kernel("aten::arange.start_out", dtypes=REAL_DTYPES)
+def _arange_fast(start: float, end: float, step: float, out: np.ndarray) -> Callable[[], None] | None:
+    """arange bound at load (its arguments are the binding's): the numbers computed once into a private array,
+    one copy into out per call, when they fill out's shape."""
+    if not isinstance(out, np.ndarray) or step == 0 or (end - start) * step < 0:
+        return None
+    numbers, value = _arange_values(start, end, step), np.empty(out.shape, out.dtype)
+    if numbers.shape != out.shape:
+        return None
+    np.copyto(value, numbers, casting="unsafe")  # as `store` writes them
+    return functools.partial(np.copyto, out, value)
+
+
+@kernel("aten::arange.start_out", dtypes=REAL_DTYPES, fast=_arange_fast)
 def arange_start_out(start: float, end: float, step: float, out: np.ndarray) -> np.ndarray:
     return _arange(start, end, step, out)
 
 
-@kernel("aten::arange.out", dtypes=REAL_DTYPES)
+@kernel("aten::arange.out", dtypes=REAL_DTYPES, fast=lambda end, out: _arange_fast(0, end, 1, out))
 def arange_out(end: float, out: np.ndarray) -> np.ndarray:
     return _arange(0, end, 1, out)
 
