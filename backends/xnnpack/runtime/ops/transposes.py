@@ -10,12 +10,12 @@ transpose is one more strided pass over the tensor. `fold` rewrites the compiled
   permutation;
 - BatchMatrixMultiply → StaticReshape* → StaticTranspose, each value between them read only by the next and neither
   external nor rounded: one `TransposedProduct`, whose product writes its heads straight into the transpose's output
-  (BLAS given that output's strides, ldc = H·D) when the output, viewed back through the transpose and
+  (BLAS given that output's strides, ldc = H·D: `blas.bound_stack`, one sgemm a head, split over the pool at
+  more than one thread; numpy's matmul below MKL's size) when the output, viewed back through the transpose and
   the reshapes, is a strided view of it; else (other shapes at bind) the product into a buffer and one copy.
 
-The numbers are the same: each head's product is the same sums (a BLAS call per head with another output
-stride), and a transpose moves
-numbers without rounding them.
+The numbers are the same (tested bit for bit): each head's product is the same sums with another output stride, and
+a transpose moves numbers without rounding them.
 """
 
 from __future__ import annotations
@@ -32,7 +32,7 @@ from etbuild.backends.xnnpack.runtime.ops.gemm import BatchMatrixMultiply
 from etbuild.backends.xnnpack.runtime.ops.layout import StaticReshape, StaticTranspose, permuted_copy
 from etbuild.backends.xnnpack.runtime.values import Value
 from etbuild.errors import InternalError
-from etbuild.kernels.numerics.blas import MKL_MACS, bound_product
+from etbuild.kernels.numerics.blas import MKL_MACS, bound_stack
 from etbuild.runtime.steps import Step
 
 
@@ -73,26 +73,11 @@ class TransposedProduct(Op):
         if view is not None and not any(np.may_share_memory(out, a) for a in ins):
             if math.prod(chain[0]) * ins[0].shape[-1] < MKL_MACS:  # numpy's matmul: one call, its loop per matrix
                 return self.product.bind(ins, [view])
-            return _per_matrix(ins[0], ins[1], self.product.transpose_b, view)
+            b = np.swapaxes(ins[1], -1, -2) if self.product.transpose_b else ins[1]
+            return bound_stack(ins[0], b, view)  # one sgemm a head: MKL's batch call refuses interleaved outputs
         mid = scratch(chain[0])
         moved = permuted_copy(out, reshaped(mid, chain[-2]).transpose(self.transpose.perm))
         return then(self.product.bind(ins, [mid]), moved)
-
-
-def _per_matrix(a: np.ndarray, b: np.ndarray, transpose_b: bool, out: np.ndarray) -> Step:
-    """out = a @ b (bᵀ with transpose_b), one BLAS call per matrix of the batch: out's matrices interleave (each a
-    row stride of H·D, D apart), which MKL's strided batch call refuses (its batch stride must be at least a whole
-    matrix); products too small for MKL take numpy's matmul, one call for the batch."""
-    b = np.swapaxes(b, -1, -2) if transpose_b else b
-    batch = out.shape[:-2]
-    a, b = np.broadcast_to(a, (*batch, *a.shape[-2:])), np.broadcast_to(b, (*batch, *b.shape[-2:]))
-    calls = [bound_product(np.matmul, a[i], b[i], out[i]) for i in np.ndindex(*batch)]
-
-    def products() -> None:
-        for call in calls:
-            call()
-
-    return products
 
 
 def fold(ops: list[Op], snaps: list[list[Snap | None]], values: dict[int, Value]
