@@ -42,6 +42,18 @@ def _splat(builder, value, vector):  # noqa: ANN001, ANN202
     return builder.shuffle_vector(first, undef, ir.Constant(ir.VectorType(I32, vector.count), None))
 
 
+def _intrinsics(mod):  # noqa: ANN001, ANN202
+    """vpdpbusd on 512 bits and a 16-lane fused multiply-add, declared in the module."""
+    dot = cgutils.get_or_insert_function(mod, ir.FunctionType(V16I, [V16I] * 3), "llvm.x86.avx512.vpdpbusd.512")
+    return dot, cgutils.get_or_insert_function(mod, ir.FunctionType(V16F, [V16F] * 3), "llvm.fma.v16f32")
+
+
+def _widened(builder, pointer):  # noqa: ANN001, ANN202
+    """16 bf16 numbers at pointer as float32."""
+    bf16 = builder.load(pointer, align=2)
+    return builder.bitcast(builder.shl(builder.zext(bf16, V16I), _splat(builder, ir.Constant(I32, 16), V16I)), V16F)
+
+
 def _tiles_codegen(count: int):  # noqa: ANN202
     """The code of `count` tiles' block loop (see tile_dot): per tile two chains of 32-bit sums (low and high
     nibbles) and its float total in registers; the row's codes loaded once per 8 inputs for every tile, so the
@@ -50,9 +62,7 @@ def _tiles_codegen(count: int):  # noqa: ANN202
     def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202, ARG001
         w_, wi_, a_, blocks_, per_, s_, si_, offsets_, acc_, wstride_, sstride_ = args
         tw, _, ta, _, _, ts, _, to, tacc, _, _ = signature.args
-        mod = builder.module
-        dot = cgutils.get_or_insert_function(mod, ir.FunctionType(V16I, [V16I] * 3), "llvm.x86.avx512.vpdpbusd.512")
-        fma = cgutils.get_or_insert_function(mod, ir.FunctionType(V16F, [V16F] * 3), "llvm.fma.v16f32")
+        dot, fma = _intrinsics(builder.module)
         index = wi_.type
         tiles = range(count)
         bases = [builder.add(wi_, builder.mul(wstride_, ir.Constant(index, u))) for u in tiles]
@@ -83,13 +93,11 @@ def _tiles_codegen(count: int):  # noqa: ANN202
                     builder.store(builder.call(dot, [builder.load(highs[u]), a1, hi]), highs[u])
             off = _splat(builder, builder.load(_pointer(context, builder, to, offsets_, b, I32)), V16I)
             for u in tiles:
-                exact = builder.add(builder.load(sums[u]), builder.load(highs[u]))
-                block = builder.sitofp(builder.sub(exact, off), V16F)
+                exact = builder.sub(builder.add(builder.load(sums[u]), builder.load(highs[u])), off)
                 at = builder.add(sbases[u], builder.mul(b, ir.Constant(index, LANES)))
-                bf16 = builder.load(_pointer(context, builder, ts, s_, at, V16H), align=2)
-                scale = builder.bitcast(
-                    builder.shl(builder.zext(bf16, V16I), _splat(builder, ir.Constant(I32, 16), V16I)), V16F)
-                builder.store(builder.call(fma, [block, scale, builder.load(totals[u])]), totals[u])
+                scale = _widened(builder, _pointer(context, builder, ts, s_, at, V16H))
+                builder.store(builder.call(fma, [builder.sitofp(exact, V16F), scale, builder.load(totals[u])]),
+                              totals[u])
         for u in tiles:
             builder.store(builder.load(totals[u]), out_ptrs[u], align=4)
         return context.get_dummy_value()
