@@ -29,7 +29,8 @@ from etbuild.runtime.program import Method
 
 Key = tuple[int, int]  # (instruction, delegate node or -1 for the instruction itself)
 INSTRUCTION = -1
-_NODE = re.compile(r"node \d+ \((\w+)\)(?: \+ node \d+ \((\w+)\))?$")  # a node, or two bound as one step
+_NODE = re.compile(r"node \d+(?:-\d+)? \((\w+)\)(?: \+ node \d+ \((\w+)\))?$")  # a node, two bound as one
+# step, or a run of elementwise nodes (`node 0-3 (Elementwise)`)
 
 
 @dataclass(frozen=True)
@@ -167,8 +168,8 @@ def _node_wrapper(rec: Recorder, names: dict[Key, tuple[str, str]], handle: Any,
 
 
 def node_kind(name: str) -> str | None:
-    """`Conv2d` for our step `node 3 (Conv2d)`, `FullyConnected+Gelu` for two nodes bound as one step; None for
-    another name."""
+    """`Conv2d` for our step `node 3 (Conv2d)`, `FullyConnected+Gelu` for two nodes bound as one step,
+    `Elementwise` for a run `node 0-3 (Elementwise)`; None for another name."""
     m = _NODE.match(name)
     return "+".join(filter(None, m.groups())) if m else None
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from etbuild.backends.xnnpack.runtime import boundary
+from etbuild.backends.xnnpack.runtime import boundary, chains
 from etbuild.backends.xnnpack.runtime.compile import Compiled
 from etbuild.backends.xnnpack.runtime.memory import Interval, place
 from etbuild.backends.xnnpack.runtime.ops.base import Shape, reshaped
@@ -215,7 +215,7 @@ class XnnpackDelegate:
     def _node_steps(self, arrays: dict[int, np.ndarray]) -> tuple[list[Step], list[str]]:
         """Each node (but views) bound to its arrays, with its output rounding; and the nodes' names."""
         g = self.graph
-        steps, names = [], []
+        nodes = []
         for op, snaps in zip(g.ops, g.snaps):
             for o in op.outputs:
                 if o not in arrays:
@@ -223,10 +223,10 @@ class XnnpackDelegate:
                     arrays[o] = self._slot(o) if r == o else reshaped(arrays[r], self._shapes[o])
             if any(g.root.get(o, o) != o for o in op.outputs):
                 continue  # a view: its output already is its input
-            step = op.bind([arrays[i] for i in op.inputs], [arrays[o] for o in op.outputs])
-            names.append(op.name)
-            steps.append(_with_snaps(step, [(s, arrays[o]) for s, o in zip(snaps, op.outputs) if s is not None]))
-        return steps, names
+            ins, outs = [arrays[i] for i in op.inputs], [arrays[o] for o in op.outputs]
+            rounded = [(s, arrays[o]) for s, o in zip(snaps, op.outputs) if s is not None]
+            nodes.append(chains.Bound(op, ins, outs, _with_snaps(op.bind(ins, outs), rounded), op.name, not rounded))
+        return chains.join(nodes)  # runs of elementwise nodes as one compiled step each
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -1,0 +1,160 @@
+"""Runs of elementwise nodes bound as one step: one compiled call for the run instead of one call per node.
+
+A decode step of a language model runs a few hundred small nodes (RMSNorm's add, rsqrt and multiplies, RoPE's
+multiplies, adds and subtracts, SwiGLU's sigmoid and multiplies, the residual adds), each a numpy call that costs
+more than its work on a row of 512 numbers. Consecutive nodes of the kinds `chain_loops` computes (Add, Subtract,
+Multiply, Divide, Square, Negate; ReciprocalSquareRoot, Sigmoid, Sin and Cos in XNNPACK's bits) whose outputs
+need no rounding are bound as one step running `chain_loops.run` over a table of the nodes, their arrays given by
+address. The nodes still run one after another, each writing its own output array, with the operations the
+single nodes run, so results and memory are what the nodes bound one by one give. It applies where
+`loops.exact()` is on (numba, AVX512F) and every array of the run is float32, its output contiguous and each
+input whole, one number, or a contiguous row the output repeats (a RoPE table against its heads).
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import ModuleType
+
+import numpy as np
+
+from etbuild.backends.xnnpack.runtime import loops
+from etbuild.backends.xnnpack.runtime.ops import elementwise
+from etbuild.backends.xnnpack.runtime.ops.base import Op
+from etbuild.runtime.steps import Step
+
+MIN_RUN = 2  # a run of one node keeps its own step
+
+
+@dataclass
+class Bound:
+    """One node as bound by the delegate: its op, arrays, step and name; `plain`: no rounding after it."""
+
+    op: Op
+    ins: Sequence[np.ndarray]
+    outs: Sequence[np.ndarray]
+    step: Step
+    name: str
+    plain: bool
+
+
+def module() -> ModuleType | None:
+    """chain_loops, or None without numba's loops or AVX512F (then nothing is joined)."""
+    return _module() if loops.exact() is not None else None
+
+
+@functools.cache
+def _module() -> ModuleType | None:
+    try:
+        return importlib.import_module("etbuild.backends.xnnpack.runtime.chain_loops")
+    except ImportError:
+        return None
+
+
+def join(nodes: list[Bound]) -> tuple[list[Step], list[str]]:
+    """The steps and names of the nodes, each run of at least MIN_RUN joinable nodes as one step."""
+    fused = module()
+    steps: list[Step] = []
+    names: list[str] = []
+    run: list[tuple[Bound, list[object]]] = []
+
+    def flush() -> None:
+        if len(run) >= MIN_RUN:
+            steps.append(_step(fused, run))
+            names.append(_name([b.name for b, _ in run]))
+        else:
+            steps.extend(b.step for b, _ in run)
+            names.extend(b.name for b, _ in run)
+        run.clear()
+
+    for b in nodes:
+        row = _row(fused, b) if fused is not None and b.plain else None
+        if row is None:
+            flush()
+            steps.append(b.step)
+            names.append(b.name)
+        else:
+            run.append((b, row))
+    flush()
+    return steps, names
+
+
+def _name(names: list[str]) -> str:
+    """`node 0-3 (Elementwise)` for nodes 0 to 3 (what the profiler groups by)."""
+    first, last = names[0].split()[1], names[-1].split()[1]
+    return f"node {first}-{last} (Elementwise)"
+
+
+def _row(fused: ModuleType, b: Bound) -> list[object] | None:
+    """The node's row of the table, arrays in place of indices (see chain_loops), or None when it cannot join."""
+    op, out = b.op, b.outs[0] if len(b.outs) == 1 else None
+    if out is None or out.dtype != np.float32 or not out.flags.c_contiguous or out.size == 0:
+        return None
+    n = out.size
+    if isinstance(op, elementwise.Binary):
+        kind = {np.add: fused.ADD, np.subtract: fused.SUBTRACT, np.multiply: fused.MULTIPLY,
+                np.divide: fused.DIVIDE}.get(op.fn)  # type: ignore[call-overload]
+        a, b_ = (_mode(fused, x, out.shape) for x in b.ins)
+        if kind is None or a is None or b_ is None:
+            return None
+        periods = {len(x) for x, m in (a, b_) if m == fused.PERIODIC}
+        if len(periods) > 1:
+            return None
+        period = periods.pop() if periods else n
+        return [kind, out, n, a[0], a[1], a[0].size, b_[0], b_[1], b_[0].size, period]
+    unary = {elementwise._rsqrt: fused.RSQRT, elementwise._sigmoid: fused.SIGMOID, np.square: fused.SQUARE,
+             np.negative: fused.NEGATE, np.sin: fused.SIN, np.cos: fused.COS}
+    if type(op) is elementwise.Unary and op.fn in unary:  # type: ignore[attr-defined]
+        x = _mode(fused, b.ins[0], out.shape)
+        if x is None or x[1] != fused.FULL:
+            return None
+        return [unary[op.fn], out, n, x[0], x[1], n, x[0], x[1], n, n]  # type: ignore[attr-defined]
+    return None
+
+
+def _mode(fused: ModuleType, x: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, int] | None:
+    """x as a flat float32 array and how the output reads it: whole, one number, or a row repeated."""
+    if x.dtype != np.float32 or not x.flags.c_contiguous:
+        return None
+    flat = x.reshape(-1)
+    size = int(np.prod(shape))
+    if x.size == size and _trimmed(x.shape) == _trimmed(shape):
+        return flat, fused.FULL
+    if x.size == 1:
+        return flat, fused.SCALAR
+    tail = _trimmed(x.shape)
+    if tail and len(tail) <= len(shape) and tuple(shape[len(shape) - len(tail):]) == tail:
+        return flat, fused.PERIODIC
+    return None
+
+
+def _trimmed(shape: Sequence[int]) -> tuple[int, ...]:
+    """The shape without its leading ones."""
+    k = 0
+    while k < len(shape) and shape[k] == 1:
+        k += 1
+    return tuple(shape[k:])
+
+
+def _step(fused: ModuleType, run: list[tuple[Bound, list[object]]]) -> Step:
+    """One step running the rows of a run: arrays numbered in order of appearance, held by the step."""
+    arrays: list[np.ndarray] = []
+    index: dict[int, int] = {}
+
+    def number(x: np.ndarray) -> int:
+        address = x.ctypes.data
+        if address not in index:
+            index[address] = len(arrays)
+            arrays.append(x)
+        return index[address]
+
+    code = np.array([[number(v) if isinstance(v, np.ndarray) else int(v) for v in row] for _, row in run], np.int64)
+    addresses = np.array([x.ctypes.data for x in arrays], np.int64)
+    longest = max(int(row[2]) for _, row in run)  # type: ignore[call-overload]
+    scratch = np.empty(longest, np.float32)
+    step = functools.partial(fused.run, code, addresses, fused.exact.EXP2_TABLE, scratch)
+    step.held = arrays  # type: ignore[attr-defined]  # the arrays stay alive while the step does
+    return step

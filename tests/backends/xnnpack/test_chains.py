@@ -1,0 +1,91 @@
+"""Runs of elementwise nodes bound as one compiled step (backends/xnnpack/runtime/chains.py): bit for bit the
+nodes bound one by one, on RMSNorm-, RoPE- and SwiGLU-shaped runs with scalar, whole and repeated-row inputs; a
+rounded (clamped) node, a column broadcast and a node of another kind break a run."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from etbuild.backends.xnnpack.format import graph as g
+from etbuild.backends.xnnpack.runtime import chains
+from tests.backends.xnnpack.graphs import GraphBuilder
+
+IN, OUT = g.FLAG_EXTERNAL_INPUT, g.FLAG_EXTERNAL_OUTPUT
+pytestmark = pytest.mark.skipif(chains.module() is None, reason="no numba, or a CPU without AVX512F")
+
+
+def _graph(rng: np.random.Generator) -> tuple[GraphBuilder, list[np.ndarray], list[tuple[int, ...]]]:
+    """x [1,1,64], mean [1,1,1], q [1,1,4,16], cos [1,1,1,16], c [8,1] in; a run of every joinable kind, a clamped
+    Multiply, a Concatenate2, a column broadcast; five outputs."""
+    gb = GraphBuilder()
+    x, mean = gb.tensor((1, 1, 64), flags=IN), gb.tensor((1, 1, 1), flags=IN)
+    q, cos, col = gb.tensor((1, 1, 4, 16), flags=IN), gb.tensor((1, 1, 1, 16), flags=IN), gb.tensor((8, 1), flags=IN)
+    eps = gb.tensor((1,), data=np.array([1e-5], np.float32))
+    w = gb.tensor((64,), data=rng.standard_normal(64).astype(np.float32))
+    t = [gb.tensor((1, 1, 1)), gb.tensor((1, 1, 1))] + [gb.tensor((1, 1, 64)) for _ in range(8)]
+    rope = [gb.tensor((1, 1, 4, 16)) for _ in range(3)]
+    outs = [gb.tensor((1, 1, 64), flags=OUT), gb.tensor((1, 1, 4, 16), flags=OUT), gb.tensor((1, 1, 128), flags=OUT),
+            gb.tensor((8, 16), flags=OUT), gb.tensor((1, 1, 64), flags=OUT)]
+    gb.node("Add", input1_id=mean, input2_id=eps, output_id=t[0], flags=0)
+    gb.node("ReciprocalSquareRoot", input_id=t[0], output_id=t[1], flags=0)
+    gb.node("Multiply", input1_id=x, input2_id=t[1], output_id=t[2], flags=0)  # a scalar second
+    gb.node("Multiply", input1_id=t[2], input2_id=w, output_id=t[3], flags=0)  # a [64] against [1,1,64]
+    gb.node("Sigmoid", input_id=t[3], output_id=t[4], flags=0)
+    gb.node("Subtract", input1_id=t[1], input2_id=t[4], output_id=t[5], flags=0)  # a scalar first
+    gb.node("Square", input_id=t[5], output_id=t[6], flags=0)
+    gb.node("Negate", input_id=t[6], output_id=t[7], flags=0)
+    gb.node("Div", input1_id=t[7], input2_id=t[3], output_id=t[8], flags=0)
+    gb.node("Multiply", input1_id=t[8], input2_id=x, output_id=outs[0], flags=0)
+    gb.node("Multiply", input1_id=q, input2_id=cos, output_id=rope[0], flags=0)  # a row repeated over heads
+    gb.node("Sin", input_id=rope[0], output_id=rope[1], flags=0)
+    gb.node("Cos", input_id=rope[1], output_id=rope[2], flags=0)
+    gb.node("Multiply", input1_id=rope[2], input2_id=q, output_id=outs[1], clamp=(-0.5, 0.5), flags=0)  # rounded
+    gb.node("Concatenate2", axis=2, input1_id=t[3], input2_id=t[4], output_id=outs[2], flags=0)
+    gb.node("Add", input1_id=col, input2_id=cos, output_id=outs[3], flags=0)  # [8,1] + [1,1,1,16]: a column
+    gb.node("Add", input1_id=t[3], input2_id=t[6], output_id=outs[4], flags=0)
+    inputs = [rng.standard_normal((1, 1, 64)).astype(np.float32), np.abs(rng.standard_normal((1, 1, 1))).astype(
+        np.float32), rng.standard_normal((1, 1, 4, 16)).astype(np.float32),
+        rng.standard_normal((1, 1, 1, 16)).astype(np.float32), rng.standard_normal((8, 1)).astype(np.float32)]
+    return gb, inputs, [(1, 1, 64), (1, 1, 4, 16), (1, 1, 128), (8, 16), (1, 1, 64)]
+
+
+def _run(gb: GraphBuilder, inputs: list[np.ndarray], shapes: list[tuple[int, ...]]) -> tuple[list[np.ndarray], list]:
+    handle = gb.handle()
+    outs = [np.full(s, np.nan, np.float32) for s in shapes]
+    for _ in range(2):  # the second call runs the bound steps again
+        handle.execute([*inputs, *outs])
+    return outs, list(handle.step_names)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_joined_runs_give_the_bits_of_the_nodes_one_by_one(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    gb, inputs, shapes = _graph(np.random.default_rng(seed))
+    joined, names = _run(gb, inputs, shapes)
+    monkeypatch.setattr(chains, "module", lambda: None)
+    alone, alone_names = _run(gb, inputs, shapes)
+    for a, b in zip(joined, alone):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert not any("Elementwise" in n for n in alone_names)
+    # nodes 0-12 through every kind, broken by the clamped Multiply; the Concatenate2, the column broadcast and
+    # the run of one Add after it keep their own steps
+    assert names == ["node 0-12 (Elementwise)", "node 13 (Multiply)", "node 14 (Concatenate2)", "node 15 (Add)",
+                     "node 16 (Add)"]
+    assert len(alone_names) == 17
+
+
+def test_a_run_matches_numpy_on_its_own_forms() -> None:
+    """The joined run against numpy (rsqrt, sigmoid, sin and cos are XNNPACK's forms: compared loosely)."""
+    rng = np.random.default_rng(5)
+    gb, inputs, shapes = _graph(rng)
+    outs, _ = _run(gb, inputs, shapes)
+    x, mean, q, cos, col = inputs
+    w = np.frombuffer(gb.named[list(gb.named)[1]], np.float32)
+    r = 1 / np.sqrt(mean + np.float32(1e-5))
+    t3 = x * r * w
+    t4 = 1 / (1 + np.exp(-t3))
+    t6 = np.square(r - t4)
+    np.testing.assert_allclose(outs[0], -t6 / t3 * x, rtol=1e-5)
+    np.testing.assert_allclose(outs[1], np.clip(np.cos(np.sin(q * cos)) * q, -0.5, 0.5), rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(outs[3], (col + cos.reshape(1, 16)).reshape(8, 16))
+    np.testing.assert_allclose(outs[4], t3 + t6, rtol=1e-5)
