@@ -76,6 +76,7 @@ def warm() -> None:
         xnn.rsqrt(x, out)
         xnn.sin(x, out)
         xnn.cos(x, out)
+        importlib.import_module("etbuild.backends.xnnpack.runtime.chain_loops").warm()
 
 
 def warm_convolution(fused: ModuleType) -> None:
