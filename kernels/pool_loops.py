@@ -6,16 +6,24 @@ A split product is a table of blocks, one row of int64 fields each (`FIELDS`): t
 (the step's generation in its high 32 bits, the next block in its low 32) by compare-and-swap, call BLAS through
 its function pointer, and count finished blocks on another word; no Python frame runs per block and neither thread
 needs the GIL between the start of a step and its end. A worker waits for the next step by spinning on the control
-word for a bounded number of `pause`s, then returns to Python to sleep (its SLEEP word set: the caller wakes it).
+word for a bounded number of `pause`s, then sleeps; the caller waits for blocks a worker claimed by spinning, then
+sleeping, so that its core is free for that worker if the worker was waiting for one.
 
 Control words (int64, each on a cache line of its own): CLAIM, DONE, COUNT, TABLE (the table's address), PY (the
-generation of the pool's latest Python step: a spinning worker goes back to Python for it), then one SLEEP word
-per worker.
+generation of the pool's latest Python step: a worker in the compiled loop goes back to Python for it), WAITER (the
+caller sleeps in `join`), SYS (libc's syscall() and SYS_futex, then the caller's futex timeout), TICKS (the cycle
+counter's ticks a µs, then how many times a worker found itself preempted while it spun), then one SLEEP
+word per worker (it sleeps on it). Sleeping and waking are futex calls made from the compiled loops (Linux), so a
+worker never takes the GIL to start or finish a step; elsewhere a worker sleeps in Python and the caller wakes it
+there.
 """
 
 from __future__ import annotations
 
+import ctypes
 import platform
+import sys
+import time
 
 import numba
 import numpy as np
@@ -25,7 +33,12 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 LINE = 8  # int64 words per 64-byte cache line
-CLAIM, DONE, COUNT, TABLE, PY, SLEEP = (i * LINE for i in range(6))
+CLAIM, DONE, COUNT, TABLE, PY, WAITER, SYS, TICKS, SLEEP = (i * LINE for i in range(9))
+TIMEOUT = SYS + 2  # a struct timespec: the caller's futex sleep in `join`
+FUTEX_WAIT, FUTEX_WAKE = 128, 129  # FUTEX_WAIT and FUTEX_WAKE with FUTEX_PRIVATE_FLAG
+FUTEX_CALLS = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}  # SYS_futex
+JOIN_SLEEP_NS = 1_000_000
+SHORT_SPINS, PREEMPTED_US, BUSY_US = 100, 1000, 200_000
 # one block: BLAS's function address, its integer width (32 or 64), transposes, sizes, addresses, leading dims
 FN, WIDTH, TA, TB, M, N, K, A, LDA, B, LDB, C, LDC = range(13)
 FIELDS = 16
@@ -131,29 +144,41 @@ def _claim_all(ctrl: np.ndarray, table: np.ndarray, gen: int, count: int) -> Non
             return
         if swap_if(ctrl, CLAIM, word, word + 1):
             _block(table, i)
-            add(ctrl, DONE, 1)
+            _finished(ctrl, count)
 
 
 @jit
 def publish(ctrl: np.ndarray, table: np.ndarray, workers: int) -> int:
-    """Start a step of table's blocks (the caller then runs `join`): the new generation; a negative one when a
-    worker sleeps and must be woken."""
+    """Start a step of table's blocks (the caller then runs `join`) and wake sleeping workers (by futex where the
+    control words hold the system call, else the caller wakes them in Python): the new generation, negative when
+    a worker must be woken in Python."""
     gen = ((load(ctrl, CLAIM) >> 32) % (1 << 30) + 1) << 32
     store(ctrl, DONE, 0)
     store(ctrl, COUNT, table.shape[0])
     store(ctrl, TABLE, table.ctypes.data)
     store(ctrl, CLAIM, gen)
+    return gen if wake(ctrl, workers) == 0 else -gen
+
+
+@jit
+def wake(ctrl: np.ndarray, workers: int) -> int:
+    """Wake every sleeping worker: by futex where there is one; else how many must be woken in Python."""
+    python = 0
     for w in range(workers):
-        if load(ctrl, SLEEP + w * LINE) != 0:
-            return -gen
-    return gen
+        if load(ctrl, SLEEP + w * LINE) != 0 and swap_if(ctrl, SLEEP + w * LINE, 1, 0):
+            if load(ctrl, SYS) != 0:
+                _futex(ctrl, SLEEP + w * LINE, FUTEX_WAKE, 1, 0)
+            else:
+                python += 1
+    return python
 
 
 @jit
 def join(ctrl: np.ndarray, table: np.ndarray, gen: int, patience: int) -> bool:
-    """The caller's part of step gen: claim blocks until none is left, then wait (spinning) for those the workers
-    claimed; False after `patience` pauses with a block still running (the caller yields its core, then joins
-    again)."""
+    """The caller's part of step gen: claim blocks until none is left, then wait for those the workers claimed:
+    spinning `patience` pauses, then asleep on a futex (1 ms at a time) where there is one, so that a worker
+    holding a block but waiting for a core can have this one. False when there is no futex and the blocks are
+    still running after the spin (the caller yields its core in Python, then joins again)."""
     count = table.shape[0]
     _claim_all(ctrl, table, gen, count)
     spins = 0
@@ -161,8 +186,20 @@ def join(ctrl: np.ndarray, table: np.ndarray, gen: int, patience: int) -> bool:
         pause()
         spins += 1
         if spins > patience:
-            return False
+            if load(ctrl, SYS) == 0:
+                return False
+            store(ctrl, WAITER, 1)
+            if load(ctrl, DONE) < count:
+                _futex(ctrl, WAITER, FUTEX_WAIT, 1, ctrl.ctypes.data + TIMEOUT * 8)
+            store(ctrl, WAITER, 0)
     return True
+
+
+@jit
+def _finished(ctrl: np.ndarray, count: int) -> None:
+    """Count a finished block; the last one wakes a caller asleep in `join`."""
+    if add(ctrl, DONE, 1) + 1 == count and load(ctrl, WAITER) != 0 and swap_if(ctrl, WAITER, 1, 0):
+        _futex(ctrl, WAITER, FUTEX_WAKE, 1, 0)
 
 
 @jit
@@ -180,41 +217,129 @@ def generation(ctrl: np.ndarray) -> int:
 
 
 @jit
+def post(ctrl: np.ndarray, python_generation: int) -> None:
+    """Post the pool's latest Python step: a worker in `serve` returns to Python for it."""
+    store(ctrl, PY, python_generation)
+
+
+@jit
 def awake(ctrl: np.ndarray, worker: int) -> None:
     """Clear the worker's SLEEP word (it is back)."""
     store(ctrl, SLEEP + worker * LINE, 0)
 
 
-def words(workers: int) -> int:
-    """The size of a pool's control array for `workers` workers."""
-    return SLEEP + LINE * max(1, workers)
+def words(workers: int) -> np.ndarray:
+    """A pool's control words for `workers` workers: the futex system call where this is a little-endian Linux
+    whose libc exports syscall() (SYS 0 elsewhere: sleeping and waking go through Python)."""
+    ctrl = np.zeros(SLEEP + LINE * max(1, workers), np.int64)
+    number = FUTEX_CALLS.get(platform.machine().lower()) if sys.platform == "linux" and sys.byteorder == "little" \
+        else None
+    if number is not None:
+        try:
+            ctrl[SYS] = ctypes.cast(ctypes.CDLL(None).syscall, ctypes.c_void_p).value or 0
+        except (OSError, AttributeError):
+            ctrl[SYS] = 0
+        ctrl[SYS + 1], ctrl[TIMEOUT], ctrl[TIMEOUT + 1] = number, 0, JOIN_SLEEP_NS
+    ctrl[TICKS] = ticks_per_us()
+    return ctrl
 
 
 @jit
 def serve(ctrl: np.ndarray, seen: int, worker: int, patience: int, python_seen: int) -> int:
-    """A worker's loop: run each new step's blocks; after `patience` pauses without a step, mark itself asleep and
-    return the last generation seen (the Python side sleeps until woken); returns at once, awake, when the pool
-    posts a Python step other than python_seen."""
-    spins = 0
+    """A worker's loop: run each new step's blocks; after a spin without a step, sleep on its SLEEP word (a futex;
+    without one, return the last generation seen and sleep in Python until woken); returns, awake, when the pool
+    posts a Python step other than python_seen. The spin is `patience` pauses, or SHORT_SPINS for BUSY_US after
+    the worker finds it was preempted while spinning (a gap of PREEMPTED_US between two pauses: the cores are
+    busy, and a spinning worker would take the caller's time)."""
+    spins, me, tick = 0, SLEEP + worker * LINE, load(ctrl, TICKS)
+    last = cycles()
+    short_until = last
     while load(ctrl, PY) == python_seen:
         word = load(ctrl, CLAIM)
         gen = word - (word & (GEN - 1))
         if gen != seen:
             seen, spins = gen, 0
             count = load(ctrl, COUNT)
-            table = numba.carray(_int64_pointer(load(ctrl, TABLE)), (count, FIELDS))
-            _claim_all(ctrl, table, gen, count)
+            _claim_all(ctrl, numba.carray(_int64_pointer(load(ctrl, TABLE)), (count, FIELDS)), gen, count)
+            last = cycles()
             continue
         pause()
         spins += 1
-        if spins > patience:
-            store(ctrl, SLEEP + worker * LINE, 1)
-            word = load(ctrl, CLAIM)
-            if word - (word & (GEN - 1)) == seen:
-                return seen
-            store(ctrl, SLEEP + worker * LINE, 0)
+        now = cycles()
+        if tick > 0 and now - last > tick * PREEMPTED_US:
+            short_until = now + tick * BUSY_US
+            add(ctrl, TICKS + 1, 1)
+        last = now
+        if spins > (SHORT_SPINS if now < short_until else patience):
             spins = 0
+            if not _sleep(ctrl, me, seen, python_seen):
+                return seen
+            last = cycles()
     return seen
+
+
+@jit
+def _sleep(ctrl: np.ndarray, me: int, seen: int, python_seen: int) -> bool:
+    """Sleep on the worker's SLEEP word until woken (unless a step came meanwhile); False where there is no
+    futex (the worker sleeps in Python)."""
+    store(ctrl, me, 1)
+    if generation(ctrl) != seen or load(ctrl, PY) != python_seen:
+        store(ctrl, me, 0)
+    elif load(ctrl, SYS) == 0:
+        return False
+    else:
+        _futex(ctrl, me, FUTEX_WAIT, 1, 0)
+        store(ctrl, me, 0)
+    return True
+
+
+@intrinsic
+def cycles(typingctx):  # noqa: ANN001, ANN201, ARG001
+    """The CPU's cycle counter (x86's time-stamp counter); 0 elsewhere (no preemption check)."""
+    def codegen(context, builder, sig, args):  # noqa: ANN001, ANN202, ARG001
+        i64 = ir.IntType(64)
+        if not _X86:
+            return ir.Constant(i64, 0)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(i64, []), "llvm.readcyclecounter")
+        return builder.call(fn, [])
+    return types.int64(), codegen
+
+
+@jit
+def _count_cycles(pauses: int) -> int:
+    start = cycles()
+    for _ in range(pauses):
+        pause()
+    return cycles() - start
+
+
+def ticks_per_us() -> int:
+    """The cycle counter's ticks a microsecond (0 where there is none): timed over about a millisecond."""
+    if not _X86:
+        return 0
+    _count_cycles(1)
+    t0 = time.perf_counter_ns()
+    ticks = _count_cycles(20_000)
+    elapsed = time.perf_counter_ns() - t0
+    return max(0, ticks * 1000 // max(1, elapsed))
+
+
+@intrinsic
+def _syscall(typingctx, fn, number, a, b, c, d):  # noqa: ANN001, ANN201, ARG001, PLR0913
+    """libc's syscall(number, a, b, c, d) through its address fn (all int64)."""
+    sig = types.int64(fn, number, a, b, c, d)
+
+    def codegen(context, builder, sig, args):  # noqa: ANN001, ANN202, ARG001
+        i64 = ir.IntType(64)
+        fnty = ir.FunctionType(i64, [i64], var_arg=True)
+        return builder.call(builder.inttoptr(args[0], fnty.as_pointer()), list(args[1:]))
+    return sig, codegen
+
+
+@jit
+def _futex(ctrl: np.ndarray, word: int, op: int, value: int, timeout: int) -> None:
+    """futex(&ctrl[word], op, value, timeout) (a process-private futex on the word's low 32 bits)."""
+    _syscall(load(ctrl, SYS), ctrl[SYS + 1], ctrl.ctypes.data + word * 8, op, value, timeout)
 
 
 @intrinsic

@@ -37,7 +37,6 @@ Block = Callable[[int], object]
 # Pauses (about 30-140 cycles each) a worker spins waiting for the next table step before it sleeps, and the caller
 # spins waiting for blocks a worker claimed before it yields its core to that worker.
 SERVE_SPINS, JOIN_SPINS = 20_000, 2_000
-_PY_WORD = 4 * 8  # kernels/pool_loops.PY: where run() posts its generation for a spinning worker
 
 
 def default_threads() -> int:
@@ -145,9 +144,11 @@ class Pool:
         job = _Job(block, count)
         with self._ready:
             self._job, self._generation = job, self._generation + 1
-            if self._ctrl is not None:  # a worker spinning in the compiled loop comes back for it
-                self._ctrl[_PY_WORD] = self._generation
             self._ready.notify(min(count, self.threads) - 1)
+        if self._ctrl is not None:  # a worker in the compiled loop, spinning or asleep, comes back for it
+            loops = compiled_loops()
+            loops.post(self._ctrl, self._generation)
+            loops.wake(self._ctrl, self.threads - 1)
         _work(job)
         if not job.done.is_set():
             job.done.wait()
@@ -184,7 +185,9 @@ class Pool:
         self._step = threading.Lock()
         self._job, self._generation, self._pid = None, 0, os.getpid()
         loops = compiled_loops()
-        self._ctrl = None if loops is None else np.zeros(loops.words(self.threads - 1), np.int64)
+        self._ctrl = None if loops is None else loops.words(self.threads - 1)
+        if self._ctrl is not None:  # compiled (or loaded from numba's cache) here, not by a worker holding the GIL
+            loops.serve(self._ctrl, 0, 0, 0, -1)
         for w in range(self.threads - 1):
             threading.Thread(target=self._serve, args=(w,), name="etbuild-pool", daemon=True).start()
 

@@ -151,7 +151,7 @@ def test_the_caller_does_every_table_block_when_no_worker_comes(monkeypatch: pyt
     loops = threads.compiled_loops()
 
     def no_workers() -> None:
-        pool._pid, pool._ctrl = os.getpid(), np.zeros(loops.words(2), np.int64)
+        pool._pid, pool._ctrl = os.getpid(), loops.words(2)
 
     monkeypatch.setattr(pool, "_start", no_workers)
     pool.run_table(table)
