@@ -51,9 +51,13 @@ MODELS: dict[str, tuple[Callable[[], torch.nn.Module], tuple[int, ...]]] = {
 TIER = ("tv_squeezenet", "mobilenetv3", "wav2letter")
 """Models of the real-model tier (tests/models/zoo.py, their test configurations): a CNN with
 concatenations and ceil-mode pools, one with hardswish and squeeze-excitation gates, and the audio
-Wav2Letter (1-D convolutions, log_softmax). The tier's transformer encoders (`--models distilbert`)
-are left out by default: etbuild lowers none of their layer norms and batched matmuls yet."""
-DEFAULT_MODELS = ",".join(("cnn", "kws", "mlp", *TIER))
+Wav2Letter (1-D convolutions, log_softmax)."""
+ENCODERS = ("tv_vit", "clip_vision", "whisper_encoder")
+"""The tier's small transformer encoders (layer norms, attention's batched matmuls and softmax, linear
+layers over [B, T, C] values): torchvision's ViT (its zero-initialised classifier head given seeded
+random weights, else every output is 0 and no SNR exists), CLIP's vision tower and Whisper's audio
+encoder. The token-input encoders (`--models distilbert`) start with an embedding gather, which U55 cannot run."""
+DEFAULT_MODELS = ",".join(("cnn", "kws", "mlp", *TIER, *ENCODERS))
 Q_OPS = ("quantize_per_tensor", "dequantize_per_tensor", "quantize_per_channel", "dequantize_per_channel")
 
 
@@ -74,7 +78,11 @@ def model_and_inputs(name: str) -> tuple[torch.nn.Module, Callable[[int, int], l
             return [torch.randint(spec["low"], spec["high"], shape, generator=g) for _ in range(count)]
 
         return arch.factory().eval(), tokens
-    return arch.factory().eval(), lambda count, seed: inputs(shape, count, seed)
+    model = arch.factory().eval()
+    if name == "tv_vit":
+        with torch.no_grad():
+            model.heads.head.weight.normal_(0, 0.1)
+    return model, lambda count, seed: inputs(shape, count, seed)
 
 
 def inputs(shape: tuple[int, ...], count: int, seed: int) -> list[torch.Tensor]:

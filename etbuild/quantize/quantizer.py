@@ -77,8 +77,8 @@ TABLE_OPS = frozenset({
 })
 """Ops quantized on their own input and output in a mode with `tables` (an NPU's lookup tables, softmax,
 layer norm)."""
-PADS = frozenset({aten.pad.default, aten.constant_pad_nd.default})
-"""Ops sharing their input's parameters in a mode with `tables` (an NPU pads int8 values)."""
+PADS = frozenset({aten.pad.default, aten.constant_pad_nd.default, aten.select.int, aten.slice.Tensor})
+"""Ops sharing their input's parameters in a mode with `tables` (an NPU pads, slices and selects int8 values)."""
 LAYER_OPS = WEIGHTED | ACTIVATION_OPS
 """The ops whose quantization the report measures one by one ("layers")."""
 

@@ -13,6 +13,7 @@ import torch
 from torch.fx import Node
 
 from etbuild.backends.ethos_u.targets import family
+from etbuild.backends.tosa.aot.patches import is_patch
 
 aten = torch.ops.aten
 U55_REJECTED = frozenset(
@@ -52,6 +53,8 @@ def _u55(node: Node, target: str) -> str | None:
 
 
 def _u55_convolution(node: Node, target: str) -> str | None:
+    if is_patch(node):
+        return None  # lowered as a transpose and a 1x1 convolution (etbuild.backends.tosa.aot.patches)
     kernel = list(node.args[1].meta["val"].shape[2:])
     stride = list(node.args[3])
     if len(kernel) == 1:

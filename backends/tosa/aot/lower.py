@@ -17,7 +17,7 @@ import torch
 from torch.fx import Node
 
 from etbuild.backends.aot import Subgraph
-from etbuild.backends.tosa.aot import compute, matmul, norm, shape, tables
+from etbuild.backends.tosa.aot import compute, matmul, norm, patches, shape, tables
 from etbuild.backends.tosa.aot.builder import TosaBuilder
 from etbuild.backends.tosa.aot.quant import DQ, WEIGHT_DQ, Q
 from etbuild.backends.tosa.aot.values import TORCH, Value, in_layout
@@ -27,7 +27,7 @@ Rule = Callable[["Lowering", Node], "Value | None"]
 
 RULES: dict[object, Rule] = {
     Q: compute.quantize, **dict.fromkeys((DQ, *WEIGHT_DQ), compute.dequantize),
-    aten.convolution.default: compute.convolution,
+    aten.convolution.default: patches.convolution,
     aten.addmm.default: compute.linear, aten.mm.default: compute.linear, aten.linear.default: compute.linear,
     aten.relu.default: compute.clamp, aten.hardtanh.default: compute.clamp, aten.clamp.default: compute.clamp,
     aten.add.Tensor: compute.add, aten.mul.Tensor: matmul.mul, aten.bmm.default: matmul.bmm,

@@ -26,7 +26,7 @@ from etbuild.backends.tosa.aot import compute
 from etbuild.backends.tosa.aot.compute import rescale
 from etbuild.backends.tosa.aot.values import TORCH, Context, Value, in_layout
 
-INT16_ENTRIES, HEADROOM = 513, 2**30
+INT16_ENTRIES, HEADROOM, ZOOM = 513, 2**30, 256
 
 
 def _mul(lw: Context, a: str, c: str, shape: tuple[int, ...], shift: int = 0) -> str:
@@ -64,7 +64,7 @@ def layer_norm(lw: Context, node: Node) -> Value:
     k = _bits(float(c) * (255.0 * c) ** 2)
     v = b.op("REDUCE_SUM", [_mul(lw, d, d, shape, k)], row, np.int32, "ReduceSumAttribute", axis)
     r, r_unit = _rsqrt(lw, Value(v, row, TORCH, scales=np.array([1.0])), c, k, x.params.scale, eps)
-    k2 = _bits(255.0 * c * 32767 * 128)
+    k2 = _bits(255.0 * c * 32767 * 128 * math.sqrt(ZOOM))
     y = _mul(lw, d, r, shape, k2)
     if (gamma < 0).any():
         y = _mul(lw, y, b.const(_row_const(np.where(gamma < 0, -1, 1), rank)), shape)
@@ -76,18 +76,43 @@ def layer_norm(lw: Context, node: Node) -> Value:
 
 
 def _rsqrt(lw: Context, v: Value, c: int, k: int, scale: float, eps: float) -> tuple[str, float]:
-    """1/√(var + eps) of each row from the int16 TABLE, as int32 in steps of r_unit/128; and r_unit."""
+    """1/√(var + eps) of each row, as int32 in steps of r_unit/128; and r_unit. Two int16 TABLEs: a coarse
+    one over var ∈ [0, largest] and a fine one over [0, largest/ZOOM], the fine one taken below that."""
     b = lw.b
     largest = (255.0 * scale / 2) ** 2
-    to_code = 2.0**k * scale**2 / c**3 / largest * 65535  # v → var as a code over [0, 65535]
-    offset = b.const(np.full([1] * len(v.shape), round(32768 / to_code), dtype=np.int32), "offset")
-    centred = Value(b.op("SUB", [v.tensor, offset], v.shape, np.int32, "SubAttribute"), v.shape, TORCH,
-                    scales=v.scales)
-    code = rescale(lw, centred, np.array([to_code]), 0, np.int16)
-    variances = np.arange(INT16_ENTRIES, dtype=np.float64) * 128 / 65535 * largest
-    r_unit = 1 / math.sqrt(variances[1]) / 32767
-    entries = np.clip(np.round(1 / np.sqrt(variances + eps) / r_unit), -32768, 32767).astype(np.int16)
-    return b.op("TABLE", [code, b.const(entries, "table")], v.shape, np.int32, "TableAttribute"), r_unit
+    to_code = 2.0**k * scale**2 / c**3 / largest * 65535 * ZOOM  # v → var as a code over [0, 65535·ZOOM]
+    code = rescale(lw, v, np.array([to_code]), 0, np.int32)
+    fine_in = _int16_code(lw, code, v.shape, 32768, 1.0)
+    coarse_in = _int16_code(lw, code, v.shape, 32768 * ZOOM, 1.0 / ZOOM)
+    r_unit = 1 / math.sqrt(largest * 128 / 65535) / 32767  # the coarse table's step; the fine one's is ×√ZOOM
+    coarse = _table(lw, coarse_in, v.shape, largest, eps, r_unit)
+    fine = _table(lw, fine_in, v.shape, largest / ZOOM, eps, r_unit * math.sqrt(ZOOM))
+    fine = _mul(lw, fine, b.const(np.full([1] * len(v.shape), round(math.sqrt(ZOOM)), dtype=np.int32)), v.shape)
+    beyond = b.op("SUB", [code, b.const(np.full([1] * len(v.shape), 65535, dtype=np.int32))], v.shape, np.int32,
+                  "SubAttribute")
+    bounds = [b.const(np.full([1] * len(v.shape), bound, dtype=np.int32)) for bound in (0, 1)]
+    beyond = b.op("MAXIMUM", [beyond, bounds[0]], v.shape, np.int32, "MaximumAttribute",
+                  b.ts.NanPropagationMode.PROPAGATE)
+    choose = b.op("MINIMUM", [beyond, bounds[1]], v.shape, np.int32, "MinimumAttribute",
+                  b.ts.NanPropagationMode.PROPAGATE)  # 1 where the row's variance is past the fine table
+    gap = b.op("SUB", [coarse, fine], v.shape, np.int32, "SubAttribute")
+    return b.op("ADD", [fine, _mul(lw, choose, gap, v.shape)], v.shape, np.int32, "AddAttribute"), r_unit
+
+
+def _int16_code(lw: Context, code: str, shape: tuple[int, ...], offset: int, factor: float) -> str:
+    """(code − offset) × factor as int16 (saturated): a TABLE's input."""
+    b = lw.b
+    moved = b.op("SUB", [code, b.const(np.full([1] * len(shape), offset, dtype=np.int32))], shape, np.int32,
+                 "SubAttribute")
+    return rescale(lw, Value(moved, shape, scales=np.array([1.0])), np.array([factor]), 0, np.int16)
+
+
+def _table(lw: Context, code: str, shape: tuple[int, ...], top: float, eps: float, unit: float) -> str:
+    """An int16 TABLE of 1/√(var + eps) over var ∈ [0, top], in steps of `unit` (before its 7 fraction bits);
+    the first entry, whose interval it cannot resolve, is clamped to the second's reach."""
+    variances = np.arange(INT16_ENTRIES, dtype=np.float64) * 128 / 65535 * top
+    entries = np.clip(np.round(1 / np.sqrt(variances + eps) / unit), -32768, 32767).astype(np.int16)
+    return lw.b.op("TABLE", [code, lw.b.const(entries, "table")], shape, np.int32, "TableAttribute")
 
 
 def mean(lw: Context, node: Node) -> Value:

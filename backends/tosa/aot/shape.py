@@ -19,9 +19,11 @@ from etbuild.backends.tosa.aot.values import CHANNELS_LAST, TORCH, Context, Valu
 
 
 def _keeps_channels_last(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
+    """Whether a reshape keeps batch and channels and only regroups the spatial dims (their elements stay
+    in order, so a channels-last value stays channels-last)."""
     if len(before) < 3 or len(after) < 3 or before[:2] != after[:2]:
         return False
-    return [d for d in before[2:] if d != 1] == [d for d in after[2:] if d != 1]
+    return int(np.prod(before[2:])) == int(np.prod(after[2:]))
 
 
 def view(lw: Context, node: Node) -> Value:
@@ -36,10 +38,21 @@ def view(lw: Context, node: Node) -> Value:
 
 
 def permute(lw: Context, node: Node) -> Value:
-    value = in_layout(lw.b, lw.value(node.args[0]), TORCH)
+    value = lw.value(node.args[0])
     perm = [d % len(value.shape) for d in node.args[1]]
-    shape = tuple(node.meta["val"].shape)
-    tensor = lw.b.op("TRANSPOSE", [value.tensor], stored_shape(shape, TORCH), value.dtype, "TransposeAttribute", perm)
+    return permuted(lw, value, perm, tuple(node.meta["val"].shape))
+
+
+def permuted(lw: Context, value: Value, perm: list[int], shape: tuple[int, ...]) -> Value:
+    """The value's dims in `perm` order (PyTorch's), in PyTorch's layout: one TRANSPOSE of the stored tensor,
+    or a RESHAPE when only size-1 dims move (the elements keep their order)."""
+    rank = len(value.shape)
+    order = [stored_axis(p, rank, value.layout) for p in perm]
+    kept = [a for a in order if value.stored[a] != 1]
+    if kept == sorted(kept):
+        tensor = reshape(lw.b, value, shape)
+    else:
+        tensor = lw.b.op("TRANSPOSE", [value.tensor], shape, value.dtype, "TransposeAttribute", order)
     return Value(tensor, shape, TORCH, value.params, value.scales, value.clamp)
 
 
@@ -112,14 +125,12 @@ def slice_(lw: Context, node: Node) -> Value:
 
 def transpose(lw: Context, node: Node) -> Value:
     """transpose.int(x, a, b): the permute that swaps two dims."""
-    value = in_layout(lw.b, lw.value(node.args[0]), TORCH)
+    value = lw.value(node.args[0])
     rank = len(value.shape)
     perm = list(range(rank))
     a, c = node.args[1] % rank, node.args[2] % rank
     perm[a], perm[c] = perm[c], perm[a]
-    shape = tuple(node.meta["val"].shape)
-    tensor = lw.b.op("TRANSPOSE", [value.tensor], shape, value.dtype, "TransposeAttribute", perm)
-    return Value(tensor, shape, TORCH, value.params, value.scales, value.clamp)
+    return permuted(lw, value, perm, tuple(node.meta["val"].shape))
 
 
 def select(lw: Context, node: Node) -> Value:

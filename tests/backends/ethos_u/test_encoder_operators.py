@@ -1,0 +1,119 @@
+"""The operators of small transformer encoders: layer norm, attention's batched matmuls, multiplies by a
+scalar, slices and selects, means over the sequence, a class token and a position table. Each TOSA graph
+runs in the reference model against the quantized torch model and compiles with Vela for a U55 and a U85."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from torch import nn
+
+pytest.importorskip("tosa_serializer")
+pytest.importorskip("tosa_reference_model")
+pytest.importorskip("ethosu.vela")
+
+from etbuild.backends.tosa.runtime.reference import ReferenceGraph  # noqa: E402
+from tests.backends.ethos_u.support import int8_edges, lowered  # noqa: E402
+from tests.backends.ethos_u.test_operators import only_edges_outside  # noqa: E402
+
+
+class Norm(nn.Module):
+    """A linear layer over [B, T, C], a layer norm (some weights negative), another linear layer."""
+
+    def __init__(self, dim: int = 24) -> None:
+        super().__init__()
+        self.fc1, self.norm, self.fc2 = nn.Linear(8, dim), nn.LayerNorm(dim), nn.Linear(dim, 8)
+        with torch.no_grad():
+            self.norm.weight.uniform_(-1.5, 1.5)
+            self.norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.norm(self.fc1(x)))
+
+
+class Attention(nn.Module):
+    """Two-head self-attention written out: q @ kᵀ, a scalar multiply, softmax, @ v; or through
+    scaled_dot_product_attention (which the npu-int8 mode writes out the same way)."""
+
+    def __init__(self, sdpa: bool, dim: int = 16, heads: int = 2) -> None:
+        super().__init__()
+        self.qkv, self.proj, self.heads, self.sdpa = nn.Linear(dim, 3 * dim), nn.Linear(dim, dim), heads, sdpa
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        b, t, c = x.shape
+        q, k, v = self.qkv(x).reshape(b, t, 3, self.heads, c // self.heads).permute(2, 0, 3, 1, 4)
+        if self.sdpa:
+            y = nn.functional.scaled_dot_product_attention(q, k, v)
+        else:
+            y = torch.softmax(q @ k.transpose(-2, -1) * (c // self.heads) ** -0.5, dim=-1) @ v
+        return self.proj(y.transpose(1, 2).reshape(b, t, c))
+
+
+class Tokens(nn.Module):
+    """A class token before the sequence and a position table added (ViT's embedding), a slice of the
+    sequence, its mean, and the class token selected back out."""
+
+    def __init__(self, dim: int = 16) -> None:
+        super().__init__()
+        self.embed = nn.Linear(8, dim)
+        self.token, self.position = nn.Parameter(torch.randn(1, 1, dim)), nn.Parameter(torch.randn(1, 7, dim) * 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.cat([self.token.expand(x.shape[0], -1, -1), self.embed(x)], 1) + self.position
+        return torch.cat([y[:, 0], y[:, 2:5].mean(1)], 1)
+
+
+IDS = ["layer_norm", "attention", "sdpa", "tokens"]
+CASES = [(Norm, (1, 6, 8)), (lambda: Attention(False), (1, 6, 16)), (lambda: Attention(True), (1, 6, 16)),
+         (Tokens, (1, 6, 8))]
+
+
+@pytest.mark.parametrize(("model", "shape"), CASES, ids=IDS)
+def test_each_encoder_operator_is_within_one_step_of_the_quantized_model(model, shape) -> None:
+    torch.manual_seed(3)
+    x = torch.randn(shape)
+    found = lowered(model(), (x,), "tosa")
+    assert len(found.processed) == 1, [(o.node, o.reason) for o in found.report.outside]
+    assert only_edges_outside(found), found.report.outside
+    q_in, q_out = int8_edges(found.converted, x)
+    (out,) = ReferenceGraph(found.processed[0].blob).run([q_in])
+    assert out.shape == q_out.shape
+    assert np.abs(out.astype(np.int32) - q_out).max() <= 1
+
+
+@pytest.mark.parametrize("target", ["ethos-u55-128", "ethos-u85-256"])
+@pytest.mark.parametrize(("model", "shape"), CASES, ids=IDS)
+def test_vela_compiles_each_encoder_operator(model, shape, target) -> None:
+    torch.manual_seed(3)
+    found = lowered(model(), (torch.randn(shape),), "ethos-u", target=target)
+    assert len(found.processed) == 1 and only_edges_outside(found), found.report.outside
+
+
+def test_the_layer_norm_table_keeps_every_row_within_one_step_over_a_wide_spread_of_variances() -> None:
+    """Rows whose spread ranges from a twentieth of the widest to the widest: the int16 reciprocal square
+    root resolves them all (a flatter row, under about 6 input steps of deviation, is resolved coarser)."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 16, 8) * torch.logspace(-1.3, 0, 16).reshape(1, 16, 1)
+    found = lowered(Norm(), (x,), "tosa")
+    q_in, q_out = int8_edges(found.converted, x)
+    (out,) = ReferenceGraph(found.processed[0].blob).run([q_in])
+    assert np.abs(out.astype(np.int32) - q_out).max() <= 1
+
+
+def test_what_the_walk_cannot_take_stays_on_the_cpu_with_its_reason() -> None:
+    class Odd(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.fc = nn.Linear(8, 8)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.fc(x)
+            return nn.functional.layer_norm(y, y.shape[-2:]) + y[:, ::2].mean(1, keepdim=True) * -0.5
+
+    torch.manual_seed(3)
+    found = lowered(Odd(), (torch.randn(1, 6, 8),), "ethos-u", target="ethos-u55-128")
+    reasons = {o.node: o.reason for o in found.report.outside}
+    assert reasons["native_layer_norm"].startswith("a layer norm over other than the last dim")
+    assert reasons["slice_1"] == "a slice with step 2"
+    assert reasons["mul"] == "a multiply by a scalar that is not positive"
