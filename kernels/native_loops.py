@@ -3,7 +3,7 @@ norm, which portable kernels and backends share (a backend's own loops live unde
 etbuild.backends.xnnpack.runtime.compiled).
 
 Module-level functions, so numba caches their machine code on disk. No fast-math flags but
-reassociation in the layer norm's sums (so they vectorize); float division by IEEE rules.
+reassociation in the layer norm's and one-token attention's sums (so they vectorize); float division by IEEE rules.
 """
 
 from __future__ import annotations
@@ -72,12 +72,14 @@ def layer_norm(
             out[r, j] = (x[r, j] - m) * s * weight[j] + bias[j]
 
 
-@jit
+@jit_sums
 def decode_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, n: int, scale: np.float32,
                      out: np.ndarray) -> None:
     """One new query per head over the first n cache positions: out[b, h] = softmax(q[b, h]·k[b, :n, h // G]ᵀ ·
     scale) · v[b, :n, h // G] (G = H / H_kv), the probabilities normalised before the weighted sum as the numpy
-    path does. q, out (B, H, D); k, v (B, S_max, H_kv, D); float32."""
+    path does. q, out (B, H, D); k, v (B, S_max, H_kv, D); float32. Sums reassociated (the dot products
+    vectorize: 2.5-3x faster at 20-120 positions than in index order; attention's sums have no reference order
+    here, ExecuTorch's runtime takes them from a gemm)."""
     group = q.shape[1] // k.shape[2]
     scores = np.empty(n, np.float32)
     for b in range(q.shape[0]):
