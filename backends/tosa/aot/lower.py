@@ -40,7 +40,7 @@ RULES: dict[object, Rule] = {
     **dict.fromkeys((aten.view.default, aten._unsafe_view.default, aten.reshape.default, aten.unsqueeze.default,
                      aten.squeeze.dims, aten.squeeze.dim, aten.squeeze.default, aten.clone.default,
                      aten.alias.default), shape.view),
-    aten.permute.default: shape.permute, aten.transpose.int: shape.transpose,
+    aten.permute.default: shape.permute, aten.transpose.int: shape.swap,
     operator.getitem: shape.first_result,
 }
 """Every call the walk lowers, by target."""

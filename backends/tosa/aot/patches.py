@@ -4,9 +4,9 @@ transformer's patch embedding) as one TRANSPOSE and a 1×1 CONV2D over the patch
 Vela runs a convolution with a stride over 3 as many small ones (an 8×8 stride-8 patch embedding of a
 32×32 image: 16 convolutions, ~90k cycles on U85), and U55 takes none with a stride other than 1 or 2.
 Each patch's kh·kw·C values become the channels of one pixel instead (space to depth):
-[N, H, W, C] → [N, H/kh, kh, W/kw, kw, C] → [N, H/kh, W/kw, kh, kw, C] → [N, H/kh, W/kw, kh·kw·C], and
-the weight [O, C, kh, kw] becomes [O, 1, 1, kh·kw·C] in the same order. A PyTorch-order input moves its
-channels last in the same TRANSPOSE.
+[N, H, W, C] → [N, H/kh, kh, W/kw, kw·C] → [N, H/kh, W/kw, kh, kw·C] (a 4-D TRANSPOSE) → [N, H/kh,
+W/kw, kh·kw·C], and the weight [O, C, kh, kw] becomes [O, 1, 1, kh·kw·C] in the same order. A PyTorch-order
+input is first made channels-last, as for any convolution.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from torch.fx import Node
 
 from etbuild.backends.tosa.aot import compute
 from etbuild.backends.tosa.aot.quant import bias_of, weight_of
-from etbuild.backends.tosa.aot.values import CHANNELS_LAST, TORCH, Context, Value
+from etbuild.backends.tosa.aot.values import CHANNELS_LAST, Context, Value, in_layout, transpose
 
 
 def is_patch(node: Node) -> bool:
@@ -34,16 +34,12 @@ def convolution(lw: Context, node: Node) -> Value:
     if not is_patch(node):
         return compute.convolution(lw, node)
     b = lw.b
-    x = lw.value(node.args[0])
+    x = in_layout(b, lw.value(node.args[0]), CHANNELS_LAST)
     weight = weight_of(node.args[1], lw.constants)
     o, c, kh, kw = weight.values.shape
     n, h, w = x.shape[0], x.shape[2] // kh, x.shape[3] // kw
-    if x.layout == TORCH:
-        split, perm = (n, c, h, kh, w, kw), [0, 2, 4, 3, 5, 1]
-    else:
-        split, perm = (n, h, kh, w, kw, c), [0, 1, 3, 2, 4, 5]
-    tiles = b.op("RESHAPE", [x.tensor, b.shape(split)], split, np.int8, "ReshapeAttribute")
-    moved = b.op("TRANSPOSE", [tiles], [split[p] for p in perm], np.int8, "TransposeAttribute", perm)
+    split = (n, h, kh, w, kw * c)  # [N, H, W, C] with each patch's rows and columns apart
+    moved = transpose(b, x.tensor, split, [0, 1, 3, 2, 4], np.int8)
     pixels = (n, h, w, kh * kw * c)
     source = b.op("RESHAPE", [moved, b.shape(pixels)], pixels, np.int8, "ReshapeAttribute")
     kernel = weight.values.transpose(0, 2, 3, 1).reshape(o, 1, 1, kh * kw * c)

@@ -15,7 +15,16 @@ from torch.fx import Node
 from etbuild.backends.tosa.aot.compute import requantize
 from etbuild.backends.tosa.aot.quant import QParams
 from etbuild.backends.tosa.aot.tables import output_params
-from etbuild.backends.tosa.aot.values import CHANNELS_LAST, TORCH, Context, Value, in_layout, reshape, stored_shape
+from etbuild.backends.tosa.aot.values import (
+    CHANNELS_LAST,
+    TORCH,
+    Context,
+    Value,
+    in_layout,
+    reshape,
+    stored_shape,
+    transpose,
+)
 
 
 def _keeps_channels_last(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
@@ -44,15 +53,11 @@ def permute(lw: Context, node: Node) -> Value:
 
 
 def permuted(lw: Context, value: Value, perm: list[int], shape: tuple[int, ...]) -> Value:
-    """The value's dims in `perm` order (PyTorch's), in PyTorch's layout: one TRANSPOSE of the stored tensor,
-    or a RESHAPE when only size-1 dims move (the elements keep their order)."""
+    """The value's dims in `perm` order (PyTorch's), in PyTorch's layout: one TRANSPOSE of the stored tensor
+    (values.transpose: of the fewest dims), or a RESHAPE when only size-1 dims move."""
     rank = len(value.shape)
     order = [stored_axis(p, rank, value.layout) for p in perm]
-    kept = [a for a in order if value.stored[a] != 1]
-    if kept == sorted(kept):
-        tensor = reshape(lw.b, value, shape)
-    else:
-        tensor = lw.b.op("TRANSPOSE", [value.tensor], shape, value.dtype, "TransposeAttribute", order)
+    tensor = transpose(lw.b, value.tensor, value.stored, order, value.dtype)
     return Value(tensor, shape, TORCH, value.params, value.scales, value.clamp)
 
 
@@ -123,7 +128,7 @@ def slice_(lw: Context, node: Node) -> Value:
     return replace(x, tensor=tensor, shape=shape)
 
 
-def transpose(lw: Context, node: Node) -> Value:
+def swap(lw: Context, node: Node) -> Value:
     """transpose.int(x, a, b): the permute that swaps two dims."""
     value = lw.value(node.args[0])
     rank = len(value.shape)

@@ -80,3 +80,31 @@ def reshape(b: TosaBuilder, value: Value, shape: tuple[int, ...]) -> str:
     if tuple(shape) == value.stored:
         return value.tensor
     return b.op("RESHAPE", [value.tensor, b.shape(shape)], shape, value.dtype, "ReshapeAttribute")
+
+
+def transpose(b: TosaBuilder, tensor: str, shape: tuple[int, ...], perm: list[int], dtype: type) -> str:
+    """`tensor` of `shape` with its axes in `perm` order, by a TRANSPOSE of the fewest dims: size-1 dims
+    dropped and dims that stay side by side merged (Vela runs a 5-D or 6-D transpose as many 2-D ones),
+    then RESHAPEd to the result's shape. No TRANSPOSE when the elements keep their order."""
+    result = tuple(shape[p] for p in perm)
+    kept = [p for p in perm if shape[p] != 1]
+    groups: list[list[int]] = []
+    for p in kept:
+        if groups and groups[-1][-1] + 1 == p:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    if len(groups) <= 1:
+        return _reshaped(b, tensor, shape, result, dtype)
+    starts = sorted(g[0] for g in groups)
+    merged = tuple(int(np.prod([shape[a] for a in next(g for g in groups if g[0] == s)])) for s in starts)
+    order = [starts.index(g[0]) for g in groups]
+    source = _reshaped(b, tensor, shape, merged, dtype)
+    moved = b.op("TRANSPOSE", [source], tuple(merged[o] for o in order), dtype, "TransposeAttribute", order)
+    return _reshaped(b, moved, tuple(merged[o] for o in order), result, dtype)
+
+
+def _reshaped(b: TosaBuilder, tensor: str, shape: tuple[int, ...], target: tuple[int, ...], dtype: type) -> str:
+    if tuple(shape) == tuple(target):
+        return tensor
+    return b.op("RESHAPE", [tensor, b.shape(target)], target, dtype, "ReshapeAttribute")
