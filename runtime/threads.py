@@ -7,9 +7,12 @@ step waits only for blocks already claimed: a busy or missing core costs at most
 the scheduler (a static split, OpenBLAS's or OpenMP's, waits for its slowest thread). The blocks are compiled loops
 that release the GIL (numba's `nogil`) or BLAS calls (numpy and ctypes release it), so they run in parallel.
 
-Workers sleep on a condition between steps (no spinning), so two programs' pools, or a pool beside the host's own
-threads, do not steal each other's cores. A process forked after a pool started has none of its workers: the first
-`run` in the child starts new ones.
+A split product runs `Pool.run_table(table)`: a table of BLAS calls that caller and workers claim and run in a
+compiled loop without the GIL (etbuild.kernels.pool_loops, where numba is importable), a few µs a step where a
+Python step costs two GIL hand-overs. There a worker spins a bounded time between steps (briefly once it finds
+itself preempted: the cores are busy), then sleeps on a futex; elsewhere workers sleep on a condition. An idle
+pool takes no CPU. A process forked after a pool started has none of its workers: the first step in the child
+starts new ones.
 
 Options are parameters, never the process's environment: `Program.load(..., threads=, blas=, native=)` binds its
 kernels inside `use(NumericOptions(...))`, and a kernel reads `current()` while it binds (never while it runs).

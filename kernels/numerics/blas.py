@@ -43,6 +43,9 @@ MKL_MACS = 1 << 20
 # A product is split over threads from this many multiply-adds (about 0.1 ms on one core), into blocks of at least
 # BLOCK_MACS and BLOCK_ROWS rows: a block's call and claim cost a few µs, and each thread must have blocks enough.
 SPLIT_MACS, BLOCK_MACS, BLOCK_ROWS = 1 << 22, 1 << 20, 16
+# Claimed without the GIL (kernels/pool_loops.py) a split costs a few µs: products from FAST_SPLIT_MACS (about 25 µs
+# on one core) and FEW_ROWS rows split by columns (a vision transformer's 17 tokens × 192 @ 192 × 768).
+FAST_SPLIT_MACS, FEW_ROWS = 1 << 21, 8
 STACK_MACS = 1 << 16  # a stack of products is split one matrix a block when each has at least this many
 BLOCK_COLS = 16  # a column block's width is a multiple of this: whole 64-byte lines of b and out
 
@@ -198,18 +201,26 @@ def matmul(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
 
 def _blocks(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> tuple[int, bool]:
     """How many blocks to split out = a @ b into, and whether by columns (out has at least as many columns as rows
-    and overlaps neither operand) or by rows: 2-D operands and out, at least SPLIT_MACS multiply-adds, 2 ×
-    BLOCK_ROWS rows (fewer rows, a decode step's, stay on the calling thread: measured, threads did not help them)
-    and threads to run them; else 1. Either way each output element is one BLAS call's sum over all of k."""
+    and overlaps neither operand) or by rows: 2-D operands and out, threads to run them, at least SPLIT_MACS
+    multiply-adds and 2 × BLOCK_ROWS rows, or, where blocks are claimed without the GIL (`_fast`), FAST_SPLIT_MACS
+    and FEW_ROWS rows by columns (fewer rows, a decode step's, stay on the calling thread: bound by memory, they
+    gain nothing from a second core); else 1. Either way each output element is one BLAS call's sum over all of k."""
     workers = threads.current().thread_count
     if workers < 2 or a.ndim != 2 or b.ndim != 2 or out.ndim != 2 or not native.enabled():
         return 1, False
     m, k, n = a.shape[0], a.shape[1], b.shape[1]
-    if m * k * n < SPLIT_MACS or m < 2 * BLOCK_ROWS or not out.flags.c_contiguous:
-        return 1, False
     by_columns = n >= m and not (np.may_share_memory(out, a) or np.may_share_memory(out, b))
+    fast = by_columns and m >= FEW_ROWS and _fast()
+    if m * k * n < (FAST_SPLIT_MACS if fast else SPLIT_MACS) or not out.flags.c_contiguous \
+            or (m < 2 * BLOCK_ROWS and not fast):
+        return 1, False
     most = n // BLOCK_COLS if by_columns else m // BLOCK_ROWS
     return max(1, min(4 * workers if not by_columns else workers, m * k * n // BLOCK_MACS, most)), by_columns
+
+
+def _fast() -> bool:
+    """Whether split products are claimed without the GIL here (numba's loops and a BLAS function address)."""
+    return threads.compiled_loops() is not None and _sgemm_address() is not None
 
 
 def _one_call(product: Product, a: np.ndarray, b: np.ndarray, out: np.ndarray,
