@@ -102,3 +102,14 @@ def decode_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, n: int, scale:
                 p = scores[j] / total
                 for d in range(q.shape[2]):
                     out[b, h, d] += p * v[b, j, c, d]
+
+
+@jit
+def sequential_means(rows: np.ndarray, count: np.float32, means: np.ndarray) -> None:
+    """means[i] = (rows[i, 0] + rows[i, 1] + ... in index order) / count, float32 throughout (ExecuTorch's
+    portable mean: kernels/portable/reduction.py); rows (outer, count > 0)."""
+    for i in range(rows.shape[0]):
+        total = rows[i, 0]
+        for j in range(1, rows.shape[1]):
+            total += rows[i, j]
+        means[i] = total / count

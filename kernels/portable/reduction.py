@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from etbuild.errors import KernelError
+from etbuild.kernels import native
 from etbuild.kernels.portable.common import (
     INT64,
     NATIVE,
@@ -132,6 +133,9 @@ def _mean_fast(x: np.ndarray, dim: list[int] | None, keepdim: bool, dtype: int |
     if axes != tuple(range(x.ndim - len(axes), x.ndim)) or out.shape != shape or not x.size:
         return None
     rows, count = _mean_plan(x, axes, ct)
+    fused = native.loops() if ct == np.float32 and rows.dtype == np.float32 else None
+    if fused is not None:  # one compiled call: the same sums in the same order
+        return functools.partial(fused.sequential_means, rows, count, out.reshape(-1))
     return functools.partial(_sequential_means, rows, count, np.empty(rows.shape, ct), out.reshape(-1))
 
 
