@@ -249,3 +249,13 @@ def test_a_stack_into_interleaved_matrices(count: int, blas_name: str) -> None:
     for _ in range(3):
         call()
     np.testing.assert_allclose(out.transpose(1, 0, 2), np.matmul(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_smaller_products_split_only_where_claims_are_cheap() -> None:
+    """From FAST_SPLIT_MACS and FEW_ROWS rows (a vision transformer's 17 tokens) a product splits by columns when
+    its blocks are claimed without the GIL; a few rows (a decode step's) never split."""
+    with threads.use(threads.NumericOptions(threads=2)):
+        assert blas._blocks(operand((17, 192)), operand((192, 768)), np.empty((17, 768), np.float32)) \
+            == ((2, True) if blas._fast() else (1, False))
+        assert blas._blocks(operand((4, 768)), operand((768, 1024)), np.empty((4, 1024), np.float32))[0] == 1
+        assert blas._blocks(operand((17, 64)), operand((64, 768)), np.empty((17, 768), np.float32))[0] == 1
