@@ -363,8 +363,8 @@ def _sgemm_call(a: np.ndarray, b: np.ndarray, out: np.ndarray, minimum: int = MK
                                  beta, po, to[1])
     else:
         strides = [_batch_stride(x, out.shape[:-2]) for x in views]
-        if any(s is None for s in strides) or strides[2] == 0:
-            return None
+        if any(s is None for s in strides) or strides[2] < to[1] * out.shape[-2]:
+            return None  # MKL refuses (and skips) outputs whose matrices interleave: bound_stack writes those
         call = functools.partial(mkl.cblas_sgemm_batch_strided, ROW_MAJOR, ta[0], tb[0], *sizes, alpha,
                                  pa, ta[1], strides[0], pb, tb[1], strides[1], beta, po, to[1], strides[2], count)
     call.arrays = (a, b, out)  # type: ignore[attr-defined]  # the memory its pointers address, kept alive

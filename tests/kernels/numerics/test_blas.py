@@ -82,7 +82,7 @@ def test_into_a_strided_out_view() -> None:
 
 
 @pytest.mark.parametrize("kind", ["small", "float64", "overlap", "columns_out", "strided_inner", "vector", "empty",
-                                  "mixed_batch"])
+                                  "mixed_batch", "interleaved_out"])
 def test_what_mkl_does_not_take_stays_with_numpy(kind: str) -> None:
     a, b = operand((128, 256)), operand((256, 512))
     out = np.empty((128, 512), np.float32)
@@ -104,6 +104,9 @@ def test_what_mkl_does_not_take_stays_with_numpy(kind: str) -> None:
     elif kind == "mixed_batch":  # batch dims that do not flatten to one stride
         a = operand((4, 6, 64, 64)).transpose(1, 0, 2, 3)
         b, out = operand((6, 4, 64, 64)), np.empty((6, 4, 64, 64), np.float32)
+    elif kind == "interleaved_out":  # heads [H, T, D] into [T, H, D]: MKL's strided batch refuses such outputs
+        a, b = operand((4, 128, 128)), operand((4, 128, 64))
+        out = np.full((128, 4, 64), np.nan, np.float32).transpose(1, 0, 2)
     expected = np.matmul(a, b)
     with threads.use(threads.NumericOptions(threads=1)):  # with threads a stack splits one matrix a block
         call = blas.bound_product(np.matmul, a, b, out)
