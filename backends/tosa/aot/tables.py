@@ -76,6 +76,7 @@ class Sums:
 
     peak: Value
     exp: Value
+    codes: Value  # the exponentials as the exp table's int8 codes
     low: int
     total: Value
     index: Value
@@ -118,7 +119,8 @@ def _sums(lw: Context, x: Value, dim: int) -> Sums:
     index = rescale(lw, Value(total, row, TORCH, scales=np.array([unit.scale])),
                     np.array([unit.scale / index_params.scale]), -128, np.int8)
     total_value = Value(total, row, TORCH, scales=np.array([unit.scale]))
-    return Sums(peak, wide_exp, offset, total_value, Value(index, row, TORCH, index_params))
+    return Sums(peak, wide_exp, Value(exp, x.shape, TORCH, unit), offset, total_value,
+                Value(index, row, TORCH, index_params))
 
 
 def _log_softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
@@ -147,8 +149,6 @@ def _log_softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
 def _softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
     """e × (1 / Σ e): the reciprocal from a table, refined by one Newton step r·(2 − Σ·r) in int32."""
     b, index = lw.b, sums.index
-    offset = b.const(np.full([1] * len(x.shape), sums.low, dtype=np.int32), "offset")
-    exp = b.op("ADD", [sums.exp.tensor, offset], x.shape, np.int32, "AddAttribute")
     inverse = QParams(1 / 255, -128)  # 1/Σ ∈ [1/N, 1]
     recip = lookup(lw, index.tensor, index.stored, np.reciprocal, index.params, inverse)
     coarse = rescale(lw, replace(index, tensor=recip, params=inverse), np.array([1.0]), 0, np.int32)
@@ -160,6 +160,10 @@ def _softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
     fine = b.op("MUL", [coarse, error, shift], index.stored, np.int32, "MulAttribute")  # steps unit/255²
     fine = rescale(lw, replace(index, tensor=fine, params=None, scales=np.array([1.0])),
                    np.array([unit / 255**2 * 2**15]), 0, np.int32)  # 1/Σ in steps of 2⁻¹⁵
+    exp = rescale(lw, sums.codes, np.array([1.0]), 0, np.int32)  # again from int8: no int32 copy kept meanwhile
+    if sums.low:
+        offset = b.const(np.full([1] * len(x.shape), sums.low, dtype=np.int32), "offset")
+        exp = b.op("ADD", [exp, offset], x.shape, np.int32, "AddAttribute")
     product = b.op("MUL", [exp, fine, shift], x.shape, np.int32, "MulAttribute")
     scale = float(sums.exp.scales[0]) / 2**15
     held = Value(product, x.shape, TORCH, scales=np.array([scale]))
