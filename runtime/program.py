@@ -183,8 +183,7 @@ class Program:
                     plan, arenas, self.constant_data(), registry, budget_factor=budget_factor,
                     time_limit=time_limit, owned=owned, delegates=delegates, preload=preload,
                 )
-            if binding.numpy_blas:  # numpy's BLAS held at one thread while it runs: the pool threads products
-                method._run = threads.held(method._run)  # type: ignore[method-assign]
+            _hold_numpy_blas(method, binding.numpy_blas, delegates)
             return method
         except InvalidProgram as exc:
             raise type(exc)(f"{self.source}: method {name!r}: {exc}") from None
@@ -198,6 +197,15 @@ def default_max_planned_bytes() -> int:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") // MEMORY_FRACTION
     except (AttributeError, ValueError, OSError):
         return 4 << 30
+
+
+def _hold_numpy_blas(method: Method, bound: bool, delegates: dict[int, Any]) -> None:
+    """numpy's BLAS held at one thread while the method runs (the pool threads products): when its kernels bound
+    a product on it, or once a delegate asks for it, one block around the whole call."""
+    if bound:
+        method._run = threads.held(method._run)  # type: ignore[method-assign]
+    elif delegates:
+        method._run = threads.held_for(method._run, list(delegates.values()))  # type: ignore[method-assign]
 
 
 def _delegates(program: Program, plan: fb.ExecutionPlan, left: int) -> dict[int, Any]:

@@ -286,6 +286,22 @@ def held(run: Callable[[], None]) -> Callable[[], None]:
     return call
 
 
+def held_for(run: Callable[[], None], handles: list[Any]) -> Callable[[], None]:
+    """run, which calls these delegate handles: after each call, when a handle asked to hold numpy's BLAS
+    (`hold_blas`, known once it has bound its steps at its first call), the whole of run is held instead and the
+    handles' own holds are dropped, one `single_threaded` block a call instead of one a delegate call."""
+    whole = held(run)
+
+    def call() -> None:
+        nonlocal run, handles
+        run()
+        if any(getattr(h, "hold_blas", False) for h in handles):
+            for h in handles:
+                h.hold_blas = False
+            run, handles = whole, []  # a handle that binds again later holds inside this block (nested: cheap)
+    return call
+
+
 @functools.cache
 def numpy_openblas() -> ctypes.CDLL | None:
     """The OpenBLAS bundled with numpy (numpy.libs: the library numpy loaded), or None."""

@@ -121,6 +121,24 @@ def test_numpy_blas_is_held_at_one_thread_and_restored() -> None:
     assert get() == before
 
 
+def test_a_method_takes_over_its_delegates_holds_of_numpy_blas() -> None:
+    """held_for: once a delegate asks to hold numpy's BLAS (after its first call binds its steps), the whole run is
+    one held block and the delegates' own holds are dropped."""
+    class Handle:
+        hold_blas = False
+
+        def __call__(self) -> None:
+            self.hold_blas = True  # as a delegate does once it has bound a product on numpy's BLAS
+            depths.append(threads.single_threaded._depth)
+
+    handles, depths = [Handle(), Handle()], []
+    run = threads.held_for(lambda: [h() for h in handles], handles)
+    run()
+    assert depths == [0, 0] and not any(h.hold_blas for h in handles)
+    run()
+    assert depths[2:] == [1, 1]  # inside the method's block
+
+
 def _product_table(rows: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, object]:
     """A table of `rows` sgemm blocks (one output row block each) of out = a @ b, or skip where it cannot be made."""
     from etbuild.kernels.numerics import blas
