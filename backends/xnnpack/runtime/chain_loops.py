@@ -16,13 +16,14 @@ from llvmlite import ir
 from numba import types
 from numba.extending import intrinsic
 
-from etbuild.backends.xnnpack.runtime import exact
+from etbuild.backends.xnnpack.runtime import compiled, exact
 
 jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 
-ADD, SUBTRACT, MULTIPLY, DIVIDE, RSQRT, SIGMOID, SQUARE, NEGATE, SIN, COS = range(10)
+ADD, SUBTRACT, MULTIPLY, DIVIDE, RSQRT, SIGMOID, SQUARE, NEGATE, SIN, COS, CONVERT_QD8 = range(11)
 FULL, SCALAR, PERIODIC = range(3)  # an input read at the output's index, at 0, or at the index modulo its length
-# code row: kind, out, n, a, a mode, a length, b, b mode, b length, period (b: unused by unary kinds)
+# code row: kind, out, n, a, a mode, a length, b, b mode, b length, period (b: unused by unary kinds; a Convert
+# onto a qdint8 row: b its int32 codes, b mode its float32 params, as compiled.snap_row_qdint8_codes keeps them)
 WIDTH = 10
 
 
@@ -33,6 +34,17 @@ def _floats(typingctx, address):  # noqa: ANN001, ANN201, ARG001  (numba's intri
 
     def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202, ARG001
         return builder.inttoptr(args[0], ir.FloatType().as_pointer())
+
+    return sig, codegen
+
+
+@intrinsic
+def _ints(typingctx, address):  # noqa: ANN001, ANN201, ARG001  (numba's intrinsic signature)
+    """The int32 pointer at an integer address."""
+    sig = types.CPointer(types.int32)(types.int64)
+
+    def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202, ARG001
+        return builder.inttoptr(args[0], ir.IntType(32).as_pointer())
 
     return sig, codegen
 
@@ -122,6 +134,11 @@ def run(code: np.ndarray, addresses: np.ndarray, table: np.ndarray, scratch: np.
         elif kind == NEGATE:
             for j in range(n):
                 o[j] = -a[j]
+        elif kind == CONVERT_QD8:  # the Convert's copy, then its rounding keeping the row's codes
+            if addresses[code[r, 3]] != addresses[code[r, 1]]:
+                o[:] = a
+            params = numba.carray(_floats(addresses[code[r, 7]]), 2)
+            compiled.snap_row_qdint8_codes(o, numba.carray(_ints(addresses[code[r, 6]]), n), params)
         else:
             b = numba.carray(_floats(addresses[code[r, 6]]), code[r, 8])
             _binary(kind, o, a, code[r, 4], b, code[r, 7], code[r, 9])

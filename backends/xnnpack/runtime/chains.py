@@ -18,6 +18,7 @@ import importlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
+from typing import Any
 
 import numpy as np
 
@@ -31,14 +32,14 @@ MIN_RUN = 2  # a run of one node keeps its own step
 
 @dataclass
 class Bound:
-    """One node as bound by the delegate: its op, arrays, step and name; `plain`: no rounding after it."""
+    """One node as bound by the delegate: its op, arrays, step, name and the roundings after it."""
 
     op: Op
     ins: Sequence[np.ndarray]
     outs: Sequence[np.ndarray]
     step: Step
     name: str
-    plain: bool
+    rounded: list[tuple[Any, np.ndarray]]  # (rounding, array) of its outputs that round: none for a plain node
 
 
 def module() -> ModuleType | None:
@@ -62,7 +63,7 @@ def join(nodes: list[Bound]) -> tuple[list[Step], list[str]]:
     run: list[tuple[Bound, list[object]]] = []
 
     def flush() -> None:
-        if len(run) >= MIN_RUN:
+        if len(run) >= MIN_RUN or any(row[0] == fused.CONVERT_QD8 for _, row in run):  # a Convert: 2 calls -> 1
             steps.append(_step(fused, run))
             names.append(_name([b.name for b, _ in run]))
         else:
@@ -71,7 +72,7 @@ def join(nodes: list[Bound]) -> tuple[list[Step], list[str]]:
         run.clear()
 
     for b in nodes:
-        row = _row(fused, b) if fused is not None and b.plain else None
+        row = _row(fused, b) if fused is not None else None
         if row is None:
             flush()
             steps.append(b.step)
@@ -94,6 +95,8 @@ def _row(fused: ModuleType, b: Bound) -> list[object] | None:
     if out is None or out.dtype != np.float32 or not out.flags.c_contiguous or out.size == 0:
         return None
     n = out.size
+    if b.rounded:
+        return _convert_row(fused, b, out)
     if isinstance(op, elementwise.Binary):
         kind = {np.add: fused.ADD, np.subtract: fused.SUBTRACT, np.multiply: fused.MULTIPLY,
                 np.divide: fused.DIVIDE}.get(op.fn)  # type: ignore[call-overload]
@@ -113,6 +116,22 @@ def _row(fused: ModuleType, b: Bound) -> list[object] | None:
             return None
         return [unary[op.fn], out, n, x[0], x[1], n, x[0], x[1], n, n]  # type: ignore[attr-defined]
     return None
+
+
+def _convert_row(fused: ModuleType, b: Bound, out: np.ndarray) -> list[object] | None:
+    """The row of a Convert (or Copy) onto a qdint8 row that keeps its codes for the products reading them (the rounding
+    bound as compiled.snap_row_qdint8_codes on the whole output), else None."""
+    if not (isinstance(b.op, elementwise.Move) and len(b.rounded) == 1):  # Convert or Copy: a copy, then rounded
+        return None
+    snap, array = b.rounded[0]
+    bind = getattr(snap, "bind", None)
+    bound = bind(array) if bind is not None and array is out else None
+    x = _mode(fused, b.ins[0], out.shape)
+    if not isinstance(bound, functools.partial) or bound.func is not fused.compiled.snap_row_qdint8_codes \
+            or x is None or x[1] != fused.FULL:
+        return None
+    _, codes, params = bound.args
+    return [fused.CONVERT_QD8, out, out.size, x[0], x[1], out.size, codes, params, 0, out.size]
 
 
 def _mode(fused: ModuleType, x: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, int] | None:

@@ -225,7 +225,7 @@ class XnnpackDelegate:
                 continue  # a view: its output already is its input
             ins, outs = [arrays[i] for i in op.inputs], [arrays[o] for o in op.outputs]
             rounded = [(s, arrays[o]) for s, o in zip(snaps, op.outputs) if s is not None]
-            nodes.append(chains.Bound(op, ins, outs, _with_snaps(op.bind(ins, outs), rounded), op.name, not rounded))
+            nodes.append(chains.Bound(op, ins, outs, _with_snaps(op.bind(ins, outs), rounded), op.name, rounded))
         return chains.join(nodes)  # runs of elementwise nodes as one compiled step each
 
 

@@ -89,3 +89,48 @@ def test_a_run_matches_numpy_on_its_own_forms() -> None:
     np.testing.assert_allclose(outs[1], np.clip(np.cos(np.sin(q * cos)) * q, -0.5, 0.5), rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(outs[3], (col + cos.reshape(1, 16)).reshape(8, 16))
     np.testing.assert_allclose(outs[4], t3 + t6, rtol=1e-5)
+
+
+def _rms_convert_fc(rng: np.random.Generator, rows: int, n: int = 48, k: int = 64) -> GraphBuilder:
+    """x * w → Convert to qdint8 → FullyConnected through a qbint4 filter (a decode step's norm and product)."""
+    codes = rng.integers(-8, 8, size=(n, k))
+    packed = ((codes[:, 0::2] + 8) | ((codes[:, 1::2] + 8) << 4)).astype(np.uint8)
+    bf16 = ((rng.random((n, k // 32)).astype(np.float32) * 0.05 + 0.01).view(np.uint32) >> 16).astype(np.uint16)
+    gb = GraphBuilder()
+    x, scaled = gb.tensor((rows, k), flags=IN), gb.tensor((rows, k))
+    weight = gb.tensor((k,), data=rng.standard_normal(k).astype(np.float32))
+    q = gb.tensor((rows, k), g.XNNDatatype.QDINT8, quant=g.PerTokenDynamicQuant(1))
+    w = gb.tensor((n, k), g.XNNDatatype.QBINT4, data=packed,
+                  quant=g.PerChannelGroupQuant([], 0, 32, gb.constant(bf16), n * k // 32))
+    out = gb.tensor((rows, n), flags=OUT)
+    gb.node("Multiply", input1_id=x, input2_id=weight, output_id=scaled, flags=0)
+    gb.node("Convert", input_id=scaled, output_id=q)
+    gb.node("FullyConnected", input1_id=q, filter_id=w, bias_id=g.NO_ID, output_id=out)
+    return gb
+
+
+@pytest.mark.parametrize("rows", [1, 3])
+def test_a_convert_keeping_row_codes_joins_the_run(rows: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One row: the Multiply and the Convert that keeps the row's codes for the product are one step, the
+    product's bits unchanged, call after call on new inputs; several rows (no codes kept): the Multiply and the
+    Convert keep their own steps."""
+    rng = np.random.default_rng(rows)
+    data = [rng.standard_normal((rows, 64)).astype(np.float32) for _ in range(3)]
+    results, names = [], []
+    for joined in (True, False):
+        if not joined:
+            monkeypatch.setattr(chains, "module", lambda: None)
+        handle = _rms_convert_fc(np.random.default_rng(7), rows).handle()
+        outs = []
+        for x in data:
+            y = np.full((rows, 48), np.nan, np.float32)
+            handle.execute([x, y])
+            outs.append(y)
+        results.append(outs)
+        names.append(list(handle.step_names))
+    for a, b in zip(*results):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    if rows == 1:
+        assert names[0] == ["node 0-1 (Elementwise)", "node 2 (FullyConnected)"]
+    else:
+        assert names[0] == names[1] == ["node 0 (Multiply)", "node 1 (Convert)", "node 2 (FullyConnected)"]
