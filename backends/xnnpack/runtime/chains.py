@@ -84,7 +84,9 @@ def join(nodes: list[Bound]) -> tuple[list[Step], list[str]]:
 
 
 def _name(names: list[str]) -> str:
-    """`node 0-3 (Elementwise)` for nodes 0 to 3 (what the profiler groups by)."""
+    """`node 0-3 (Elementwise)` for nodes 0 to 3 (what the profiler groups by); a lone node keeps its name."""
+    if len(names) == 1:
+        return names[0]
     first, last = names[0].split()[1], names[-1].split()[1]
     return f"node {first}-{last} (Elementwise)"
 
