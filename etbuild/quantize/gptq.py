@@ -36,6 +36,11 @@ BLOCK = 128
 """Columns updated together before the rest of the matrix is (a multiple of every group size up to it)."""
 
 
+FLUSH_ROWS = 512
+"""Rows of a value gathered before they are added to its Σxxᵀ in one product (a decode step gives one row a
+call: one rank-one update a call would read and write the whole d×d sum each time)."""
+
+
 @dataclass
 class Hessians:
     """Per input value (by node name), the running Σxxᵀ of its rows; per linear node, the value it reads."""
@@ -43,18 +48,36 @@ class Hessians:
     sums: dict[str, torch.Tensor] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
     inputs: dict[str, str] = field(default_factory=dict)
+    pending: dict[str, list[torch.Tensor]] = field(default_factory=dict)
 
     def add(self, source: str, x: torch.Tensor) -> None:
         """Add the rows of `x` (the value `source`, the last dim the features)."""
-        rows = x.detach().reshape(-1, x.shape[-1]).double()
-        self.sums[source] = self.sums.get(source, 0) + rows.T @ rows
+        rows = x.detach().reshape(-1, x.shape[-1]).double()  # a copy: the graph may reuse x's memory
+        waiting = self.pending.setdefault(source, [])
+        waiting.append(rows)
         self.counts[source] = self.counts.get(source, 0) + rows.shape[0]
+        if sum(r.shape[0] for r in waiting) >= FLUSH_ROWS:
+            self._flush(source)
+
+    def flush(self) -> None:
+        """Add every gathered row to its sum."""
+        for source in list(self.pending):
+            self._flush(source)
+
+    def _flush(self, source: str) -> None:
+        waiting = self.pending.pop(source, [])
+        if not waiting:
+            return
+        rows = torch.cat(waiting)
+        total = self.sums.get(source)
+        self.sums[source] = rows.T @ rows if total is None else total.addmm_(rows.T, rows)
 
     def of(self, linear: str) -> torch.Tensor | None:
         """H = 2XᵀX/N of `linear`'s input (None: it saw no input)."""
         source = self.inputs.get(linear)
         if source is None or not self.counts.get(source):
             return None
+        self._flush(source)
         return (2 * self.sums[source] / self.counts[source]).float()
 
 
@@ -95,6 +118,7 @@ def recording(gm: GraphModule, wanted: Callable[[Node], bool]) -> Iterator[Hessi
     try:
         yield hessians
     finally:
+        hessians.flush()
         for tap in taps.values():
             gm.graph.erase_node(tap)
             gm.delete_submodule(str(tap.target))
