@@ -56,7 +56,7 @@ class Hessians:
         waiting = self.pending.setdefault(source, [])
         waiting.append(rows)
         self.counts[source] = self.counts.get(source, 0) + rows.shape[0]
-        if sum(r.shape[0] for r in waiting) >= FLUSH_ROWS:
+        if len(waiting) * rows.shape[0] >= FLUSH_ROWS:  # calls of one value give rows of one count
             self._flush(source)
 
     def flush(self) -> None:
