@@ -65,3 +65,25 @@ def output_params(converted: torch.fx.GraphModule) -> tuple[float, int]:
     produced = output.args[0][0] if isinstance(output.args[0], (tuple, list)) else output.args[0]
     assert produced.target is qd.dequantize_per_tensor.default
     return produced.args[1], produced.args[2]
+
+
+def only_edges_outside(found: Lowered) -> bool:
+    """Whether the CPU keeps only the model input's quantize and the output's dequantize."""
+    return sorted(o.operator.split("::")[1] for o in found.report.outside) == [
+        "dequantize_per_tensor", "quantize_per_tensor"]
+
+
+def steps_from_quantized(model: torch.nn.Module, shape: tuple[int, ...]) -> int:
+    """The model lowered to one TOSA delegate (asserted, with only the edges on the CPU) and run in the reference
+    model on a seeded input: the most int8 steps its output is from the quantized torch model's."""
+    from etbuild.backends.tosa.runtime.reference import ReferenceGraph
+
+    torch.manual_seed(3)
+    x = torch.randn(shape)
+    found = lowered(model, (x,), "tosa")
+    assert len(found.processed) == 1, [(o.node, o.reason) for o in found.report.outside]
+    assert only_edges_outside(found), found.report.outside
+    q_in, q_out = int8_edges(found.converted, x)
+    (out,) = ReferenceGraph(found.processed[0].blob).run([q_in])
+    assert out.shape == q_out.shape
+    return int(np.abs(out.astype(np.int32) - q_out).max())
