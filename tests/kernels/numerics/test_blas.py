@@ -185,16 +185,22 @@ def test_a_program_loaded_before_a_fork_runs_in_the_child() -> None:
     assert run_python(code) == "0"
 
 
+def one_and_two_threads(product, a: np.ndarray, b: np.ndarray, blas_name: str) -> tuple[np.ndarray, np.ndarray, object]:
+    """a @ b computed at one thread (`whole`), and the same product bound at two threads into a NaN-filled `out`
+    (not yet run): (whole, out, the bound call)."""
+    out_shape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], b.shape[-1])
+    whole = np.empty(out_shape, np.float32)
+    with threads.use(threads.NumericOptions(threads=1, blas=blas_name)):
+        blas.bound_product(product, a, b, whole)()
+    with threads.use(threads.NumericOptions(threads=2, blas=blas_name)):
+        out = np.full(out_shape, np.nan, np.float32)
+        return whole, out, blas.bound_product(product, a, b, out)
+
+
 @pytest.mark.parametrize("blas_name", ["numpy", "auto"])
 def test_a_column_split_of_np_dot_writes_its_strided_blocks(blas_name: str) -> None:
     """np.dot takes no strided out: a product bound with it and split by columns still runs, with the same bits."""
-    a, b = operand((64, 512)), operand((512, 1024))
-    whole = np.empty((64, 1024), np.float32)
-    with threads.use(threads.NumericOptions(threads=1, blas=blas_name)):
-        blas.bound_product(np.dot, a, b, whole)()
-    with threads.use(threads.NumericOptions(threads=2, blas=blas_name)):
-        out = np.full((64, 1024), np.nan, np.float32)
-        split = blas.bound_product(np.dot, a, b, out)
+    whole, out, split = one_and_two_threads(np.dot, operand((64, 512)), operand((512, 1024)), blas_name)
     assert len(split.calls) == 2
     split()
     np.testing.assert_array_equal(out, whole)
@@ -204,13 +210,7 @@ def test_a_column_split_of_np_dot_writes_its_strided_blocks(blas_name: str) -> N
 def test_split_products_are_claimed_without_the_gil(blas_name: str) -> None:
     """With numba's loops a split product is a table of sgemm calls (MKL's, or numpy's own OpenBLAS's) that the
     pool's compiled side claims: the same bits as the unsplit product through the same BLAS, run after run."""
-    a, b = operand((128, 512)), operand((512, 1024))
-    whole = np.empty((128, 1024), np.float32)
-    with threads.use(threads.NumericOptions(threads=1, blas=blas_name)):
-        blas.bound_product(np.dot, a, b, whole)()
-    with threads.use(threads.NumericOptions(threads=2, blas=blas_name)):
-        out = np.full((128, 1024), np.nan, np.float32)
-        split = blas.bound_product(np.dot, a, b, out)
+    whole, out, split = one_and_two_threads(np.dot, operand((128, 512)), operand((512, 1024)), blas_name)
     if blas._sgemm_address() is None:
         pytest.skip("no BLAS function address here (numpy's BLAS is not its bundled OpenBLAS)")
     assert split.table.shape[0] == len(split.calls) == 2
