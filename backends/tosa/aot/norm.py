@@ -34,6 +34,16 @@ def _mul(lw: Context, a: str, c: str, shape: tuple[int, ...], shift: int = 0) ->
                    "MulAttribute")
 
 
+def _q(lw: Context, x: Value) -> str:
+    """x − zp as int32: a RESCALE of its own for each use, which Vela folds into the operator reading it
+    (one shared copy would be an int32 [.., C] tensor held in SRAM)."""
+    return rescale(lw, x, np.array([1.0]), 0, np.int32)
+
+
+def _sum(lw: Context, tensor: str, row: tuple[int, ...], axis: int) -> str:
+    return lw.b.op("REDUCE_SUM", [tensor], row, np.int32, "ReduceSumAttribute", axis)
+
+
 def _row_const(values: np.ndarray, rank: int, dtype: type = np.int32) -> np.ndarray:
     """A constant that broadcasts along the last dim of a rank-`rank` value."""
     return np.asarray(values, dtype=dtype).reshape([1] * (rank - 1) + [-1])
@@ -58,13 +68,17 @@ def layer_norm(lw: Context, node: Node) -> Value:
     c, axis, row = shape[-1], rank - 1, (*shape[:-1], 1)
     gamma, beta = _constant(lw, node.args[2], c, 1.0), _constant(lw, node.args[3], c, 0.0)
     eps = float(node.args[4])
-    q = rescale(lw, x, np.array([1.0]), 0, np.int32)
-    total = b.op("REDUCE_SUM", [q], row, np.int32, "ReduceSumAttribute", axis)
-    d = b.op("SUB", [_mul(lw, q, b.const(_row_const([c], rank)), shape), total], shape, np.int32, "SubAttribute")
+    total = _sum(lw, _q(lw, x), row, axis)  # Σq
+    squares = _sum(lw, _mul(lw, _q(lw, x), _q(lw, x), shape), row, axis)  # Σq²
     k = _bits(float(c) * (255.0 * c) ** 2)
-    v = b.op("REDUCE_SUM", [_mul(lw, d, d, shape, k)], row, np.int32, "ReduceSumAttribute", axis)
+    j = _bits(255.0 * c * c)  # keeps C·Σq within int32
+    spread = _mul(lw, _mul(lw, total, b.const(_row_const([c], rank)), row, j), total, row, k - j)
+    v = b.op("SUB", [_mul(lw, squares, b.const(_row_const([c * c], rank)), row, k), spread], row, np.int32,
+             "SubAttribute")  # Σd² = C·(C·Σq² − (Σq)²), over 2ᵏ
     r, r_unit = _rsqrt(lw, Value(v, row, TORCH, scales=np.array([1.0])), c, k, x.params.scale, eps)
     k2 = _bits(255.0 * c * 32767 * 128 * math.sqrt(ZOOM))
+    d = b.op("SUB", [_mul(lw, _q(lw, x), b.const(_row_const([c], rank)), shape), total], shape, np.int32,
+             "SubAttribute")
     y = _mul(lw, d, r, shape, k2)
     if (gamma < 0).any():
         y = _mul(lw, y, b.const(_row_const(np.where(gamma < 0, -1, 1), rank)), shape)

@@ -27,6 +27,7 @@ from torch.fx import Node
 from etbuild.backends.tosa.aot.compute import rescale
 from etbuild.backends.tosa.aot.quant import QParams, activation_params
 from etbuild.backends.tosa.aot.values import TORCH, Context, Value, in_layout
+from etbuild.backends.tosa.rescale import multipliers_shifts
 
 aten = torch.ops.aten
 TABLE_OPS = frozenset({
@@ -71,15 +72,16 @@ def table(lw: Context, node: Node) -> Value:
 
 @dataclass(frozen=True)
 class Sums:
-    """What softmax and log_softmax share: each row's maximum (int8), the exponentials e − exp(−L)
-    (int32, steps of `unit`) and each row's Σ e as an int8 index over [0, N]."""
+    """What softmax and log_softmax share: each row's maximum (int8), x − m as the exp table's int8 input,
+    and each row's Σ e (int32, steps of `unit`) and as an int8 index over [0, N]. Σ and the index are
+    flat ([1, .., rows]): a value of one element per row kept [.., 1] would be padded sixteen-fold in
+    Vela's NHCWB16 format."""
 
     peak: Value
-    exp: Value
-    codes: Value  # the exponentials as the exp table's int8 codes
-    low: int
+    shifted: Value
     total: Value
     index: Value
+    row: tuple[int, ...]  # the rows' shape before flattening
 
 
 def softmax(lw: Context, node: Node) -> Value:
@@ -96,6 +98,7 @@ def softmax(lw: Context, node: Node) -> Value:
 def _sums(lw: Context, x: Value, dim: int) -> Sums:
     b, s = lw.b, x.params.scale
     row = tuple(1 if k == dim else d for k, d in enumerate(x.shape))
+    flat = (*[1] * (len(row) - 1), int(np.prod(row)))
     peak = Value(b.op("REDUCE_MAX", [x.tensor], row, np.int8, "ReduceMaxAttribute", dim,
                       b.ts.NanPropagationMode.PROPAGATE), row, TORCH, x.params)
     wide = rescale(lw, x, np.array([1.0]), 0, np.int32)
@@ -104,23 +107,20 @@ def _sums(lw: Context, x: Value, dim: int) -> Sums:
                  scales=np.array([s]))  # x − m in [−255, 0] steps of s
     reach = float(np.clip(255 * s, MIN_RANGE, EXP_RANGE))
     step = QParams(reach / 255, 127)  # t = x − m as int8: 0 at code 127
-    shifted = rescale(lw, diff, np.array([s / step.scale]), 127, np.int8)
+    shifted = Value(rescale(lw, diff, np.array([s / step.scale]), 127, np.int8), x.shape, TORCH, step)
     low = float(np.exp(-reach))
     unit = QParams((1 - low) / 255, -128)  # e − exp(−reach) over [0, 1 − exp(−reach)]
-    exp = lookup(lw, shifted, x.shape, lambda t: np.exp(t) - low, step, unit)
-    wide_exp = Value(rescale(lw, Value(exp, x.shape, TORCH, unit), np.array([1.0]), 0, np.int32), x.shape, TORCH,
-                     scales=np.array([unit.scale]))
-    offset = round(low / unit.scale)
-    partial = b.op("REDUCE_SUM", [wide_exp.tensor], row, np.int32, "ReduceSumAttribute", dim)
+    exp = Value(lookup(lw, shifted.tensor, x.shape, lambda t: np.exp(t) - low, step, unit), x.shape, TORCH, unit)
+    partial = b.op("REDUCE_SUM", [rescale(lw, exp, np.array([1.0]), 0, np.int32)], row, np.int32,
+                   "ReduceSumAttribute", dim)
+    partial = b.op("RESHAPE", [partial, b.shape(flat)], flat, np.int32, "ReshapeAttribute")
     n = x.shape[dim]
-    total = b.op("ADD", [partial, b.const(np.full([1] * len(row), n * offset, dtype=np.int32), "offset")], row,
-                 np.int32, "AddAttribute")
+    offset = b.const(np.full([1] * len(row), n * round(low / unit.scale), dtype=np.int32), "offset")
+    total = Value(b.op("ADD", [partial, offset], flat, np.int32, "AddAttribute"), flat, TORCH,
+                  scales=np.array([unit.scale]))
     index_params = QParams(n / 255, -128)  # Σ e as int8 over [0, N]
-    index = rescale(lw, Value(total, row, TORCH, scales=np.array([unit.scale])),
-                    np.array([unit.scale / index_params.scale]), -128, np.int8)
-    total_value = Value(total, row, TORCH, scales=np.array([unit.scale]))
-    return Sums(peak, wide_exp, Value(exp, x.shape, TORCH, unit), offset, total_value,
-                Value(index, row, TORCH, index_params))
+    index = rescale(lw, total, np.array([unit.scale / index_params.scale]), -128, np.int8)
+    return Sums(peak, shifted, total, Value(index, flat, TORCH, index_params), row)
 
 
 def _log_softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
@@ -134,20 +134,24 @@ def _log_softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
         return log - coarse.scale * (np.array([coarse.quantize(float(v)) for v in log]) - coarse.zero_point)
 
     factor = x.params.scale / out.scale * 2**8
-    row = rescale(lw, sums.peak, np.array([factor]), 0, np.int32)
+    peak = replace(sums.peak, tensor=_reshaped(lw, sums.peak.tensor, index.stored, np.int8), shape=index.shape)
+    row = rescale(lw, peak, np.array([factor]), 0, np.int32)
     for params, fn in ((coarse, np.log), (fine, remainder)):
         table = lookup(lw, index.tensor, index.stored, fn, index.params, params)
         part = rescale(lw, replace(index, tensor=table, params=params), np.array([params.scale / out.scale * 2**8]),
                        0, np.int32)
         row = b.op("ADD", [row, part], index.stored, np.int32, "AddAttribute")
     whole = rescale(lw, x, np.array([factor]), 0, np.int32)
+    row = _reshaped(lw, row, sums.row, np.int32)
     result = b.op("SUB", [whole, row], x.stored, np.int32, "SubAttribute")
     held = Value(result, x.shape, TORCH, scales=np.array([out.scale / 2**8]))
     return rescale(lw, held, np.array([1 / 2**8]), out.zero_point, np.int8)
 
 
 def _softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
-    """e × (1 / Σ e): the reciprocal from a table, refined by one Newton step r·(2 − Σ·r) in int32."""
+    """e × (1 / Σ e): the reciprocal from a table, refined by one Newton step r·(2 − Σ·r) in int32 and held
+    as int16; e from an int16 table of x − m. Vela runs the int16 table, the product and its RESCALE to
+    int8 as one operator: no int32 value of x's shape is held."""
     b, index = lw.b, sums.index
     inverse = QParams(1 / 255, -128)  # 1/Σ ∈ [1/N, 1]
     recip = lookup(lw, index.tensor, index.stored, np.reciprocal, index.params, inverse)
@@ -158,13 +162,35 @@ def _softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
     two = b.const(np.full([1] * len(x.shape), round(2 * 255 / unit), dtype=np.int32), "two")
     error = b.op("SUB", [two, near_one], index.stored, np.int32, "SubAttribute")  # 2 − Σ·r, steps unit/255
     fine = b.op("MUL", [coarse, error, shift], index.stored, np.int32, "MulAttribute")  # steps unit/255²
-    fine = rescale(lw, replace(index, tensor=fine, params=None, scales=np.array([1.0])),
-                   np.array([unit / 255**2 * 2**15]), 0, np.int32)  # 1/Σ in steps of 2⁻¹⁵
-    exp = rescale(lw, sums.codes, np.array([1.0]), 0, np.int32)  # again from int8: no int32 copy kept meanwhile
-    if sums.low:
-        offset = b.const(np.full([1] * len(x.shape), sums.low, dtype=np.int32), "offset")
-        exp = b.op("ADD", [exp, offset], x.shape, np.int32, "AddAttribute")
-    product = b.op("MUL", [exp, fine, shift], x.shape, np.int32, "MulAttribute")
-    scale = float(sums.exp.scales[0]) / 2**15
-    held = Value(product, x.shape, TORCH, scales=np.array([scale]))
-    return rescale(lw, held, np.array([scale / out.scale]), out.zero_point, np.int8)
+    fine = Value(fine, index.shape, TORCH, scales=np.array([1.0]))
+    r16 = rescale(lw, fine, np.array([unit / 255**2 * 2**15]), 0, np.int16)  # 1/Σ in steps of 2⁻¹⁵ (≤ 32767)
+    wide = [_widen16(lw, _exp16(lw, sums.shifted), x.shape),
+            _widen16(lw, _reshaped(lw, r16, sums.row, np.int16), sums.row)]
+    product = b.op("MUL", [*wide, shift], x.shape, np.int32, "MulAttribute")  # steps 2⁻³⁰
+    held = Value(product, x.shape, TORCH, scales=np.array([2.0**-30]))
+    return rescale(lw, held, np.array([2.0**-30 / out.scale]), out.zero_point, np.int8)
+
+
+def _exp16(lw: Context, t: Value) -> str:
+    """exp(t) of the exp table's int8 input as int16 in steps of 2⁻¹⁵: an int16 TABLE whose entries sit at
+    the 256 codes (no interpolation) and hold e itself (the int8 table holds e − exp(−L))."""
+    b = lw.b
+    index = rescale(lw, t, np.array([128.0]), 0, np.int16)  # (code − 127)·128 ∈ [−32640, 0]
+    reals = np.exp((np.arange(513) - 256) * t.params.scale)
+    entries = np.clip(np.round(reals * 2**15), 0, 32767).astype(np.int16)
+    wide = b.op("TABLE", [index, b.const(entries, "table")], t.shape, np.int32, "TableAttribute")
+    return rescale(lw, Value(wide, t.shape, TORCH, scales=np.array([1.0])), np.array([1 / 128]), 0, np.int16)
+
+
+def _reshaped(lw: Context, tensor: str, shape: tuple[int, ...], dtype: type) -> str:
+    return lw.b.op("RESHAPE", [tensor, lw.b.shape(shape)], shape, dtype, "ReshapeAttribute")
+
+
+def _widen16(lw: Context, tensor: str, shape: tuple[int, ...]) -> str:
+    """An int16 tensor as int32 (a RESCALE by one, which Vela folds into the operator reading it)."""
+    b = lw.b
+    multipliers, shifts = multipliers_shifts(np.array([1.0]))
+    inputs = [tensor, b.const(multipliers, "multiplier"), b.const(shifts, "shift"), b.zero_point(0, np.int16),
+              b.zero_point(0, np.int32)]
+    return b.op("RESCALE", inputs, shape, np.int32, "RescaleAttribute", True, b.ts.RoundingMode.SINGLE_ROUND,
+                False, False, False)
