@@ -34,12 +34,14 @@ class Int4Filter:
     """An int4 [N, K] weight for the one-row loop, in one of two forms. `compiled.qd8_qb4w_matvec`'s: nibbles
     (K/2, N) uint8 (input 2p low, 2p + 1 high, each code + 8) and scales (blocks, N) float32 holding bf16 numbers (a
     fifth of the bytes the loop reads: as bf16 bits, a sixth, but each block's scales took a pass of their own to
-    widen, and the loop ran 20% slower); or, on AVX512-VNNI, `vnni.qd8_qb4w_row`'s: tiles (N/16, K/8, 64) uint8 and
-    scales (N/16, blocks, 16) as bf16 bits (vnni.pack), nibbles None. ksum (N,) float32 in both."""
+    widen, and the loop ran 20% slower); or, on AVX512-VNNI, `vnni.qd8_qb4w_row`'s: tiles (N/16, bytes a tile)
+    uint8 holding the weights and their scales (vnni.pack), nibbles and scales None. ksum (N,) float32 in both;
+    blocks: the scales a column holds."""
 
     nibbles: np.ndarray | None
-    scales: np.ndarray
+    scales: np.ndarray | None
     ksum: np.ndarray
+    blocks: int
     tiles: np.ndarray | None = None
 
 
@@ -55,11 +57,11 @@ def int4_filter(rows: QuantizedRows, tiled: bool = False) -> Int4Filter | None:
     ksum = packed_ksum(rows.codes, rows.scales)
     fast = vnni() if tiled else None
     if fast is not None:
-        tiles, scales = fast.pack(rows.codes, np.asarray(rows.scales, np.float32))
-        return Int4Filter(None, scales, ksum, place(tiles))
+        tiles = fast.pack(rows.codes, np.asarray(rows.scales, np.float32))
+        return Int4Filter(None, None, ksum, rows.scales.shape[0], place(tiles))
     unsigned = (rows.codes + 8).astype(np.uint8)
     nibbles = np.ascontiguousarray(unsigned[0::2] | (unsigned[1::2] << 4))
-    return Int4Filter(place(nibbles), np.ascontiguousarray(rows.scales, np.float32), ksum)
+    return Int4Filter(place(nibbles), np.ascontiguousarray(rows.scales, np.float32), ksum, rows.scales.shape[0])
 
 
 def vnni() -> ModuleType | None:
@@ -106,17 +108,17 @@ def tiled_row(w: Int4Filter, codes: np.ndarray, params: np.ndarray, bias: np.nda
     N ≥ SPLIT_OUTPUTS: each block writes its own outputs, the same bits on any number of threads."""
     fast = vnni()
     assert fast is not None and w.tiles is not None, "tiled_row needs the VNNI form"
-    tiles, blocks = w.tiles.shape[0], w.scales.shape[1]
-    k = 8 * w.tiles.shape[1]
+    tiles, blocks, k = w.tiles.shape[0], w.blocks, codes.shape[0]
     if run is None or count < 2 or out.shape[0] < SPLIT_OUTPUTS:
-        return functools.partial(fast.qd8_qb4w_row, w.tiles, w.scales, w.ksum, codes, params, bias,
+        return functools.partial(fast.qd8_qb4w_row, w.tiles, blocks, w.ksum, codes, params, bias,
                                  fast.scratch(k, blocks), out, 0, tiles)
-    parts = min(tiles, BLOCKS_PER_THREAD * count)
-    bounds = [tiles * i // parts for i in range(parts + 1)]
+    passes = -(-tiles // fast.TILES)  # blocks of whole passes: each block reads its own stretch front to back
+    parts = min(passes, BLOCKS_PER_THREAD * count)
+    bounds = [min(tiles, fast.TILES * (passes * i // parts)) for i in range(parts + 1)]
     scratches = [fast.scratch(k, blocks) for _ in range(parts)]
     product = fast.qd8_qb4w_row
 
     def block(i: int) -> None:
-        product(w.tiles, w.scales, w.ksum, codes, params, bias, scratches[i], out, bounds[i], bounds[i + 1])
+        product(w.tiles, blocks, w.ksum, codes, params, bias, scratches[i], out, bounds[i], bounds[i + 1])
 
     return functools.partial(run, block, parts)

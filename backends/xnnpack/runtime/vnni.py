@@ -2,12 +2,17 @@
 feature): the same integers and float operations as `compiled.qd8_qb4w_matvec`, so the same bits, at a few
 instructions per 128 weights.
 
-The weights are packed at load (`pack`) for the loop's access order: per tile of 16 outputs, per 8 inputs, 64
-bytes whose low nibbles hold the tile's 16 outputs × inputs 0–3 (output-major, 4 inputs per output: the 4 bytes one
-int32 lane of `vpdpbusd` sums) and whose high nibbles hold inputs 4–7, each weight + 8 (0–15, so the signed operand
-of `vpdpbusd` reads it as is). The row's codes, unsigned (q + 128), are the other operand, 4 inputs broadcast to
-every lane. A block's 32-bit sums are exact; float(Σ u·(w + 8) − 8·Σ u) times the block's scale is added with one
-fused multiply-add onto ksum · zero point, block after block; then times the input scale, then plus the bias.
+The weights are packed at load (`pack`) in the order the loop reads them, one stream front to back. A tile is 16
+outputs; per 8 inputs a tile takes 64 bytes whose low nibbles hold its 16 outputs × inputs 0–3 (output-major, 4
+inputs per output: the 4 bytes one int32 lane of `vpdpbusd` sums) and whose high nibbles hold inputs 4–7, each
+weight + 8 (0–15, so the signed operand of `vpdpbusd` reads it as is). Tiles go TILES at a time (a pass): per
+block, the pass's groups of 8 inputs, each TILES × 64 bytes side by side, then the TILES tiles' 16 block scales
+(bf16 bits, 32 bytes a tile); the tiles after the last whole pass follow one by one in the same form. A decode step
+streams every weight once and its time is the memory's: one sequential stream a pass, scales inline, reads ~30%
+faster than a stream per tile beside a stream of scales (the anchor's 57 filters from memory, same bits). The
+row's codes, unsigned (q + 128), are the other operand, 4 inputs broadcast to every lane. A block's 32-bit sums
+are exact; float(Σ u·(w + 8) − 8·Σ u) times the block's scale is added with one fused multiply-add onto
+ksum · zero point, block after block; then times the input scale, then plus the bias.
 """
 
 from __future__ import annotations
@@ -60,8 +65,8 @@ def _tiles_codegen(count: int):  # noqa: ANN202
     2·count `vpdpbusd` chains overlap (one tile's two chains wait on the instruction's latency)."""
 
     def codegen(context, builder, signature, args):  # noqa: ANN001, ANN202, ARG001
-        w_, wi_, a_, blocks_, per_, s_, si_, offsets_, acc_, wstride_, sstride_ = args
-        tw, _, ta, _, _, ts, _, to, tacc, _, _ = signature.args
+        w_, wi_, a_, blocks_, per_, si_, offsets_, acc_, wstride_, sstride_, gstride_, bstride_ = args
+        tw, _, ta, _, _, _, to, tacc, _, _, _, _ = signature.args
         dot, fma = _intrinsics(builder.module)
         index = wi_.type
         tiles = range(count)
@@ -74,6 +79,7 @@ def _tiles_codegen(count: int):  # noqa: ANN202
         low, four = ir.Constant(V64B, [15] * 64), ir.Constant(V64B, [4] * 64)
         with cgutils.for_range(builder, blocks_) as blocks_loop:
             b = blocks_loop.index
+            start = builder.mul(b, bstride_)
             for u in tiles:
                 builder.store(ir.Constant(V16I, None), sums[u])
                 builder.store(ir.Constant(V16I, None), highs[u])
@@ -83,7 +89,7 @@ def _tiles_codegen(count: int):  # noqa: ANN202
                 a0 = _splat(builder, builder.load(_pointer(context, builder, ta, a_, k, I32)), V16I)
                 a1 = _splat(builder, builder.load(
                     _pointer(context, builder, ta, a_, builder.add(k, ir.Constant(index, 1)), I32)), V16I)
-                offset = builder.mul(g, ir.Constant(index, 64))
+                offset = builder.add(start, builder.mul(groups_loop.index, gstride_))
                 for u in tiles:
                     ptr = _pointer(context, builder, tw, w_, builder.add(bases[u], offset), V64B)
                     bytes_ = builder.load(ptr, align=1)
@@ -94,8 +100,7 @@ def _tiles_codegen(count: int):  # noqa: ANN202
             off = _splat(builder, builder.load(_pointer(context, builder, to, offsets_, b, I32)), V16I)
             for u in tiles:
                 exact = builder.sub(builder.add(builder.load(sums[u]), builder.load(highs[u])), off)
-                at = builder.add(sbases[u], builder.mul(b, ir.Constant(index, LANES)))
-                scale = _widened(builder, _pointer(context, builder, ts, s_, at, V16H))
+                scale = _widened(builder, _pointer(context, builder, tw, w_, builder.add(sbases[u], start), V16H))
                 builder.store(builder.call(fma, [builder.sitofp(exact, V16F), scale, builder.load(totals[u])]),
                               totals[u])
         for u in tiles:
@@ -106,49 +111,65 @@ def _tiles_codegen(count: int):  # noqa: ANN202
 
 
 @intrinsic
-def tile_dot(typingctx, w, wi, a, blocks, per, s, si, offsets, acc, wstride, sstride):  # noqa: ANN001, ANN201, ARG001
-    """acc[0:16] ← fma(float(Σ u·w − offsets[b]), s[si + 16b : si + 16b + 16] (bf16 bits), acc[0:16]) for b = 0 …
-    blocks − 1, in order, for one tile of 16 outputs: each block `per` loads of 64 weight bytes from w[wi] on
-    (uint8) against the row's packed codes a[2g], a[2g + 1] (int32, 4 unsigned codes each); acc stays in a register
-    throughout. (wstride, sstride: unused, tile_dots' signature.)"""
-    return types.void(w, wi, a, blocks, per, s, si, offsets, acc, wstride, sstride), _tiles_codegen(1)
+def tile_dot(typingctx, w, wi, a, blocks, per, si, offsets, acc, wstride, sstride, gstride, bstride):  # noqa: ANN001, ANN201, ARG001
+    """acc[0:16] ← fma(float(Σ u·w − offsets[b]), scales of block b, acc[0:16]) for b = 0 … blocks − 1, in order,
+    for one tile of 16 outputs in the packed bytes w (uint8): block b's group j (of `per`) is the 64 bytes at
+    w[wi + b·bstride + j·gstride], its 16 scales (bf16 bits) at w[si + b·bstride]; against the row's packed codes
+    a[2g], a[2g + 1] (int32, 4 unsigned codes each; g = b·per + j). acc stays in a register throughout.
+    (wstride, sstride: unused, tile_dots' signature.)"""
+    return types.void(w, wi, a, blocks, per, si, offsets, acc, wstride, sstride, gstride, bstride), _tiles_codegen(1)
 
 
 @intrinsic
-def tile_dots(typingctx, w, wi, a, blocks, per, s, si, offsets, acc, wstride, sstride):  # noqa: ANN001, ANN201, ARG001
-    """tile_dot for TILES tiles at once: tile u's weights from w[wi + u·wstride], its scales from
-    s[si + u·sstride], its outputs in acc[16u : 16u + 16]. The same integers and float operations per output, so
-    the same bits; 2·TILES independent `vpdpbusd` chains instead of 2."""
-    return types.void(w, wi, a, blocks, per, s, si, offsets, acc, wstride, sstride), _tiles_codegen(TILES)
+def tile_dots(typingctx, w, wi, a, blocks, per, si, offsets, acc, wstride, sstride, gstride, bstride):  # noqa: ANN001, ANN201, ARG001
+    """tile_dot for TILES tiles at once: tile u's weights from wi + u·wstride on, its scales from si + u·sstride,
+    its outputs in acc[16u : 16u + 16]. The same integers and float operations per output, so the same bits;
+    2·TILES independent `vpdpbusd` chains instead of 2."""
+    return types.void(w, wi, a, blocks, per, si, offsets, acc, wstride, sstride, gstride, bstride), \
+        _tiles_codegen(TILES)
 
 
-def pack(codes: np.ndarray, scales: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """int4 codes (K, N) (−8 … 7) and block scales (B, N) (bf16 numbers) as the loop reads them: weights
-    (tiles, K/8, 64) uint8 and scales (tiles, B, 16) as bf16 bits (uint16), N padded with zero weights and scales to
-    a multiple of 16."""
+def pack(codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """int4 codes (K, N) (−8 … 7) and block scales (B, N) (bf16 numbers) as the loop reads them (module docstring):
+    (tiles, B · (K/B/8 · 64 + 32)) uint8, N padded with zero weights and scales to a multiple of 16."""
     k, n = codes.shape
-    tiles = -(-n // LANES)
+    tiles, blocks = -(-n // LANES), scales.shape[0]
+    per = k // GROUP // blocks
     u = np.zeros((k, tiles * LANES), np.uint8)
     u[:, :n] = codes + 8
     # [K/8, 2 (low, high), 4 inputs, tiles, 16 outputs] -> [tiles, K/8, 16 outputs, 4 inputs] per nibble plane
     planes = u.reshape(k // GROUP, 2, 4, tiles, LANES).transpose(3, 0, 1, 4, 2)
-    packed = np.ascontiguousarray(planes[:, :, 0] | (planes[:, :, 1] << 4)).reshape(tiles, k // GROUP, 64)
-    padded = np.zeros((scales.shape[0], tiles * LANES), np.uint16)
-    padded[:, :n] = np.ascontiguousarray(scales, np.float32).view(np.uint32) >> 16
-    return packed, np.ascontiguousarray(padded.reshape(scales.shape[0], tiles, LANES).transpose(1, 0, 2))
+    weights = np.ascontiguousarray(planes[:, :, 0] | (planes[:, :, 1] << 4)).reshape(tiles, k // GROUP, 64)
+    bf16 = np.zeros((blocks, tiles * LANES), np.uint16)
+    bf16[:, :n] = np.ascontiguousarray(scales, np.float32).view(np.uint32) >> 16
+    block_scales = np.ascontiguousarray(bf16.reshape(blocks, tiles, LANES).transpose(1, 0, 2)).view(np.uint8)
+    packed = np.empty((tiles, blocks * (per * 64 + 2 * LANES)), np.uint8)
+    full = tiles // TILES * TILES
+    for first, last, side in ((0, full, TILES), (full, tiles, 1)):  # whole passes, then the tiles left one by one
+        if last > first:
+            parts = [_by_pass(a[first:last], side).reshape((last - first) // side, blocks, -1)
+                     for a in (weights, block_scales)]
+            packed[first:last].reshape(parts[0].shape[:2] + (-1,))[:] = np.concatenate(parts, axis=2)
+    return packed
+
+
+def _by_pass(a: np.ndarray, side: int) -> np.ndarray:
+    """(tiles, units, bytes) as (tiles / side, units, side · bytes): each pass's tiles side by side, unit by unit
+    (a group of 8 inputs, or a block's scales)."""
+    count, units = a.shape[0] // side, a.shape[1]
+    return a.reshape(count, side, units, -1).transpose(0, 2, 1, 3).reshape(count, units, -1)
 
 
 @jit
-def qd8_qb4w_row(weights: np.ndarray, scales: np.ndarray, ksum: np.ndarray, codes: np.ndarray,
-                 params: np.ndarray, bias: np.ndarray, scratch: np.ndarray, out: np.ndarray,
-                 first: int, last: int) -> None:
+def qd8_qb4w_row(weights: np.ndarray, blocks: int, ksum: np.ndarray, codes: np.ndarray, params: np.ndarray,
+                 bias: np.ndarray, scratch: np.ndarray, out: np.ndarray, first: int, last: int) -> None:
     """out[16·first : 16·last] (of N) for one qdint8 row (codes (K,) int32 unsigned, params (zero point + 128,
-    scale), from snap_row_qdint8_codes) through tiles first … last − 1 of the packed int4 weights (`pack`), with
-    ksum (N,) and bias (N,) float32; scratch int32 of K/4 + blocks + 16·TILES elements. XNNPACK's bits (module
-    docstring). Disjoint tile ranges write disjoint outputs: blocks of one product may run on several threads.
-    TILES tiles a pass while that many are left, then one at a time."""
-    tiles, groups, _ = weights.shape
-    blocks = scales.shape[1]
+    scale), from snap_row_qdint8_codes) through tiles first … last − 1 of the packed int4 weights (`pack`, in
+    `blocks` blocks), with ksum (N,) and bias (N,) float32; scratch int32 of K/4 + blocks + 16·TILES elements.
+    XNNPACK's bits (module docstring). Disjoint tile ranges write disjoint outputs: blocks of one product may run on
+    several threads. A whole pass at a time where the range holds one, else one tile at a time."""
+    tiles, tile_bytes = weights.shape
+    groups = codes.shape[0] // GROUP
     per = groups // blocks
     n = out.shape[0]
     packed, offsets = scratch[: 2 * groups], scratch[2 * groups : 2 * groups + blocks]
@@ -163,19 +184,28 @@ def qd8_qb4w_row(weights: np.ndarray, scales: np.ndarray, ksum: np.ndarray, code
             total += codes[k]
         offsets[b] = 8 * total
     zero, inscale = params[0], params[1]
-    flat_w, flat_s = weights.reshape(-1), scales.reshape(-1)
+    flat = weights.reshape(-1)
     last = min(last, tiles)
-    wstride, sstride = groups * 64, blocks * LANES
+    full = tiles // TILES * TILES
     t = first
     while t < last:
-        count = TILES if t + TILES <= last else 1
+        whole = t % TILES == 0 and t + TILES <= min(last, full)
+        count = TILES if whole else 1
         start = t * LANES
         for j in range(count * LANES):
             acc[j] = ksum[start + j] * zero if start + j < n else F(0)
-        if count == TILES:
-            tile_dots(flat_w, t * wstride, packed, blocks, per, flat_s, t * sstride, offsets, acc, wstride, sstride)
+        if t < full:  # in a pass: tile t % TILES of pass t // TILES
+            base, side = (t - t % TILES) * tile_bytes, TILES
         else:
-            tile_dot(flat_w, t * wstride, packed, blocks, per, flat_s, t * sstride, offsets, acc, wstride, sstride)
+            base, side = t * tile_bytes, 1
+        wi = base + (t % side) * 64
+        si = base + per * 64 * side + (t % side) * 2 * LANES
+        if whole:
+            tile_dots(flat, wi, packed, blocks, per, si, offsets, acc, 64, 2 * LANES, 64 * side,
+                      tile_bytes * side // blocks)
+        else:
+            tile_dot(flat, wi, packed, blocks, per, si, offsets, acc, 64, 2 * LANES, 64 * side,
+                     tile_bytes * side // blocks)
         for j in range(min(count * LANES, n - start)):  # the input scale, then the bias: two roundings, as XNNPACK
             v = acc[j] * inscale
             out[start + j] = v + bias[start + j]

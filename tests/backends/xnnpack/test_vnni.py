@@ -88,8 +88,45 @@ def test_split_over_threads_gives_the_same_bits(count: int) -> None:
 
 def test_pack_puts_four_inputs_per_output_in_each_nibble_plane() -> None:
     codes = np.arange(8 * 16).reshape(8, 16).astype(np.int8) % 16 - 8  # input k, output j: (16k + j) % 16 - 8
-    tiles, scales = VNNI.pack(codes, np.ones((1, 16), F))
-    assert tiles.shape == (1, 1, 64) and scales.shape == (1, 1, 16)
-    low, high = tiles[0, 0] & 15, tiles[0, 0] >> 4
+    tiles = VNNI.pack(codes, np.full((1, 16), 1.5, F))
+    assert tiles.shape == (1, 64 + 32)  # one tile: its 8 inputs' 64 bytes, then its block's 16 scales
+    low, high = tiles[0, :64] & 15, tiles[0, :64] >> 4
     np.testing.assert_array_equal(low.reshape(16, 4), (codes[:4] + 8).T)
     np.testing.assert_array_equal(high.reshape(16, 4), (codes[4:] + 8).T)
+    np.testing.assert_array_equal(tiles[0, 64:].view(np.uint16), np.full(16, np.float32(1.5).view(np.uint32) >> 16))
+
+
+def test_pack_lays_a_pass_out_as_one_stream_with_its_scales_inline() -> None:
+    """Per block: the pass's groups of 8 inputs with its tiles' 64 bytes side by side, then the tiles' scales;
+    the tiles after the last whole pass one by one."""
+    k, n, group = 64, 16 * (VNNI.TILES + 1), 32
+    codes = np.random.default_rng(0).integers(-8, 8, (k, n)).astype(np.int8)
+    scales = (np.arange(1, 1 + (k // group) * n, dtype=F).reshape(k // group, n)).view(np.uint32) >> 16 << 16
+    packed = VNNI.pack(codes, scales.view(F))
+    alone = [VNNI.pack(codes[:, 16 * t : 16 * t + 16], scales.view(F)[:, 16 * t : 16 * t + 16])[0]
+             for t in range(n // 16)]  # each tile packed by itself: [block][group][64], then [block][scales]
+    per, side = group // 8, VNNI.TILES
+    stream = packed[:side].reshape(-1)
+    block_bytes = side * (per * 64 + 32)
+    for b in range(k // group):
+        for t in range(side):
+            one = alone[t].reshape(k // group, per * 64 + 32)[b]
+            for j in range(per):
+                at = b * block_bytes + j * side * 64 + t * 64
+                np.testing.assert_array_equal(stream[at : at + 64], one[64 * j : 64 * j + 64])
+            at = b * block_bytes + side * per * 64 + 32 * t
+            np.testing.assert_array_equal(stream[at : at + 32], one[per * 64 :])
+    np.testing.assert_array_equal(packed[side], alone[side])
+
+
+def test_any_range_of_tiles_gives_the_whole_products_bits() -> None:
+    """Ranges that start or end inside a pass (a split's blocks) read their tiles one at a time: the same bits."""
+    codes, scales, bias, unsigned, params = _problem(96, 16 * (2 * VNNI.TILES + 3) - 5, 32, seed=9)
+    f = qd8.int4_filter(QuantizedRows(codes, scales), tiled=True)
+    whole = _tiled(codes, scales, bias, unsigned, params)
+    out = np.full(codes.shape[1], np.nan, F)
+    tiles = f.tiles.shape[0]
+    for first, last in ((0, 3), (3, 6), (6, 9), (9, tiles)):
+        VNNI.qd8_qb4w_row(f.tiles, f.blocks, f.ksum, unsigned, params, bias, VNNI.scratch(96, f.blocks), out,
+                          first, last)
+    np.testing.assert_array_equal(out, whole)
