@@ -18,12 +18,15 @@ The table resolves a row's variance down to about 1/512 of that largest one; a r
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 from torch.fx import Node
 
 from etbuild.backends.tosa.aot import compute
 from etbuild.backends.tosa.aot.compute import rescale
+from etbuild.backends.tosa.aot.quant import QParams
+from etbuild.backends.tosa.aot.tables import widen16
 from etbuild.backends.tosa.aot.values import TORCH, Context, Value, in_layout
 
 INT16_ENTRIES, HEADROOM, ZOOM = 513, 2**30, 256
@@ -36,7 +39,7 @@ def _mul(lw: Context, a: str, c: str, shape: tuple[int, ...], shift: int = 0) ->
 
 def _q(lw: Context, x: Value) -> str:
     """x − zp as int32: a RESCALE of its own for each use, which Vela folds into the operator reading it
-    (one shared copy would be an int32 [.., C] tensor held in SRAM)."""
+    (one shared copy would be an int32 [.., C] value held in SRAM)."""
     return rescale(lw, x, np.array([1.0]), 0, np.int32)
 
 
@@ -66,20 +69,25 @@ def layer_norm(lw: Context, node: Node) -> Value:
     x = in_layout(b, lw.value(node.args[0]), TORCH)
     shape, rank = x.shape, len(x.shape)
     c, axis, row = shape[-1], rank - 1, (*shape[:-1], 1)
+    flat = (*[1] * (rank - 1), int(np.prod(row)))
     gamma, beta = _constant(lw, node.args[2], c, 1.0), _constant(lw, node.args[3], c, 0.0)
     eps = float(node.args[4])
-    total = _sum(lw, _q(lw, x), row, axis)  # Σq
-    squares = _sum(lw, _mul(lw, _q(lw, x), _q(lw, x), shape), row, axis)  # Σq²
+    raw = replace(x, params=QParams(x.params.scale, 0))  # the codes: d and the variance ignore a shift
+    total = _sum(lw, _q(lw, raw), row, axis)  # Σx
+    squared = _mul(lw, _q(lw, raw), _q(lw, raw), shape)  # x² ≤ 2¹⁴: exact as int16
+    squared = widen16(lw, rescale(lw, Value(squared, shape, scales=np.array([1.0])), np.array([1.0]), 0, np.int16),
+                      shape)
+    sums = [_reshaped(lw, _sum(lw, t, row, axis), flat) for t in (total, squared)]  # Σx, Σx²
     k = _bits(float(c) * (255.0 * c) ** 2)
-    j = _bits(255.0 * c * c)  # keeps C·Σq within int32
-    spread = _mul(lw, _mul(lw, total, b.const(_row_const([c], rank)), row, j), total, row, k - j)
-    v = b.op("SUB", [_mul(lw, squares, b.const(_row_const([c * c], rank)), row, k), spread], row, np.int32,
-             "SubAttribute")  # Σd² = C·(C·Σq² − (Σq)²), over 2ᵏ
-    r, r_unit = _rsqrt(lw, Value(v, row, TORCH, scales=np.array([1.0])), c, k, x.params.scale, eps)
+    j = _bits(255.0 * c * c)  # keeps C·Σx within int32
+    spread = _mul(lw, _mul(lw, sums[0], b.const(_row_const([c], rank)), flat, j), sums[0], flat, k - j)
+    v = b.op("SUB", [_mul(lw, sums[1], b.const(_row_const([c * c], rank)), flat, k), spread], flat, np.int32,
+             "SubAttribute")  # Σd² = C·(C·Σx² − (Σx)²), over 2ᵏ
+    r, r_unit = _rsqrt(lw, Value(v, flat, TORCH, scales=np.array([1.0])), c, k, x.params.scale, eps)
     k2 = _bits(255.0 * c * 32767 * 128 * math.sqrt(ZOOM))
-    d = b.op("SUB", [_mul(lw, _q(lw, x), b.const(_row_const([c], rank)), shape), total], shape, np.int32,
-             "SubAttribute")
-    y = _mul(lw, d, r, shape, k2)
+    d = b.op("SUB", [_mul(lw, _q(lw, raw), b.const(_row_const([c], rank)), shape), total], shape, np.int32,
+             "SubAttribute")  # d = C·x − Σx, again from x: no int32 [.., C] value is held meanwhile
+    y = _mul(lw, d, _reshaped(lw, r, row), shape, k2)
     if (gamma < 0).any():
         y = _mul(lw, y, b.const(_row_const(np.where(gamma < 0, -1, 1), rank)), shape)
     unit = x.params.scale / c * r_unit / 128 * 2**k2  # the real value of one step of y, before γ
@@ -87,6 +95,10 @@ def layer_norm(lw: Context, node: Node) -> Value:
     offsets = np.clip(np.round(beta / (magnitude * unit)), -HEADROOM, HEADROOM)
     y = b.op("ADD", [y, b.const(_row_const(offsets, rank))], shape, np.int32, "AddAttribute")
     return Value(y, shape, TORCH, scales=magnitude * unit)
+
+
+def _reshaped(lw: Context, tensor: str, shape: tuple[int, ...]) -> str:
+    return lw.b.op("RESHAPE", [tensor, lw.b.shape(shape)], shape, np.int32, "ReshapeAttribute")
 
 
 def _rsqrt(lw: Context, v: Value, c: int, k: int, scale: float, eps: float) -> tuple[str, float]:

@@ -72,13 +72,14 @@ def table(lw: Context, node: Node) -> Value:
 
 @dataclass(frozen=True)
 class Sums:
-    """What softmax and log_softmax share: each row's maximum (int8), x − m as the exp table's int8 input,
-    and each row's Σ e (int32, steps of `unit`) and as an int8 index over [0, N]. Σ and the index are
-    flat ([1, .., rows]): a value of one element per row kept [.., 1] would be padded sixteen-fold in
-    Vela's NHCWB16 format."""
+    """What softmax and log_softmax share: each row's maximum (int8), the exponentials e − exp(−L) as the
+    exp table's int8 codes (`low`: exp(−L)), and each row's Σ e (int32, steps of `unit`) and as an int8
+    index over [0, N]. Σ and the index are flat ([1, .., rows]): one element per row kept as [.., 1]
+    would be padded sixteen-fold in Vela's NHCWB16 format."""
 
     peak: Value
-    shifted: Value
+    codes: Value
+    low: float
     total: Value
     index: Value
     row: tuple[int, ...]  # the rows' shape before flattening
@@ -107,10 +108,10 @@ def _sums(lw: Context, x: Value, dim: int) -> Sums:
                  scales=np.array([s]))  # x − m in [−255, 0] steps of s
     reach = float(np.clip(255 * s, MIN_RANGE, EXP_RANGE))
     step = QParams(reach / 255, 127)  # t = x − m as int8: 0 at code 127
-    shifted = Value(rescale(lw, diff, np.array([s / step.scale]), 127, np.int8), x.shape, TORCH, step)
+    shifted = rescale(lw, diff, np.array([s / step.scale]), 127, np.int8)
     low = float(np.exp(-reach))
     unit = QParams((1 - low) / 255, -128)  # e − exp(−reach) over [0, 1 − exp(−reach)]
-    exp = Value(lookup(lw, shifted.tensor, x.shape, lambda t: np.exp(t) - low, step, unit), x.shape, TORCH, unit)
+    exp = Value(lookup(lw, shifted, x.shape, lambda t: np.exp(t) - low, step, unit), x.shape, TORCH, unit)
     partial = b.op("REDUCE_SUM", [rescale(lw, exp, np.array([1.0]), 0, np.int32)], row, np.int32,
                    "ReduceSumAttribute", dim)
     partial = b.op("RESHAPE", [partial, b.shape(flat)], flat, np.int32, "ReshapeAttribute")
@@ -120,7 +121,7 @@ def _sums(lw: Context, x: Value, dim: int) -> Sums:
                   scales=np.array([unit.scale]))
     index_params = QParams(n / 255, -128)  # Σ e as int8 over [0, N]
     index = rescale(lw, total, np.array([unit.scale / index_params.scale]), -128, np.int8)
-    return Sums(peak, shifted, total, Value(index, flat, TORCH, index_params), row)
+    return Sums(peak, exp, low, total, Value(index, flat, TORCH, index_params), row)
 
 
 def _log_softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
@@ -164,29 +165,29 @@ def _softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
     fine = b.op("MUL", [coarse, error, shift], index.stored, np.int32, "MulAttribute")  # steps unit/255²
     fine = Value(fine, index.shape, TORCH, scales=np.array([1.0]))
     r16 = rescale(lw, fine, np.array([unit / 255**2 * 2**15]), 0, np.int16)  # 1/Σ in steps of 2⁻¹⁵ (≤ 32767)
-    wide = [_widen16(lw, _exp16(lw, sums.shifted), x.shape),
-            _widen16(lw, _reshaped(lw, r16, sums.row, np.int16), sums.row)]
+    wide = [widen16(lw, _exp16(lw, sums.codes, sums.low), x.shape),
+            widen16(lw, _reshaped(lw, r16, sums.row, np.int16), sums.row)]
     product = b.op("MUL", [*wide, shift], x.shape, np.int32, "MulAttribute")  # steps 2⁻³⁰
     held = Value(product, x.shape, TORCH, scales=np.array([2.0**-30]))
     return rescale(lw, held, np.array([2.0**-30 / out.scale]), out.zero_point, np.int8)
 
 
-def _exp16(lw: Context, t: Value) -> str:
-    """exp(t) of the exp table's int8 input as int16 in steps of 2⁻¹⁵: an int16 TABLE whose entries sit at
-    the 256 codes (no interpolation) and hold e itself (the int8 table holds e − exp(−L))."""
+def _exp16(lw: Context, codes: Value, low: float) -> str:
+    """e of the exp table's int8 codes (e − low) as int16 in steps of 2⁻¹⁵: an int16 TABLE whose entries
+    sit at the 256 codes (no interpolation) and add `low` back (an int8 zero point cannot hold it)."""
     b = lw.b
-    index = rescale(lw, t, np.array([128.0]), 0, np.int16)  # (code − 127)·128 ∈ [−32640, 0]
-    reals = np.exp((np.arange(513) - 256) * t.params.scale)
+    index = rescale(lw, codes, np.array([128.0]), 0, np.int16)  # (code + 128)·128 ∈ [0, 32640]
+    reals = low + (np.arange(513) - 256) * codes.params.scale
     entries = np.clip(np.round(reals * 2**15), 0, 32767).astype(np.int16)
-    wide = b.op("TABLE", [index, b.const(entries, "table")], t.shape, np.int32, "TableAttribute")
-    return rescale(lw, Value(wide, t.shape, TORCH, scales=np.array([1.0])), np.array([1 / 128]), 0, np.int16)
+    wide = b.op("TABLE", [index, b.const(entries, "table")], codes.shape, np.int32, "TableAttribute")
+    return rescale(lw, Value(wide, codes.shape, TORCH, scales=np.array([1.0])), np.array([1 / 128]), 0, np.int16)
 
 
 def _reshaped(lw: Context, tensor: str, shape: tuple[int, ...], dtype: type) -> str:
     return lw.b.op("RESHAPE", [tensor, lw.b.shape(shape)], shape, dtype, "ReshapeAttribute")
 
 
-def _widen16(lw: Context, tensor: str, shape: tuple[int, ...]) -> str:
+def widen16(lw: Context, tensor: str, shape: tuple[int, ...]) -> str:
     """An int16 tensor as int32 (a RESCALE by one, which Vela folds into the operator reading it)."""
     b = lw.b
     multipliers, shifts = multipliers_shifts(np.array([1.0]))
