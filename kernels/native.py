@@ -83,5 +83,5 @@ def warm() -> None:
     fused.gelu(x, out)
     fused.layer_norm(x.reshape(2, 2), row, row, np.float32(1e-5), out.reshape(2, 2), row.copy(), row.copy())
     cache = np.ones((1, 2, 1, 2), np.float32)
-    fused.decode_attention(x.reshape(1, 2, 2), cache, cache, 2, np.float32(1), out.reshape(1, 2, 2))
+    fused.rows_attention(x.reshape(1, 1, 2, 2), cache, cache, 1, True, np.float32(1), out.reshape(1, 1, 2, 2))
     fused.sequential_means(x.reshape(2, 2), np.float32(2), row)

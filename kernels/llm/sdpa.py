@@ -20,6 +20,9 @@ from etbuild.kernels.llm.cache import check_position, update_cache_out
 from etbuild.runtime.kernel_registry import kernel
 from etbuild.runtime.tensor import resize
 
+FUSED_ROWS = 16  # up to this many query rows (one token; a grouped call's G rows) in one compiled pass; a prompt's
+# chunk of more rows goes through numpy's products, which the loop does not beat there
+
 
 def _check(op: str, q: np.ndarray, k: np.ndarray, v: np.ndarray, mask: np.ndarray | None, causal: bool) -> None:
     if q.ndim != 4 or k.ndim != 4 or k.shape != v.shape:
@@ -68,12 +71,14 @@ def custom_sdpa_out(query: np.ndarray, key: np.ndarray, value: np.ndarray, start
     _check("llama::custom_sdpa", query, key, value, attn_mask, is_causal)
     check_position("llama::custom_sdpa", start_pos, query.shape[1], key.shape[1])
     out = resize(out, query.shape)
-    b, s, h, d = query.shape
-    fused = native.loops() if s == 1 and attn_mask is None and out.flags.c_contiguous and d else None
-    if fused is not None:  # one token's decode: one compiled pass instead of about fifteen numpy calls
+    fused = native.loops() if query.shape[1] <= FUSED_ROWS and attn_mask is None and query.shape[3] else None
+    if fused is not None:  # one token, or a few rows: one compiled pass instead of about fifteen numpy calls
+        d = query.shape[3]
         factor = np.float32(1.0 / np.sqrt(d) if scale is None else scale)
-        fused.decode_attention(np.ascontiguousarray(query).reshape(b, h, d), key, value, start_pos + 1, factor,
-                               out.reshape(b, h, d))
+        target = out if out.flags.c_contiguous else np.empty(query.shape, np.float32)
+        fused.rows_attention(np.ascontiguousarray(query), key, value, start_pos, bool(is_causal), factor, target)
+        if target is not out:
+            np.copyto(out, target)
         return out
     np.copyto(out, attend(query, key, value, start_pos, attn_mask, is_causal, scale))
     return out

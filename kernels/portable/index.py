@@ -91,7 +91,28 @@ def index_tensor_out(x: np.ndarray, indices: list[np.ndarray | None], out: np.nd
     return store(out, x[_advanced(x, indices)])
 
 
-@kernel("aten::index_select.out", dtypes=ALL_DTYPES)
+def _index_select_fast(x: np.ndarray, dim: int, index: np.ndarray, out: np.ndarray) -> Callable[[], None] | None:
+    """index_select bound at load for a 1-d integer index and an out of the selection's shape and x's dtype: per
+    call one take into out, whose own range check (numpy's and the kernel's range, [-size, size)) hands a bad
+    index to the kernel to raise its KernelError."""
+    if not (isinstance(x, np.ndarray) and isinstance(index, np.ndarray) and isinstance(out, np.ndarray)) \
+            or x.ndim == 0 or index.ndim != 1 or index.dtype.kind not in "iu" or out.dtype != x.dtype:
+        return None
+    axis = wrap_dim(dim, x.ndim)
+    if out.shape != (*x.shape[:axis], index.size, *x.shape[axis + 1:]) or not out.flags.c_contiguous:
+        return None
+    take, args = np.take, (x, dim, index, out)
+
+    def index_select() -> None:
+        try:
+            take(x, index, axis, out)
+        except IndexError:
+            index_select_out(*args)  # raises KernelError naming the index
+
+    return index_select
+
+
+@kernel("aten::index_select.out", dtypes=ALL_DTYPES, fast=_index_select_fast)
 def index_select_out(x: np.ndarray, dim: int, index: np.ndarray, out: np.ndarray) -> np.ndarray:
     if x.ndim == 0:
         _indices(index, 1, "index_select")

@@ -1,5 +1,5 @@
-"""The load-time fast steps of embedding and gather check their indices at every call, as the kernels do: an
-index that goes out of range after binding is a KernelError, not a wrapped or clipped read."""
+"""The load-time fast steps of embedding, gather and index_select check their indices at every call, as the
+kernels do: an index that goes out of range after binding is a KernelError, not a wrapped or clipped read."""
 
 from __future__ import annotations
 
@@ -33,4 +33,16 @@ def test_gather_step_gathers_and_refuses_an_index_out_of_range() -> None:
     for bad in (5, -1):
         index[1, 0] = bad
         with pytest.raises(KernelError):
+            step()
+
+
+def test_index_select_step_selects_and_refuses_an_index_out_of_range() -> None:
+    x = np.arange(24, dtype=np.float32).reshape(2, 4, 3)
+    index, out = np.array([3, 0, -1]), np.empty((2, 3, 3), np.float32)
+    step = REGISTRY["aten::index_select.out"].fast(x, 1, index, out)
+    step()
+    np.testing.assert_array_equal(out, np.take(x, index, axis=1))  # -1 is the last, as the kernel reads it
+    for bad in (4, -5):
+        index[1] = bad
+        with pytest.raises(KernelError, match="out of range"):
             step()
