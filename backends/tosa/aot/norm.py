@@ -6,13 +6,19 @@ ExecuTorch's Arm flow decomposes layer norm into int8 steps, each with its own o
 two MULs. Here the steps before the table are exact integers, and the table is TOSA's int16 one
 (513 entries, interpolated to 7 more bits), so only the table and the final rescale round:
 
-    q = x − zp (int32);  d = C·q − Σ q = C·(x − mean)/s  (|d| ≤ 255·C, exact)
-    v = Σ (d·d >> k)  = C³·var/s²/2ᵏ  (k keeps the sum within 2³⁰)
+    x: the int8 codes (d and the variance do not depend on the zero point)
+    S₁ = Σ x, S₂ = Σ x² (each x² ≤ 2¹⁴, exact as int16);  d = C·x − S₁ = C·(x − mean)/s  (|d| ≤ 255·C)
+    v = C·(C·S₂ − S₁²) >> k = Σ d² >> k = C³·var/s²/2ᵏ  (k keeps it within 2³⁰)
     r = TABLE_rsqrt(v as int16 over var ∈ [0, (255·s/2)²], the largest variance an int8 row can have)
     y = (d·r >> k₂)·sign(γ) + β/(|γ|·unit): an int32 accumulator, one scale per channel, |γ|·unit.
 
 The table resolves a row's variance down to about 1/512 of that largest one; a row flatter than that
 (a standard deviation under about 6 input steps) is normalised with a coarser reciprocal.
+
+SRAM (Vela's allocation): every use of x reads it through a RESCALE of its own, which Vela folds into the
+operator reading it, and d is computed again for the product, so the only values of x's shape held beside
+x are x² (int16, before its sum) and the product (int32, before the quantize's per-channel RESCALE).
+Per-row values are flat ([1, .., rows]): Vela's NHCWB16 format would pad a [.., 1] value sixteen-fold.
 """
 
 from __future__ import annotations

@@ -9,10 +9,15 @@ int8 quantize that reads it (support.py requires that quantize). `sigmoid`, `tan
 `softmax` and `log_softmax` over dim d use int32 arithmetic and small tables (ExecuTorch's Arm flow
 decomposes them into int8 steps with observed scales; here each step's scale follows from known ranges):
 in PyTorch's dim order: m = REDUCE_MAX(x); x − m in [−255, 0] input steps, as int8 over [−L, 0]
-(L = 255·s within [1/16, 16]); e = TABLE_exp (int8 over [exp(−L), 1], then int32);
-Σ = REDUCE_SUM(e), as an int8 index over [0, N].
+(L = 255·s within [1/16, 16]); c = TABLE_exp (int8 codes of e − exp(−L) over [0, 1 − exp(−L)]);
+Σ = REDUCE_SUM(c) + N·exp(−L), as an int8 index over [0, N].
 log_softmax = s·x − (s·m + log Σ), with log Σ from two tables (a coarse part and its remainder);
-softmax = e × 1/Σ (a reciprocal table and one Newton step). Each result is RESCALEd once into the output's parameters.
+softmax = e × 1/Σ: the reciprocal from a table and one Newton step, held as int16; e from the codes
+through an int16 table (which adds exp(−L) back). Each result is RESCALEd once into the output's parameters.
+
+SRAM (Vela's allocation): softmax's product reads two int16 values through RESCALEs by one, which Vela runs
+with the int16 table and the RESCALE to int8 as one operator, so only int8 values of x's shape are held (the
+codes, then the output). Per-row values are flat ([1, .., rows]), not [.., 1] (padded 16x in NHCWB16).
 """
 
 from __future__ import annotations

@@ -108,3 +108,45 @@ def test_what_the_walk_cannot_take_stays_on_the_cpu_with_its_reason() -> None:
     assert reasons["native_layer_norm"].startswith("a layer norm over other than the last dim")
     assert reasons["slice_1"] == "a slice with step 2"
     assert reasons["mul"] == "a multiply by a scalar that is not positive"
+
+
+class Softmax(nn.Module):
+    """Softmax over the last dim of attention-shaped scores."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(x * 2.0, dim=-1)
+
+
+def _vela_sram_bytes(model: nn.Module, shape: tuple[int, ...]) -> float:
+    from etbuild.backends.ethos_u.options import EthosUOptions
+    from etbuild.backends.ethos_u.vela import compile_tosa
+
+    torch.manual_seed(3)
+    found = lowered(model, (torch.randn(shape),), "tosa")
+    assert len(found.processed) == 1 and only_edges_outside(found), found.report.outside
+    return compile_tosa(found.processed[0].blob, EthosUOptions("ethos-u85-256")).report["sram_memory_used"] * 1024
+
+
+def test_vela_holds_no_int32_value_of_the_scores_shape_in_softmax() -> None:
+    """Softmax's product runs as one Vela operator from int16 inputs (no int32 [4, 17, 17] value: 8,704
+    bytes in NHCWB16) and its per-row values are flat (a [4, 17, 1] int32 value would take 4,352 bytes):
+    SRAM holds the int8 input, the exp codes and the output (2,176 bytes each) and small rows."""
+    assert _vela_sram_bytes(Softmax(), (1, 4, 17, 17)) <= 3 * 2176 + 1024
+
+
+def test_vela_holds_one_int32_value_of_the_input_shape_in_layer_norm() -> None:
+    """Layer norm over [32, 64]: x (2,048 bytes), x² as int16 (4,096) before its sum, then the int32 product
+    (8,192) before the per-channel RESCALE and the int8 result; never x − zp or d held as int32 besides."""
+    assert _vela_sram_bytes(nn.LayerNorm(64), (1, 32, 64)) <= 2048 + 8192 + 2048 + 512
+
+
+def test_a_wide_layer_norm_of_rows_far_from_zero_is_within_one_step() -> None:
+    """C = 2304 (C·Σx is shifted to stay within int32) and rows whose mean is far from their spread:
+    the variance from the sums of x and x² is exact, so no cancellation."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 4, 8) * 0.3 + 2.0
+    model = nn.Sequential(nn.Linear(8, 2304), nn.LayerNorm(2304), nn.Linear(2304, 8))
+    found = lowered(model, (x,), "tosa")
+    q_in, q_out = int8_edges(found.converted, x)
+    (out,) = ReferenceGraph(found.processed[0].blob).run([q_in])
+    assert np.abs(out.astype(np.int32) - q_out).max() <= 1
