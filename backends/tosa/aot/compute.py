@@ -15,7 +15,7 @@ from torch.fx import Node
 
 from etbuild.backends.tosa.aot.quant import QParams, activation_params, bias_of, weight_of
 from etbuild.backends.tosa.aot.values import CHANNELS_LAST, TORCH, Context, Value, in_layout, reshape
-from etbuild.backends.tosa.rescale import multipliers_shifts
+from etbuild.backends.tosa.rescale import keeps_int8, multipliers_shifts
 
 ADD_SHIFT = 20
 """Bits an int8 addend is shifted up by in int32 before the add (as TFLite's and ExecuTorch's int8 add)."""
@@ -44,10 +44,17 @@ def clamp_int8(lw: Context, tensor: str, shape: tuple[int, ...], low: int, high:
                 b.ts.NanPropagationMode.PROPAGATE)
 
 
+def same_steps(value: Value, params: QParams) -> bool:
+    """Whether an int8 value already holds its codes under `params`: the same zero point, and a scale so close
+    that a RESCALE to it would give every value back unchanged (an observer's float32 rounding apart)."""
+    p = value.params
+    return p == params or (p.zero_point == params.zero_point and keeps_int8(p.scale / params.scale))
+
+
 def requantize(lw: Context, value: Value, params: QParams) -> Value:
-    """An int8 value with other parameters: one RESCALE (none when they are its own)."""
-    if value.params == params:
-        return value
+    """An int8 value with other parameters: one RESCALE (none when it would change no value)."""
+    if same_steps(value, params):
+        return replace(value, params=params)
     factor = np.array([value.params.scale / params.scale])
     return Value(rescale(lw, value, factor, params.zero_point, np.int8), value.shape, value.layout, params)
 
@@ -56,8 +63,8 @@ def quantize(lw: Context, node: Node) -> Value:
     """An int8 quantize of a computed value: a RESCALE to its parameters (none when they are the value's
     own), then the clamp a fused ReLU or hardtanh left."""
     value, params = lw.value(node.args[0]), activation_params(node)
-    if value.scales is None and value.params == params and value.clamp is None:
-        return value
+    if value.scales is None and value.clamp is None and same_steps(value, params):
+        return replace(value, params=params)
     if value.scales is not None:
         tensor = rescale(lw, value, value.scales / params.scale, params.zero_point, np.int8)
     else:

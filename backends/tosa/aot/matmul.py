@@ -2,16 +2,18 @@
 
 `bmm` of two int8 values → MATMUL with both zero points, into an int32 accumulator at the product of
 their scales (the quantize that reads it RESCALEs it). A multiply by a positive scalar only changes the
-real value of a step: the int8 value, its zero point removed, becomes an accumulator at scale × c.
+real value of a step: the same int8 codes at scale × c.
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 import numpy as np
 from torch.fx import Node
 
 from etbuild.backends.tosa.aot import compute
-from etbuild.backends.tosa.aot.compute import rescale
+from etbuild.backends.tosa.aot.quant import QParams
 from etbuild.backends.tosa.aot.values import TORCH, Context, Value, in_layout
 
 
@@ -33,10 +35,14 @@ def scalar(node: Node) -> float | None:
 
 
 def mul(lw: Context, node: Node) -> Value:
-    """mul.Tensor: of two int8 values (compute.mul), or of one by a positive scalar (a relabelled step)."""
+    """mul.Tensor: of two int8 values (compute.mul), or of one by a positive scalar: no operator, the same codes
+    with a step worth `factor` times more (its quantize RESCALEs them once, or not at all when the observer
+    saw exactly the scaled range, as attention's 1/√d usually gives)."""
     factor = scalar(node)
     if factor is None:
         return compute.mul(lw, node)
     x = lw.value(node.args[0])
-    return Value(rescale(lw, x, np.array([1.0]), 0, np.int32), x.shape, x.layout,
-                 scales=np.array([x.params.scale * factor]))
+    if x.scales is not None:
+        bounds = None if x.clamp is None else (x.clamp[0] * factor, x.clamp[1] * factor)
+        return replace(x, scales=x.scales * factor, clamp=bounds)
+    return replace(x, params=QParams(x.params.scale * factor, x.params.zero_point))

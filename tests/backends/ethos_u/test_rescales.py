@@ -1,0 +1,93 @@
+"""RESCALEs the TOSA walk leaves out: none for a multiply by a scalar (attention's 1/√d), none that would
+give every int8 value back unchanged (Vela runs each RESCALE it cannot fold into a neighbour as an operator)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import flatbuffers
+import numpy as np
+import pytest
+import torch
+from flatbuffers.table import Table
+from torch import nn
+
+from etbuild.backends.tosa.rescale import keeps_int8, multiplier_shift
+
+ts = pytest.importorskip("tosa_serializer")
+pytest.importorskip("tosa_reference_model")
+
+from tests.backends.ethos_u.support import lowered, steps_from_quantized  # noqa: E402
+
+
+def _tables(table: Table, field: int) -> list[Table]:
+    at = table.Offset(4 + 2 * field)
+    start, count = table.Vector(at), table.VectorLen(at)
+    return [Table(table.Bytes, table.Indirect(start + 4 * k)) for k in range(count)]
+
+
+def _strings(table: Table, field: int) -> list[str]:
+    at = table.Offset(4 + 2 * field)
+    start = table.Vector(at)
+    return [table.String(start + 4 * k).decode() for k in range(table.VectorLen(at))]
+
+
+def operators(tosa: bytes) -> list[tuple[str, list[str], list[str]]]:
+    """(op name, input names, output names) of each operator of the graph's main block (tosa.fbs:
+    TosaGraph.regions[0].blocks[0].operators, each {op, attribute, inputs, outputs})."""
+    buf = bytearray(tosa)
+    root = Table(buf, flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, 0))
+    block = _tables(_tables(root, 1)[0], 1)[0]
+    found = []
+    for op in _tables(block, 1):
+        code = op.Get(flatbuffers.number_types.Uint32Flags, op.Pos + op.Offset(4))
+        found.append((ts.Op(code).name, _strings(op, 3), _strings(op, 4)))
+    return found
+
+
+class ScaledScores(nn.Module):
+    """Attention's scores written out: (q · 1/√d) @ kᵀ, softmax, @ v (the scale on q, as Whisper and BERT
+    apply it), and a scale of one on the scores too; or the same without either multiply."""
+
+    def __init__(self, scaled: bool = True, dim: int = 16) -> None:
+        super().__init__()
+        self.q, self.k, self.v = nn.Linear(dim, dim), nn.Linear(dim, dim), nn.Linear(dim, dim)
+        self.scaled = scaled
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        q = self.q(x) * 0.25 if self.scaled else self.q(x)
+        scores = q @ self.k(x).transpose(-2, -1)
+        return torch.softmax(scores * 1.0 if self.scaled else scores, dim=-1) @ self.v(x)
+
+
+def test_a_scaled_query_is_within_one_step_of_the_quantized_model() -> None:
+    assert steps_from_quantized(ScaledScores(), (1, 6, 16)) <= 1
+
+
+def _op_counts(model: nn.Module) -> Counter[str]:
+    torch.manual_seed(3)
+    found = lowered(model, (torch.randn(1, 6, 16),), "tosa")
+    return Counter(name for name, _, _ in operators(found.processed[0].blob))
+
+
+def test_a_multiply_by_a_scalar_adds_no_operator() -> None:
+    """Not the two RESCALEs of old (int8 → int32 and back, one standalone operator in Vela): the scaled
+    codes are the query's own, and its quantize observed exactly the scaled range."""
+    torch.manual_seed(0)
+    scaled = ScaledScores()
+    plain = ScaledScores(scaled=False)
+    plain.load_state_dict(scaled.state_dict())
+    assert _op_counts(scaled) == _op_counts(plain)
+
+
+@pytest.mark.parametrize("scale", [1.0, 1 + 1e-7, 1 - 3e-7, 1 + 1 / 600])
+def test_a_rescale_that_keeps_every_int8_value_is_recognised(scale: float) -> None:
+    multiplier, shift = multiplier_shift(scale)
+    d = np.arange(-255, 256, dtype=np.int64)
+    kept = np.array_equal((d * multiplier + (1 << (shift - 1))) >> shift, d)  # TOSA's SINGLE_ROUND
+    assert keeps_int8(scale) == kept
+
+
+@pytest.mark.parametrize("scale", [1 + 1 / 500, 1 - 1 / 500, 0.5, 2.0])
+def test_a_rescale_that_changes_some_int8_value_is_kept(scale: float) -> None:
+    assert not keeps_int8(scale)
