@@ -12,6 +12,8 @@ oracle's kernels (`executorch.extension.llm.custom_ops`) and checked against the
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from etbuild.errors import KernelError
@@ -73,8 +75,7 @@ def custom_sdpa_out(query: np.ndarray, key: np.ndarray, value: np.ndarray, start
     out = resize(out, query.shape)
     fused = native.loops() if query.shape[1] <= FUSED_ROWS and attn_mask is None and query.shape[3] else None
     if fused is not None:  # one token, or a few rows: one compiled pass instead of about fifteen numpy calls
-        d = query.shape[3]
-        factor = np.float32(1.0 / np.sqrt(d) if scale is None else scale)
+        factor = np.float32(1.0 / math.sqrt(query.shape[3]) if scale is None else scale)
         target = out if out.flags.c_contiguous else np.empty(query.shape, np.float32)
         fused.rows_attention(np.ascontiguousarray(query), key, value, start_pos, bool(is_causal), factor, target)
         if target is not out:
