@@ -83,7 +83,7 @@ def layer_norm(lw: Context, node: Node) -> Value:
     squared = _mul(lw, _q(lw, raw), _q(lw, raw), shape)  # x² ≤ 2¹⁴: exact as int16
     squared = widen16(lw, rescale(lw, Value(squared, shape, scales=np.array([1.0])), np.array([1.0]), 0, np.int16),
                       shape)
-    sums = [_reshaped(lw, _sum(lw, t, row, axis), flat) for t in (total, squared)]  # Σx, Σx²
+    sums = [_reshaped(lw, total, flat), _reshaped(lw, _sum(lw, squared, row, axis), flat)]  # Σx, Σx²
     k = _bits(float(c) * (255.0 * c) ** 2)
     j = _bits(255.0 * c * c)  # keeps C·Σx within int32
     spread = _mul(lw, _mul(lw, sums[0], b.const(_row_const([c], rank)), flat, j), sums[0], flat, k - j)
@@ -91,7 +91,8 @@ def layer_norm(lw: Context, node: Node) -> Value:
              "SubAttribute")  # Σd² = C·(C·Σx² − (Σx)²), over 2ᵏ
     r, r_unit = _rsqrt(lw, Value(v, flat, TORCH, scales=np.array([1.0])), c, k, x.params.scale, eps)
     k2 = _bits(255.0 * c * 32767 * 128 * math.sqrt(ZOOM))
-    d = b.op("SUB", [_mul(lw, _q(lw, raw), b.const(_row_const([c], rank)), shape), total], shape, np.int32,
+    width = widen16(lw, b.const(_row_const([c], rank, np.int16)), (1,) * rank)  # int16: Vela multiplies x as int8
+    d = b.op("SUB", [_mul(lw, _q(lw, raw), width, shape), total], shape, np.int32,
              "SubAttribute")  # d = C·x − Σx, again from x: no int32 [.., C] value is held meanwhile
     y = _mul(lw, d, _reshaped(lw, r, row), shape, k2)
     if (gamma < 0).any():
