@@ -13,6 +13,12 @@ at run time instead — two attention layers gathering a relative-position bias 
 keep the index once and gather at run time, as ExecuTorch's program does. An output projection
 tied to the input embedding keeps one table: the embedding reads it, the projection
 transposes it at run time, as ExecuTorch's program does.
+
+A factory call (`arange`, `full`, `zeros`, ... : no tensor inputs) is folded when it is deterministic,
+its arguments are all build-time values and its result has a static shape of at most FACTORY_BYTES;
+like any folded node, it stays folded only where something folded reads it (a factory read at run
+time frees nothing). Position ids `arange(T)` gathering from a position table become the rows they
+gather. A size computed at run time (a symbolic shape) is a graph node, never a build-time value.
 """
 
 from __future__ import annotations
@@ -31,6 +37,11 @@ from etbuild.lowering.forms import GraphMethod, GraphProgram
 from etbuild.lowering.steps import at_node, in_method
 
 SLACK_BYTES = 64
+FACTORIES = frozenset({"arange", "full", "zeros", "ones", "scalar_tensor", "eye", "linspace", "logspace"})
+"""Calls that make a tensor from their arguments alone, the same one every time (not `empty`: its
+values are whatever the memory held)."""
+FACTORY_BYTES = 1 << 20
+"""The largest factory result computed at build time (folding keeps it only if it frees as much)."""
 
 
 def constant_inputs(ep: ExportedProgram, state: frozenset[str] = frozenset()) -> dict[Node, torch.Tensor]:
@@ -103,8 +114,8 @@ def _sources(node: Node, consts: dict[Node, torch.Tensor]) -> set[Node]:
     stack = list(node.all_input_nodes)
     while stack:
         source = stack.pop()
-        if source in found or _stored(source, consts):
-            continue
+        if source in found or source not in consts or _stored(source, consts):
+            continue  # a value computed at run time (an unfolded call) is no constant folding drops
         if source.op == "call_function" and len(source.users) == 1:  # a step of node's own computation
             stack.extend(source.all_input_nodes)
         else:
@@ -131,7 +142,19 @@ def _foldable(node: Node, op: OpOverload, consts: dict[Node, torch.Tensor]) -> b
     if torch.Tag.nondeterministic_seeded in op.tags or op._schema.is_mutable or is_assertion(op):
         return False
     inputs = node.all_input_nodes
-    return bool(inputs) and all(n in consts for n in inputs)
+    return all(n in consts for n in inputs) if inputs else _factory(node, op)
+
+
+def _factory(node: Node, op: OpOverload) -> bool:
+    """A deterministic factory call with a static result of at most FACTORY_BYTES (its arguments are
+    build-time values: it reads no node, and a symbolic size would be one)."""
+    val = node.meta.get("val")
+    if op._schema.name.split("::")[-1] not in FACTORIES or not isinstance(val, torch.Tensor):
+        return False
+    symbolic = (torch.SymInt, torch.SymFloat, torch.SymBool)
+    if any(isinstance(a, symbolic) for a in torch.utils._pytree.tree_leaves((node.args, node.kwargs))):
+        return False
+    return all(isinstance(d, int) for d in val.shape) and val.numel() * val.element_size() <= FACTORY_BYTES
 
 
 def _evaluate(node: Node, op: OpOverload, consts: dict[Node, torch.Tensor]) -> torch.Tensor | None:
@@ -145,6 +168,6 @@ def _evaluate(node: Node, op: OpOverload, consts: dict[Node, torch.Tensor]) -> t
     if not isinstance(result, torch.Tensor):
         return None
     read = sum(consts[n].numel() * consts[n].element_size() for n in node.all_input_nodes)
-    if result.numel() * result.element_size() > read + SLACK_BYTES:
+    if node.all_input_nodes and result.numel() * result.element_size() > read + SLACK_BYTES:
         return None
     return result.contiguous()
