@@ -20,11 +20,14 @@ from etbuild.backends.xnnpack.runtime import compiled, exact
 
 jit = numba.njit(cache=True, nogil=True, error_model="numpy")
 
-ADD, SUBTRACT, MULTIPLY, DIVIDE, RSQRT, SIGMOID, SQUARE, NEGATE, SIN, COS, CONVERT_QD8 = range(11)
+ADD, SUBTRACT, MULTIPLY, DIVIDE, RSQRT, SIGMOID, SQUARE, NEGATE, SIN, COS, CONVERT_QD8, COPY = range(12)
 FULL, SCALAR, PERIODIC = range(3)  # an input read at the output's index, at 0, or at the index modulo its length
 # code row: kind, out, n, a, a mode, a length, b, b mode, b length, period (b: unused by unary kinds; a Convert
-# onto a qdint8 row: b its int32 codes, b mode its float32 params, as compiled.snap_row_qdint8_codes keeps them)
-WIDTH = 10
+# onto a qdint8 row: b its int32 codes, b mode its float32 params, as compiled.snap_row_qdint8_codes keeps them);
+# a COPY (a slice, one input of a concatenation, a reshape's copy): kind, out, n, a, source offset, a length, width,
+# count, source stride, out offset, out stride — out[out offset + i·out stride + j] = a[source offset + i·source
+# stride + j] for i < count, j < width. Rows are WIDTH long, the unused places 0.
+WIDTH = 11
 
 
 @intrinsic
@@ -113,6 +116,32 @@ def _binary(kind: int, o: np.ndarray, a: np.ndarray, a_mode: int, b: np.ndarray,
 
 
 @jit
+def _copy(o: np.ndarray, a: np.ndarray, row: np.ndarray) -> None:
+    """A COPY row (see WIDTH): `count` runs of `width` numbers from a into o, each at its own stride."""
+    source, width, count, stride, target, step = row[4], row[6], row[7], row[8], row[9], row[10]
+    for i in range(count):
+        o[target + i * step : target + i * step + width] = a[source + i * stride : source + i * stride + width]
+
+
+@jit
+def _unary(kind: int, o: np.ndarray, a: np.ndarray, table: np.ndarray, scratch: np.ndarray) -> None:
+    if kind == RSQRT:
+        exact.rsqrt(a, o)
+    elif kind == SIGMOID:
+        exact.sigmoid(a, o, table, scratch[: o.shape[0]])
+    elif kind == SIN:
+        exact.sin(a, o)
+    elif kind == COS:
+        exact.cos(a, o)
+    elif kind == SQUARE:
+        for j in range(o.shape[0]):
+            o[j] = a[j] * a[j]
+    else:  # NEGATE
+        for j in range(o.shape[0]):
+            o[j] = -a[j]
+
+
+@jit
 def run(code: np.ndarray, addresses: np.ndarray, table: np.ndarray, scratch: np.ndarray) -> None:
     """Each row of code in order (see the module docstring); table: exact.EXP2_TABLE, scratch: float32 of at
     least the longest sigmoid's length."""
@@ -120,20 +149,10 @@ def run(code: np.ndarray, addresses: np.ndarray, table: np.ndarray, scratch: np.
         kind, n = code[r, 0], code[r, 2]
         o = numba.carray(_floats(addresses[code[r, 1]]), n)
         a = numba.carray(_floats(addresses[code[r, 3]]), code[r, 5])
-        if kind == RSQRT:
-            exact.rsqrt(a, o)
-        elif kind == SIGMOID:
-            exact.sigmoid(a, o, table, scratch[:n])
-        elif kind == SIN:
-            exact.sin(a, o)
-        elif kind == COS:
-            exact.cos(a, o)
-        elif kind == SQUARE:
-            for j in range(n):
-                o[j] = a[j] * a[j]
-        elif kind == NEGATE:
-            for j in range(n):
-                o[j] = -a[j]
+        if kind in (RSQRT, SIGMOID, SIN, COS, SQUARE, NEGATE):
+            _unary(kind, o, a, table, scratch)
+        elif kind == COPY:
+            _copy(o, a, code[r])
         elif kind == CONVERT_QD8:  # the Convert's copy, then its rounding keeping the row's codes
             if addresses[code[r, 3]] != addresses[code[r, 1]]:
                 o[:] = a
@@ -147,5 +166,5 @@ def run(code: np.ndarray, addresses: np.ndarray, table: np.ndarray, scratch: np.
 def warm() -> None:
     """Compile (or load from numba's cache) the loop."""
     x = np.ones(4, np.float32)
-    code = np.array([[MULTIPLY, 0, 4, 0, FULL, 4, 0, FULL, 4, 4]], np.int64)
+    code = np.array([[MULTIPLY, 0, 4, 0, FULL, 4, 0, FULL, 4, 4, 0]], np.int64)
     run(code, np.array([x.ctypes.data], np.int64), exact.EXP2_TABLE, np.empty(4, np.float32))

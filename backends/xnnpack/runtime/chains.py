@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from types import ModuleType
@@ -23,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from etbuild.backends.xnnpack.runtime import loops
-from etbuild.backends.xnnpack.runtime.ops import elementwise
+from etbuild.backends.xnnpack.runtime.ops import elementwise, layout
 from etbuild.backends.xnnpack.runtime.ops.base import Op
 from etbuild.runtime.steps import Step
 
@@ -60,10 +61,10 @@ def join(nodes: list[Bound]) -> tuple[list[Step], list[str]]:
     fused = module()
     steps: list[Step] = []
     names: list[str] = []
-    run: list[tuple[Bound, list[object]]] = []
+    run: list[tuple[Bound, list[list[object]]]] = []
 
     def flush() -> None:
-        if len(run) >= MIN_RUN or any(row[0] == fused.CONVERT_QD8 for _, row in run):  # a Convert: 2 calls -> 1
+        if len(run) >= MIN_RUN or any(r[0] == fused.CONVERT_QD8 for _, rows in run for r in rows):  # 2 calls -> 1
             steps.append(_step(fused, run))
             names.append(_name([b.name for b, _ in run]))
         else:
@@ -72,13 +73,13 @@ def join(nodes: list[Bound]) -> tuple[list[Step], list[str]]:
         run.clear()
 
     for b in nodes:
-        row = _row(fused, b) if fused is not None else None
-        if row is None:
+        rows = _rows(fused, b) if fused is not None else None
+        if rows is None:
             flush()
             steps.append(b.step)
             names.append(b.name)
         else:
-            run.append((b, row))
+            run.append((b, rows))
     flush()
     return steps, names
 
@@ -91,14 +92,23 @@ def _name(names: list[str]) -> str:
     return f"node {first}-{last} (Elementwise)"
 
 
-def _row(fused: ModuleType, b: Bound) -> list[object] | None:
-    """The node's row of the table, arrays in place of indices (see chain_loops), or None when it cannot join."""
+def _rows(fused: ModuleType, b: Bound) -> list[list[object]] | None:
+    """The node's rows of the table, arrays in place of indices (see chain_loops), or None when it cannot join."""
     op, out = b.op, b.outs[0] if len(b.outs) == 1 else None
     if out is None or out.dtype != np.float32 or not out.flags.c_contiguous or out.size == 0:
         return None
-    n = out.size
     if b.rounded:
-        return _convert_row(fused, b, out)
+        row = _convert_row(fused, b, out)
+        return None if row is None else [row]
+    if isinstance(op, (layout.StaticSlice, layout.Concatenate, layout.StaticReshape, elementwise.Move)):
+        return _copy_rows(fused, op, b.ins, out)
+    row = _row(fused, b, out)
+    return None if row is None else [row]
+
+
+def _row(fused: ModuleType, b: Bound, out: np.ndarray) -> list[object] | None:
+    """The row of an elementwise node, or None when it cannot join."""
+    op, n = b.op, out.size
     if isinstance(op, elementwise.Binary):
         kind = {np.add: fused.ADD, np.subtract: fused.SUBTRACT, np.multiply: fused.MULTIPLY,
                 np.divide: fused.DIVIDE}.get(op.fn)  # type: ignore[call-overload]
@@ -136,6 +146,39 @@ def _convert_row(fused: ModuleType, b: Bound, out: np.ndarray) -> list[object] |
     return [fused.CONVERT_QD8, out, out.size, x[0], x[1], out.size, codes, params, 0, out.size]
 
 
+def _copy_rows(fused: ModuleType, op: Op, ins: Sequence[np.ndarray], out: np.ndarray) -> list[list[object]] | None:
+    """A slice, a concatenation or a reshape's (or Copy's) copy as COPY rows (chain_loops.WIDTH): one per input, or
+    None unless every input is float32, C-contiguous and apart from out, and a slice cuts at most one dim."""
+    if any(x.dtype != np.float32 or not x.flags.c_contiguous or np.may_share_memory(x, out) for x in ins):
+        return None
+    x = ins[0]
+    if isinstance(op, layout.Concatenate):
+        axis, at, rows = op.axis, 0, []
+        inner = math.prod(out.shape[axis + 1:])
+        for part in ins:
+            width = part.shape[axis] * inner
+            rows.append(_copy(fused, out, part, 0, width, math.prod(out.shape[:axis]), width, at,
+                              out.shape[axis] * inner))
+            at += width
+        return rows
+    if isinstance(op, layout.StaticSlice):
+        cut = [(d, a, z) for d, (a, z) in enumerate(op._bounds(x.shape)) if (a, z) != (0, x.shape[d])]
+        if len(cut) > 1:
+            return None
+        if cut:
+            (d, start, stop), inner = cut[0], math.prod(x.shape[cut[0][0] + 1:])
+            return [_copy(fused, out, x, start * inner, (stop - start) * inner, math.prod(x.shape[:d]),
+                          x.shape[d] * inner, 0, (stop - start) * inner)]
+    if x.size != out.size:
+        return None
+    return [_copy(fused, out, x, 0, x.size, 1, 0, 0, 0)]
+
+
+def _copy(fused: ModuleType, out: np.ndarray, x: np.ndarray, source: int, width: int, count: int, stride: int,
+          target: int, step: int) -> list[object]:
+    return [fused.COPY, out, out.size, x, source, x.size, width, count, stride, target, step]
+
+
 def _mode(fused: ModuleType, x: np.ndarray, shape: tuple[int, ...]) -> tuple[np.ndarray, int] | None:
     """x as a flat float32 array and how the output reads it: whole, one number, or a row repeated."""
     if x.dtype != np.float32 or not x.flags.c_contiguous:
@@ -160,7 +203,7 @@ def _trimmed(shape: Sequence[int]) -> tuple[int, ...]:
     return tuple(shape[k:])
 
 
-def _step(fused: ModuleType, run: list[tuple[Bound, list[object]]]) -> Step:
+def _step(fused: ModuleType, run: list[tuple[Bound, list[list[object]]]]) -> Step:
     """One step running the rows of a run: arrays numbered in order of appearance, held by the step."""
     arrays: list[np.ndarray] = []
     index: dict[int, int] = {}
@@ -172,9 +215,12 @@ def _step(fused: ModuleType, run: list[tuple[Bound, list[object]]]) -> Step:
             arrays.append(x)
         return index[address]
 
-    code = np.array([[number(v) if isinstance(v, np.ndarray) else int(v) for v in row] for _, row in run], np.int64)
+    table = [row for _, rows in run for row in rows]
+    code = np.zeros((len(table), fused.WIDTH), np.int64)
+    for r, row in enumerate(table):
+        code[r, : len(row)] = [number(v) if isinstance(v, np.ndarray) else int(v) for v in row]  # type: ignore[call-overload]
     addresses = np.array([x.ctypes.data for x in arrays], np.int64)
-    longest = max(int(row[2]) for _, row in run)  # type: ignore[call-overload]
+    longest = max(int(row[2]) for row in table)  # type: ignore[call-overload]
     scratch = np.empty(longest, np.float32)
     step = functools.partial(fused.run, code, addresses, fused.exact.EXP2_TABLE, scratch)
     step.held = arrays  # type: ignore[attr-defined]  # the arrays stay alive while the step does

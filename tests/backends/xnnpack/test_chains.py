@@ -1,6 +1,7 @@
 """Runs of elementwise nodes bound as one compiled step (backends/xnnpack/runtime/chains.py): bit for bit the
-nodes bound one by one, on RMSNorm-, RoPE- and SwiGLU-shaped runs with scalar, whole and repeated-row inputs; a
-rounded (clamped) node, a column broadcast and a node of another kind break a run."""
+nodes bound one by one, on RMSNorm-, RoPE- and SwiGLU-shaped runs with scalar, whole and repeated-row inputs, and
+with the slices, concatenations and reshapes of rotate-half RoPE among them; a rounded (clamped) node, a column
+broadcast and a node of another kind break a run."""
 
 from __future__ import annotations
 
@@ -134,3 +135,48 @@ def test_a_convert_keeping_row_codes_joins_the_run(rows: int, monkeypatch: pytes
         assert names[0] == ["node 0-1 (Elementwise)", "node 2 (FullyConnected)"]
     else:
         assert names[0] == names[1] == ["node 0 (Multiply)", "node 1 (Convert)", "node 2 (FullyConnected)"]
+
+
+def _rotate_half(gb: GraphBuilder, q: int, cos: int, sin: int, heads: int, d: int) -> list[int]:
+    """x·cos + cat(−x[..., d/2:], x[..., :d/2])·sin as an exported RoPE lowers (Multiply, two StaticSlices, Negate,
+    Concatenate2, Multiply, Add), the result reshaped to [1, heads·d]; and heads 1-2 sliced off the middle axis."""
+    half = d // 2
+    t = [gb.tensor((1, 1, heads, half)) for _ in range(3)] + [gb.tensor((1, 1, heads, d)) for _ in range(4)]
+    out, mid = gb.tensor((1, heads * d), flags=OUT), gb.tensor((1, 1, 2, d), flags=OUT)
+    gb.node("Multiply", input1_id=q, input2_id=cos, output_id=t[3], flags=0)
+    gb.node("StaticSlice", num_dims=4, offsets=[0, 0, 0, 0], sizes=[1, 1, heads, half], input_id=q, output_id=t[0],
+            flags=0)
+    gb.node("StaticSlice", num_dims=4, offsets=[0, 0, 0, half], sizes=[1, 1, heads, half], input_id=q,
+            output_id=t[1], flags=0)
+    gb.node("Negate", input_id=t[1], output_id=t[2], flags=0)
+    gb.node("Concatenate2", axis=3, input1_id=t[2], input2_id=t[0], output_id=t[4], flags=0)
+    gb.node("Multiply", input1_id=t[4], input2_id=sin, output_id=t[5], flags=0)
+    gb.node("Add", input1_id=t[3], input2_id=t[5], output_id=t[6], flags=0)
+    gb.node("StaticReshape", num_dims=2, new_shape=[1, heads * d], input_id=t[6], output_id=out)
+    gb.node("StaticSlice", num_dims=4, offsets=[0, 0, 1, 0], sizes=[1, 1, 2, d], input_id=t[6], output_id=mid,
+            flags=0)
+    return [out, mid]
+
+
+def test_rotate_half_rope_with_its_slices_and_concatenation_is_one_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    heads, d = 4, 16
+    rng = np.random.default_rng(11)
+    inputs = [rng.standard_normal(s).astype(np.float32) for s in ((1, 1, heads, d), (1, 1, 1, d), (1, 1, 1, d))]
+    results, names = [], []
+    for joined in (True, False):
+        if not joined:
+            monkeypatch.setattr(chains, "module", lambda: None)
+        gb = GraphBuilder()
+        q, cos, sin = (gb.tensor(x.shape, flags=IN) for x in inputs)
+        _rotate_half(gb, q, cos, sin, heads, d)
+        outs, step_names = _run(gb, inputs, [(1, heads * d), (1, 1, 2, d)])
+        results.append(outs)
+        names.append(step_names)
+    assert names[0] == ["node 0-8 (Elementwise)"] and len(names[1]) == 9
+    for a, b in zip(*results):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
+    q, cos, sin = inputs
+    rotated = np.concatenate([-q[..., d // 2:], q[..., : d // 2]], axis=-1)
+    expected = q * cos + rotated * sin
+    np.testing.assert_array_equal(results[0][0], expected.reshape(1, heads * d))
+    np.testing.assert_array_equal(results[0][1], expected[:, :, 1:3])
