@@ -26,9 +26,13 @@ def _int8(b: Any, v: int) -> list[int]:
 
 
 def rescale(lw: Context, value: Value, factors: np.ndarray, out_zp: int, dtype: type) -> str:
-    """RESCALE the value's stored tensor by `factors` (one, or one per last-dim channel) to `dtype`."""
+    """RESCALE the value's stored tensor by `factors` (one, or one per last-dim channel) to `dtype`. Channels
+    whose fixed-point factors all agree (a layer norm's γ of equal magnitudes) take one: the same values, and
+    Vela folds a per-tensor RESCALE into an element-wise operator before it, never a per-channel one."""
     b = lw.b
     multipliers, shifts = multipliers_shifts(np.atleast_1d(factors))
+    if (multipliers == multipliers[0]).all() and (shifts == shifts[0]).all():
+        multipliers, shifts = multipliers[:1], shifts[:1]
     in_zp = 0 if value.scales is not None else value.params.zero_point
     inputs = [value.tensor, b.const(multipliers, "multiplier"), b.const(shifts, "shift"),
               b.zero_point(in_zp, value.dtype), b.zero_point(out_zp, dtype)]

@@ -45,6 +45,20 @@ def operators(tosa: bytes) -> list[tuple[str, list[str], list[str]]]:
     return found
 
 
+def tensor_shapes(tosa: bytes) -> dict[str, list[int]]:
+    """Each tensor's shape in the main block (TosaBasicBlock.tensors, each {name, shape, ...})."""
+    buf = bytearray(tosa)
+    root = Table(buf, flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, 0))
+    shapes = {}
+    for tensor in _tables(_tables(_tables(root, 1)[0], 1)[0], 2):
+        name = tensor.String(tensor.Pos + tensor.Offset(4)).decode()
+        at = tensor.Offset(6)
+        start = tensor.Vector(at) if at else 0
+        shapes[name] = [tensor.Get(flatbuffers.number_types.Int32Flags, start + 4 * k)
+                        for k in range(tensor.VectorLen(at) if at else 0)]
+    return shapes
+
+
 class ScaledScores(nn.Module):
     """Attention's scores written out: (q · 1/√d) @ kᵀ, softmax, @ v (the scale on q, as Whisper and BERT
     apply it), and a scale of one on the scores too; or the same without either multiply."""
@@ -91,3 +105,30 @@ def test_a_rescale_that_keeps_every_int8_value_is_recognised(scale: float) -> No
 @pytest.mark.parametrize("scale", [1 + 1 / 500, 1 - 1 / 500, 0.5, 2.0])
 def test_a_rescale_that_changes_some_int8_value_is_kept(scale: float) -> None:
     assert not keeps_int8(scale)
+
+
+class EvenNorm(nn.Module):
+    """A linear layer, a layer norm whose weights share one magnitude (some negative), another linear layer."""
+
+    def __init__(self, dim: int = 24) -> None:
+        super().__init__()
+        self.fc1, self.norm, self.fc2 = nn.Linear(8, dim), nn.LayerNorm(dim), nn.Linear(dim, 8)
+        with torch.no_grad():
+            self.norm.weight.copy_(torch.where(torch.arange(dim) % 3 == 0, -0.7, 0.7))
+            self.norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.norm(self.fc1(x)))
+
+
+def test_a_layer_norm_whose_weights_share_a_magnitude_is_quantized_by_one_factor() -> None:
+    """Its accumulator's channels have equal scales: the quantize is a per-tensor RESCALE, which Vela folds
+    into the ADD before it (a per-channel one runs as an operator of its own)."""
+    assert steps_from_quantized(EvenNorm(), (1, 6, 8)) <= 1
+    torch.manual_seed(3)
+    found = lowered(EvenNorm(), (torch.randn(1, 6, 8),), "tosa")
+    graph = found.processed[0].blob
+    shapes = tensor_shapes(graph)
+    after_add = [ins for name, ins, _ in operators(graph) if name == "RESCALE" and ins[0] in
+                 {outs[0] for op, _, outs in operators(graph) if op == "ADD"}]
+    assert after_add and all(shapes[ins[1]] == [1] for ins in after_add)
