@@ -91,7 +91,7 @@ def layer_norm(lw: Context, node: Node) -> Value:
              "SubAttribute")  # Σd² = C·(C·Σx² − (Σx)²), over 2ᵏ
     r, r_unit = _rsqrt(lw, Value(v, flat, TORCH, scales=np.array([1.0])), c, k, x.params.scale, eps)
     k2 = _bits(255.0 * c * 32767 * 128 * math.sqrt(ZOOM))
-    width = widen16(lw, b.const(_row_const([c], rank, np.int16)), (1,) * rank)  # int16: Vela multiplies x as int8
+    width = _width(lw, c, rank)
     d = b.op("SUB", [_mul(lw, _q(lw, raw), width, shape), total], shape, np.int32,
              "SubAttribute")  # d = C·x − Σx, again from x: no int32 [.., C] value is held meanwhile
     y = _mul(lw, d, _reshaped(lw, r, row), shape, k2)
@@ -102,6 +102,15 @@ def layer_norm(lw: Context, node: Node) -> Value:
     offsets = np.clip(np.round(beta / (magnitude * unit)), -HEADROOM, HEADROOM)
     y = b.op("ADD", [y, b.const(_row_const(offsets, rank))], shape, np.int32, "AddAttribute")
     return Value(y, shape, TORCH, scales=magnitude * unit)
+
+
+def _width(lw: Context, c: int, rank: int) -> str:
+    """C as int32 for the MUL by x: from an int8 constant when it fits (both of the MUL's operands are then
+    int8 RESCALEs, which Vela folds into it; with one int16 operand it runs x's RESCALE on its own), else int16."""
+    if c <= 127:
+        held = Value(lw.b.const(_row_const([c], rank, np.int8)), (1,) * rank, params=QParams(1.0, 0))
+        return rescale(lw, held, np.array([1.0]), 0, np.int32)
+    return widen16(lw, lw.b.const(_row_const([c], rank, np.int16)), (1,) * rank)  # Vela multiplies x as int8
 
 
 def _reshaped(lw: Context, tensor: str, shape: tuple[int, ...]) -> str:

@@ -45,18 +45,20 @@ def operators(tosa: bytes) -> list[tuple[str, list[str], list[str]]]:
     return found
 
 
-def tensor_shapes(tosa: bytes) -> dict[str, list[int]]:
-    """Each tensor's shape in the main block (TosaBasicBlock.tensors, each {name, shape, ...})."""
+def tensors(tosa: bytes) -> dict[str, tuple[list[int], str]]:
+    """Each tensor's (shape, DType name) in the main block (TosaBasicBlock.tensors, each {name, shape, type})."""
     buf = bytearray(tosa)
     root = Table(buf, flatbuffers.encode.Get(flatbuffers.packer.uoffset, buf, 0))
-    shapes = {}
+    found = {}
     for tensor in _tables(_tables(_tables(root, 1)[0], 1)[0], 2):
         name = tensor.String(tensor.Pos + tensor.Offset(4)).decode()
         at = tensor.Offset(6)
         start = tensor.Vector(at) if at else 0
-        shapes[name] = [tensor.Get(flatbuffers.number_types.Int32Flags, start + 4 * k)
-                        for k in range(tensor.VectorLen(at) if at else 0)]
-    return shapes
+        shape = [tensor.Get(flatbuffers.number_types.Int32Flags, start + 4 * k)
+                 for k in range(tensor.VectorLen(at) if at else 0)]
+        code = tensor.Get(flatbuffers.number_types.Uint32Flags, tensor.Pos + tensor.Offset(8))
+        found[name] = (shape, ts.DType(code).name)
+    return found
 
 
 class ScaledScores(nn.Module):
@@ -128,7 +130,18 @@ def test_a_layer_norm_whose_weights_share_a_magnitude_is_quantized_by_one_factor
     torch.manual_seed(3)
     found = lowered(EvenNorm(), (torch.randn(1, 6, 8),), "tosa")
     graph = found.processed[0].blob
-    shapes = tensor_shapes(graph)
+    shapes = {name: shape for name, (shape, _) in tensors(graph).items()}
     after_add = [ins for name, ins, _ in operators(graph) if name == "RESCALE" and ins[0] in
                  {outs[0] for op, _, outs in operators(graph) if op == "ADD"}]
     assert after_add and all(shapes[ins[1]] == [1] for ins in after_add)
+
+
+@pytest.mark.parametrize("dim", [24, 160])
+def test_a_layer_norm_multiplies_by_its_width_from_an_int8_constant_when_it_fits(dim: int) -> None:
+    """C ≤ 127: an int8 constant (the MUL reads two int8 RESCALEs, which Vela folds); wider: int16."""
+    assert steps_from_quantized(EvenNorm(dim), (1, 6, 8)) <= 1
+    torch.manual_seed(3)
+    graph = lowered(EvenNorm(dim), (torch.randn(1, 6, 8),), "tosa").processed[0].blob
+    kinds = tensors(graph)
+    widths = [kinds[ins[0]][1] for name, ins, _ in operators(graph) if name == "RESCALE" and ins[0].startswith("const")]
+    assert widths == ["INT8" if dim <= 127 else "INT16"]
