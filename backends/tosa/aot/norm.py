@@ -100,6 +100,7 @@ def layer_norm(lw: Context, node: Node) -> Value:
     unit = x.params.scale / c * r_unit / 128 * 2**k2  # the real value of one step of y, before γ
     magnitude = np.maximum(np.abs(gamma), 1e-12)
     offsets = np.clip(np.round(beta / (magnitude * unit)), -HEADROOM, HEADROOM)
+    offsets = offsets if offsets.any() else offsets[:1]  # a zero β: one zero, not a row to broadcast
     y = b.op("ADD", [y, b.const(_row_const(offsets, rank))], shape, np.int32, "AddAttribute")
     return Value(y, shape, TORCH, scales=magnitude * unit)
 

@@ -145,3 +145,28 @@ def test_a_layer_norm_multiplies_by_its_width_from_an_int8_constant_when_it_fits
     kinds = tensors(graph)
     widths = [kinds[ins[0]][1] for name, ins, _ in operators(graph) if name == "RESCALE" and ins[0].startswith("const")]
     assert widths == ["INT8" if dim <= 127 else "INT16"]
+
+
+class BiasFreeNorm(nn.Module):
+    """A linear layer, a layer norm without a bias (β = 0), another linear layer."""
+
+    def __init__(self, dim: int = 24) -> None:
+        super().__init__()
+        self.fc1, self.norm, self.fc2 = nn.Linear(8, dim), nn.LayerNorm(dim, bias=False), nn.Linear(dim, 8)
+        with torch.no_grad():
+            self.norm.weight.uniform_(-1.5, 1.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.norm(self.fc1(x)))
+
+
+def test_a_layer_norm_without_a_bias_adds_one_zero_not_a_row_of_them() -> None:
+    """The ADD stays (Vela folds the quantize's RESCALE into it on U85, not into a MUL of int32 values), but
+    reads one zero: no row of constants is broadcast over the rows (each read from flash on a U55)."""
+    assert steps_from_quantized(BiasFreeNorm(), (1, 6, 8)) <= 1
+    for model, size in ((BiasFreeNorm(), 1), (EvenNorm(), 24)):
+        torch.manual_seed(3)
+        graph = lowered(model, (torch.randn(1, 6, 8),), "tosa").processed[0].blob
+        kinds = tensors(graph)
+        offsets = [ins[1] for name, ins, _ in operators(graph) if name == "ADD" and kinds[ins[0]][0] == [1, 6, 24]]
+        assert [int(np.prod(kinds[o][0])) for o in offsets] == [size]
