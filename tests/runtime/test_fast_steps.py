@@ -70,7 +70,8 @@ def test_recurrent_and_conv_program_bit_identical(monkeypatch):
     model, x = Recurrent().eval(), torch.randn(1, 5, 6)
     data = compile_module(model, (x,)).pte
     method = Program.from_bytes(data).load_method()
-    assert sum(step is _noop for step in method.steps) >= 10  # slices, squeezes and splits became views
+    assert sum(step is _noop for step in method.steps) >= 8  # slices, squeezes and splits became views (the
+    # zero initial state folds at build time, and with it the slices and squeezes that read it)
     for _ in range(2):  # state left by one call does not leak into the next
         got = method(x.numpy())
     _same(got, _plain(monkeypatch, data, [x.numpy()]))
