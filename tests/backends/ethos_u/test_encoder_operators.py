@@ -70,6 +70,7 @@ CASES = [(Norm, (1, 6, 8)), (lambda: Attention(False), (1, 6, 16)), (lambda: Att
 
 @pytest.mark.parametrize(("model", "shape"), CASES, ids=IDS)
 def test_each_encoder_operator_is_within_one_step_of_the_quantized_model(model, shape) -> None:
+    torch.manual_seed(0)  # the weights drawn here, not left to whatever the tests before consumed
     assert steps_from_quantized(model(), shape) <= 1
 
 
