@@ -151,3 +151,11 @@ def test_a_wide_layer_norm_of_rows_far_from_zero_is_within_one_step() -> None:
     q_in, q_out = int8_edges(found.converted, x)
     (out,) = ReferenceGraph(found.processed[0].blob).run([q_in])
     assert np.abs(out.astype(np.int32) - q_out).max() <= 1
+
+
+@pytest.mark.xfail(strict=True, reason="known, open in issue 49: some draws of Norm's weights put our layer norm "
+                   "7-11 int8 steps from the quantized model (found by a search over seeds 1000-1149)")
+@pytest.mark.parametrize("seed", [1066, 1129])
+def test_layer_norm_draws_that_miss_by_several_steps(seed: int) -> None:
+    torch.manual_seed(seed)
+    assert steps_from_quantized(Norm(), (1, 6, 8)) <= 1
