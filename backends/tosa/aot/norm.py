@@ -33,7 +33,7 @@ from etbuild.backends.tosa.aot import compute
 from etbuild.backends.tosa.aot.compute import rescale
 from etbuild.backends.tosa.aot.quant import QParams
 from etbuild.backends.tosa.aot.tables import widen16
-from etbuild.backends.tosa.aot.values import TORCH, Context, Value, in_layout
+from etbuild.backends.tosa.aot.values import TORCH, Context, Value, in_layout, reshaped
 
 INT16_ENTRIES, HEADROOM, ZOOM = 513, 2**30, 256
 
@@ -83,7 +83,7 @@ def layer_norm(lw: Context, node: Node) -> Value:
     squared = _mul(lw, _q(lw, raw), _q(lw, raw), shape)  # x² ≤ 2¹⁴: exact as int16
     squared = widen16(lw, rescale(lw, Value(squared, shape, scales=np.array([1.0])), np.array([1.0]), 0, np.int16),
                       shape)
-    sums = [_reshaped(lw, total, flat), _reshaped(lw, _sum(lw, squared, row, axis), flat)]  # Σx, Σx²
+    sums = [reshaped(b, t, row, flat, np.int32) for t in (total, _sum(lw, squared, row, axis))]  # Σx, Σx²
     k = _bits(float(c) * (255.0 * c) ** 2)
     j = _bits(255.0 * c * c)  # keeps C·Σx within int32
     spread = _mul(lw, _mul(lw, sums[0], b.const(_row_const([c], rank)), flat, j), sums[0], flat, k - j)
@@ -94,7 +94,7 @@ def layer_norm(lw: Context, node: Node) -> Value:
     width = _width(lw, c, rank)
     d = b.op("SUB", [_mul(lw, _q(lw, raw), width, shape), total], shape, np.int32,
              "SubAttribute")  # d = C·x − Σx, again from x: no int32 [.., C] value is held meanwhile
-    y = _mul(lw, d, _reshaped(lw, r, row), shape, k2)
+    y = _mul(lw, d, reshaped(b, r, flat, row, np.int32), shape, k2)
     if (gamma < 0).any():
         y = _mul(lw, y, b.const(_row_const(np.where(gamma < 0, -1, 1), rank)), shape)
     unit = x.params.scale / c * r_unit / 128 * 2**k2  # the real value of one step of y, before γ
@@ -112,10 +112,6 @@ def _width(lw: Context, c: int, rank: int) -> str:
         held = Value(lw.b.const(_row_const([c], rank, np.int8)), (1,) * rank, params=QParams(1.0, 0))
         return rescale(lw, held, np.array([1.0]), 0, np.int32)
     return widen16(lw, lw.b.const(_row_const([c], rank, np.int16)), (1,) * rank)  # Vela multiplies x as int8
-
-
-def _reshaped(lw: Context, tensor: str, shape: tuple[int, ...]) -> str:
-    return lw.b.op("RESHAPE", [tensor, lw.b.shape(shape)], shape, np.int32, "ReshapeAttribute")
 
 
 def _rsqrt(lw: Context, v: Value, c: int, k: int, scale: float, eps: float) -> tuple[str, float]:

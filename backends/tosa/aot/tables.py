@@ -31,7 +31,7 @@ from torch.fx import Node
 
 from etbuild.backends.tosa.aot.compute import rescale
 from etbuild.backends.tosa.aot.quant import QParams, activation_params
-from etbuild.backends.tosa.aot.values import TORCH, Context, Value, in_layout
+from etbuild.backends.tosa.aot.values import TORCH, Context, Value, in_layout, reshaped
 from etbuild.backends.tosa.rescale import multipliers_shifts
 
 aten = torch.ops.aten
@@ -119,7 +119,7 @@ def _sums(lw: Context, x: Value, dim: int) -> Sums:
     exp = Value(lookup(lw, shifted, x.shape, lambda t: np.exp(t) - low, step, unit), x.shape, TORCH, unit)
     partial = b.op("REDUCE_SUM", [rescale(lw, exp, np.array([1.0]), 0, np.int32)], row, np.int32,
                    "ReduceSumAttribute", dim)
-    partial = b.op("RESHAPE", [partial, b.shape(flat)], flat, np.int32, "ReshapeAttribute")
+    partial = reshaped(b, partial, row, flat, np.int32)
     n = x.shape[dim]
     offset = b.const(np.full([1] * len(row), n * round(low / unit.scale), dtype=np.int32), "offset")
     total = Value(b.op("ADD", [partial, offset], flat, np.int32, "AddAttribute"), flat, TORCH,
@@ -140,7 +140,8 @@ def _log_softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
         return log - coarse.scale * (np.array([coarse.quantize(float(v)) for v in log]) - coarse.zero_point)
 
     factor = x.params.scale / out.scale * 2**8
-    peak = replace(sums.peak, tensor=_reshaped(lw, sums.peak.tensor, index.stored, np.int8), shape=index.shape)
+    peak = replace(sums.peak, tensor=reshaped(b, sums.peak.tensor, sums.row, index.stored, np.int8),
+                   shape=index.shape)
     row = rescale(lw, peak, np.array([factor]), 0, np.int32)
     for params, fn in ((coarse, np.log), (fine, remainder)):
         table = lookup(lw, index.tensor, index.stored, fn, index.params, params)
@@ -148,7 +149,7 @@ def _log_softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
                        0, np.int32)
         row = b.op("ADD", [row, part], index.stored, np.int32, "AddAttribute")
     whole = rescale(lw, x, np.array([factor]), 0, np.int32)
-    row = _reshaped(lw, row, sums.row, np.int32)
+    row = reshaped(b, row, index.stored, sums.row, np.int32)
     result = b.op("SUB", [whole, row], x.stored, np.int32, "SubAttribute")
     held = Value(result, x.shape, TORCH, scales=np.array([out.scale / 2**8]))
     return rescale(lw, held, np.array([1 / 2**8]), out.zero_point, np.int8)
@@ -171,7 +172,7 @@ def _softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
     fine = Value(fine, index.shape, TORCH, scales=np.array([1.0]))
     r16 = rescale(lw, fine, np.array([unit / 255**2 * 2**15]), 0, np.int16)  # 1/Σ in steps of 2⁻¹⁵ (≤ 32767)
     wide = [widen16(lw, _exp16(lw, sums.codes, sums.low), x.shape),
-            widen16(lw, _reshaped(lw, r16, sums.row, np.int16), sums.row)]
+            widen16(lw, reshaped(b, r16, index.stored, sums.row, np.int16), sums.row)]
     product = b.op("MUL", [*wide, shift], x.shape, np.int32, "MulAttribute")  # steps 2⁻³⁰
     held = Value(product, x.shape, TORCH, scales=np.array([2.0**-30]))
     return rescale(lw, held, np.array([2.0**-30 / out.scale]), out.zero_point, np.int8)
@@ -186,10 +187,6 @@ def _exp16(lw: Context, codes: Value, low: float) -> str:
     entries = np.clip(np.round(reals * 2**15), 0, 32767).astype(np.int16)
     wide = b.op("TABLE", [index, b.const(entries, "table")], codes.shape, np.int32, "TableAttribute")
     return rescale(lw, Value(wide, codes.shape, TORCH, scales=np.array([1.0])), np.array([1 / 128]), 0, np.int16)
-
-
-def _reshaped(lw: Context, tensor: str, shape: tuple[int, ...], dtype: type) -> str:
-    return lw.b.op("RESHAPE", [tensor, lw.b.shape(shape)], shape, dtype, "ReshapeAttribute")
 
 
 def widen16(lw: Context, tensor: str, shape: tuple[int, ...]) -> str:

@@ -95,16 +95,17 @@ def transpose(b: TosaBuilder, tensor: str, shape: tuple[int, ...], perm: list[in
         else:
             groups.append([p])
     if len(groups) <= 1:
-        return _reshaped(b, tensor, shape, result, dtype)
+        return reshaped(b, tensor, shape, result, dtype)
     starts = sorted(g[0] for g in groups)
     merged = tuple(int(np.prod([shape[a] for a in next(g for g in groups if g[0] == s)])) for s in starts)
     order = [starts.index(g[0]) for g in groups]
-    source = _reshaped(b, tensor, shape, merged, dtype)
+    source = reshaped(b, tensor, shape, merged, dtype)
     moved = b.op("TRANSPOSE", [source], tuple(merged[o] for o in order), dtype, "TransposeAttribute", order)
-    return _reshaped(b, moved, tuple(merged[o] for o in order), result, dtype)
+    return reshaped(b, moved, tuple(merged[o] for o in order), result, dtype)
 
 
-def _reshaped(b: TosaBuilder, tensor: str, shape: tuple[int, ...], target: tuple[int, ...], dtype: type) -> str:
+def reshaped(b: TosaBuilder, tensor: str, shape: tuple[int, ...], target: tuple[int, ...], dtype: type) -> str:
+    """`tensor` of `shape` RESHAPEd to `target` (itself when they agree)."""
     if tuple(shape) == tuple(target):
         return tensor
     return b.op("RESHAPE", [tensor, b.shape(target)], target, dtype, "ReshapeAttribute")
