@@ -10,10 +10,12 @@ two MULs. Here the steps before the table are exact integers, and the table is T
     S₁ = Σ x, S₂ = Σ x² (each x² ≤ 2¹⁴, exact as int16);  d = C·x − S₁ = C·(x − mean)/s  (|d| ≤ 255·C)
     v = C·(C·S₂ − S₁²) >> k = Σ d² >> k = C³·var/s²/2ᵏ  (k keeps it within 2³⁰)
     r = TABLE_rsqrt(v as int16 over var ∈ [0, (255·s/2)²], the largest variance an int8 row can have)
-    y = (d·r >> k₂)·sign(γ) + β/(|γ|·unit): an int32 accumulator, one scale per channel, |γ|·unit.
+    y = (d·r >> k₂)·f + β/σ: an int32 accumulator, one scale σ per channel: σ = |γ|·unit and f = sign(γ),
+        or σ = |β|/2³⁰ and f = γ·unit/σ (a 16-bit fraction) where β/(|γ|·unit) would overflow int32
+        (a γ near zero beside its β; γ = 0 too).
 
-The table resolves a row's variance down to about 1/512 of that largest one; a row flatter than that
-(a standard deviation under about 6 input steps) is normalised with a coarser reciprocal.
+The two tables (_rsqrt) resolve a row's variance down to about 2⁻¹⁷ of that largest one; a row flatter
+than that (a standard deviation under about 0.35 input steps) is normalised with a coarser reciprocal.
 
 SRAM (Vela's allocation): every use of x reads it through a RESCALE of its own, which Vela folds into the
 operator reading it, and d is computed again for the product, so the only values of x's shape held beside
@@ -36,6 +38,8 @@ from etbuild.backends.tosa.aot.tables import widen16
 from etbuild.backends.tosa.aot.values import TORCH, Context, Value, in_layout, reshaped
 
 INT16_ENTRIES, HEADROOM, ZOOM = 513, 2**30, 256
+FACTOR_BITS = 16
+"""The fraction bits of a per-channel factor that scales y down where β needs the room."""
 
 
 def _mul(lw: Context, a: str, c: str, shape: tuple[int, ...], shift: int = 0) -> str:
@@ -95,14 +99,26 @@ def layer_norm(lw: Context, node: Node) -> Value:
     d = b.op("SUB", [_mul(lw, _q(lw, raw), width, shape), total], shape, np.int32,
              "SubAttribute")  # d = C·x − Σx, again from x: no int32 [.., C] value is held meanwhile
     y = _mul(lw, d, reshaped(b, r, flat, row, np.int32), shape, k2)
-    if (gamma < 0).any():
-        y = _mul(lw, y, b.const(_row_const(np.where(gamma < 0, -1, 1), rank)), shape)
     unit = x.params.scale / c * r_unit / 128 * 2**k2  # the real value of one step of y, before γ
-    magnitude = np.maximum(np.abs(gamma), 1e-12)
-    offsets = np.clip(np.round(beta / (magnitude * unit)), -HEADROOM, HEADROOM)
+    return _affine(lw, y, shape, gamma, beta, unit)
+
+
+def _affine(lw: Context, y: str, shape: tuple[int, ...], gamma: np.ndarray, beta: np.ndarray, unit: float) -> Value:
+    """γ·y + β as an int32 accumulator with one scale per channel: |γ|·unit, so γ costs no operator but its
+    sign; larger where β would lie beyond HEADROOM steps of it (a γ near zero beside β, which a clip would
+    put several output steps off), y then scaled down by a per-channel multiply."""
+    b, rank = lw.b, len(shape)
+    scales = np.maximum(np.abs(gamma) * unit, np.abs(beta) / HEADROOM)
+    scales = np.where(scales > 0, scales, unit)  # γ = β = 0: any scale, the channel is zero
+    factors = np.sign(gamma) * np.abs(gamma) * unit / scales  # in [−1, 1]; ±1 but where β needs room
+    if (np.abs(factors) != 1).any():
+        y = _mul(lw, y, b.const(_row_const(np.round(factors * 2**FACTOR_BITS), rank)), shape, FACTOR_BITS)
+    elif (factors < 0).any():
+        y = _mul(lw, y, b.const(_row_const(factors, rank)), shape)
+    offsets = np.round(beta / scales)  # within ±HEADROOM by the choice of scales
     offsets = offsets if offsets.any() else offsets[:1]  # a zero β: one zero, not a row to broadcast
     y = b.op("ADD", [y, b.const(_row_const(offsets, rank))], shape, np.int32, "AddAttribute")
-    return Value(y, shape, TORCH, scales=magnitude * unit)
+    return Value(y, shape, TORCH, scales=scales)
 
 
 def _width(lw: Context, c: int, rank: int) -> str:
