@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from etbuild.backends.xnnpack.format import graph as g
 from etbuild.backends.xnnpack.format.graph import XNNDatatype as DT
 from etbuild.backends.xnnpack.format.nodes import CLAMPED
-from etbuild.backends.xnnpack.runtime.grids import RowCodes, Snap
+from etbuild.backends.xnnpack.runtime.grids import CodesBank, RowCodes, Snap
 from etbuild.backends.xnnpack.runtime.ops import BUILDERS, Context, Op, epilogue, softmax, transposes
 from etbuild.backends.xnnpack.runtime.values import Value
 from etbuild.errors import InvalidProgram
@@ -89,7 +89,7 @@ def _node_key(xnode: g.XNode, values: dict[int, Value]) -> tuple[object, ...] | 
     the node may not be merged (no single output id, or an output that is external, constant or unknown)."""
     body = xnode.node
     out = values.get(getattr(body, "output_id", None))  # type: ignore[arg-type]
-    if body is None or out is None or out.external_id is not None or out.constant is not None:
+    if body is None or out is None or out.external_id is not None or out.is_constant:
         return None
     fields = tuple((f.name, _frozen(getattr(body, f.name))) for f in dataclasses.fields(body) if f.name != "output_id")
     mm = xnode.output_min_max
@@ -152,13 +152,29 @@ def _snap(op: Op, out: Value, values: dict[int, Value], lo: float, hi: float,
 
 def _row_codes(ops: list[Op], values: dict[int, Value]) -> dict[int, RowCodes]:
     """A RowCodes for each computed qdint8 value (rows of one dim) that an op can read as codes, all its
-    readers agreeing on the row length."""
+    readers agreeing on the row length. Values whose codes live apart in time (from the node writing the value to
+    its last codes reader) share a bank for their codes of several rows: a prefill's codes take the largest such
+    value's bytes, not the sum."""
     lengths: dict[int, set[int]] = {}
-    for op in ops:
+    span: dict[int, list[int]] = {}
+    writer = {o: k for k, op in enumerate(ops) for o in op.outputs}
+    for k, op in enumerate(ops):
         v = values.get(op.codes_input) if op.codes_input is not None else None
         if v is not None and v.grid.datatype == DT.QDINT8 and v.grid.row_dims == 1 and not v.is_input:
             lengths.setdefault(v.id, set()).add(op.codes_length)
-    return {vid: RowCodes.of_length(k.pop()) for vid, k in lengths.items() if len(k) == 1}
+            span.setdefault(v.id, [writer.get(v.id, k), k])[1] = k
+    banks: list[tuple[int, CodesBank]] = []  # (the step its last reader runs at, the bank)
+    codes: dict[int, RowCodes] = {}
+    for vid in sorted((v for v, k in lengths.items() if len(k) == 1), key=lambda v: span[v][0]):
+        first, last = span[vid]
+        free = next((i for i, (end, _) in enumerate(banks) if end < first), None)
+        bank = CodesBank() if free is None else banks[free][1]
+        if free is None:
+            banks.append((last, bank))
+        else:
+            banks[free] = (last, bank)
+        codes[vid] = RowCodes.of_length(lengths[vid].pop(), bank)
+    return codes
 
 
 def _hand_codes(ops: list[Op], snaps: list[list[Snap | None]], codes: dict[int, RowCodes]) -> None:
@@ -196,14 +212,14 @@ def _fuse_epilogues(ops: list[Op], snaps: list[list[Snap | None]], values: dict[
 
 def _check_order(ops: list[Op], values: dict[int, Value]) -> None:
     """Each node reads values that exist before it and writes values nothing else writes."""
-    ready = {v.id for v in values.values() if v.constant is not None or v.is_input}
+    ready = {v.id for v in values.values() if v.is_constant or v.is_input}
     for op in ops:
         for i in op.inputs:
             if i not in ready:
                 raise InvalidProgram(f"{op.name}: input value {i} is not computed before it")
         for o in op.outputs:
             v = values[o]
-            if o in ready or v.constant is not None:
+            if o in ready or v.is_constant:
                 raise InvalidProgram(f"{op.name}: output {v.describe()} is an input, a constant or computed twice")
             ready.add(o)
     for v in values.values():

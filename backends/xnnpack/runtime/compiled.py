@@ -88,6 +88,13 @@ def snap_row_qdint8_codes(row: np.ndarray, codes: np.ndarray, params: np.ndarray
     params[1] = ONE / inv
 
 
+@jit
+def snap_rows_qdint8_codes(rows: np.ndarray, codes: np.ndarray, params: np.ndarray) -> None:
+    """snap_row_qdint8_codes of each row of rows (M, D), into codes (M, D) int32 and params (M, 2)."""
+    for r in range(rows.shape[0]):
+        snap_row_qdint8_codes(rows[r], codes[r], params[r])
+
+
 # exp(t) = 2^n · p(r), n = round(t·log2 e), r = t − n·ln 2 in two parts (Cody and Waite: n·LN2_HI is exact for
 # |n| < 2^9), p the degree-7 Taylor polynomial (|r| ≤ ln 2 / 2: truncation below 6e-9), 2^n built from its bits.
 LOG2E, LN2_HI, LN2_LO = F(1.4426950408889634), F(0.693145751953125), F(1.4286068203094173e-06)

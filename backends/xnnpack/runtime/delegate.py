@@ -47,6 +47,7 @@ class XnnpackDelegate:
         self._results: list[np.ndarray] = []
         self.options = threads.current()  # the program's numerics options: its steps bind with them, call by call
         self.hold_blas = False  # a step runs numpy's BLAS at a size it would thread: hold it at one thread
+        self._constants: dict[int, np.ndarray] = {}  # the constants nodes read as inputs, in working form
 
     # ------------------------------------------------------------------ calls
 
@@ -133,7 +134,7 @@ class XnnpackDelegate:
         g = self.graph
         shapes: dict[int, Shape] = {v.id: tuple(s) for v, s in zip(g.inputs, in_shapes)}
         for v in g.values.values():
-            if v.constant is not None:
+            if v.is_constant:
                 shapes[v.id] = v.dims
         for op in g.ops:
             results = op.infer([shapes[i] for i in op.inputs])
@@ -147,10 +148,10 @@ class XnnpackDelegate:
         span: dict[int, tuple[int, int]] = {}
 
         def touch(vid: int, step: int) -> None:
-            if g.values[vid].constant is not None:
+            if g.values[vid].is_constant:
                 return
             r = g.root.get(vid, vid)
-            if g.values[r].constant is None:
+            if not g.values[r].is_constant:
                 lo, hi = span.get(r, (step, step))
                 span[r] = (min(lo, step), max(hi, step))
 
@@ -190,7 +191,8 @@ class XnnpackDelegate:
 
     def _bind(self, ins: list[np.ndarray], outs: list[np.ndarray]) -> None:
         g = self.graph
-        arrays: dict[int, np.ndarray] = {v.id: v.constant for v in g.values.values() if v.constant is not None}
+        read = {i for op in g.ops for i in op.inputs if g.values[i].is_constant}  # constants a node reads as an input
+        arrays: dict[int, np.ndarray] = {i: self._constant(i) for i in read}
         prologue, epilogue, names, stores = [], [], [], []
         for v, arr in zip(g.inputs, ins):
             if boundary.direct(v, arr) and not any(np.may_share_memory(arr, o) for o in outs):
@@ -211,6 +213,12 @@ class XnnpackDelegate:
         self.hold_blas = binding.numpy_blas
         self.steps = prologue + steps + epilogue
         self.step_names = names + node_names + stores
+
+    def _constant(self, vid: int) -> np.ndarray:
+        """A constant a node reads as an input, made once (a quantized weight's float form is made on demand)."""
+        if vid not in self._constants:
+            self._constants[vid] = self.graph.values[vid].constant  # type: ignore[assignment]
+        return self._constants[vid]
 
     def _node_steps(self, arrays: dict[int, np.ndarray]) -> tuple[list[Step], list[str]]:
         """Each node (but views) bound to its arrays, with its output rounding; and the nodes' names."""
@@ -242,7 +250,7 @@ def _check_sizes(compiled: Compiled, shapes: dict[int, Shape]) -> None:
     """At the blob's input dims, each output has as many elements as its dims say, and no computed
     value more: node parameters that blow a value up (a huge padding) are refused before running."""
     for v in compiled.values.values():
-        if v.constant is None and v.id in shapes:
+        if not v.is_constant and v.id in shapes:
             n, declared = math.prod(shapes[v.id]), math.prod(v.dims)
             if n > declared or (v.is_output and n != declared):
                 raise InvalidProgram(f"{v.describe()}: the graph computes it as {list(shapes[v.id])}")

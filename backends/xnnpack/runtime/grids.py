@@ -42,18 +42,43 @@ CLIP = _clip_ufunc()
 QUANT_RANGES = {DT.QINT8: (-128, 127), DT.QUINT8: (0, 255), DT.QDINT8: (-128, 127), DT.QINT32: (-(2**31), 2**31 - 1)}
 
 
+class CodesBank:
+    """Storage for the codes of many rows, shared by values whose codes are never needed at the same time (their
+    producers and readers do not interleave): it grows to the largest request and is read through `views` at
+    each call, so a view is never kept across a regrowth."""
+
+    def __init__(self) -> None:
+        self.codes = np.zeros(0, np.int32)
+        self.params = np.zeros(0, np.float32)
+
+    def views(self, rows: int, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """codes (rows, k) int32 and params (rows, 2) float32 at the front of the storage."""
+        if self.codes.size < rows * k or self.params.size < 2 * rows:
+            self.codes = np.zeros(max(rows * k, self.codes.size), np.int32)
+            self.params = np.zeros(max(2 * rows, self.params.size), np.float32)
+        return self.codes[: rows * k].reshape(rows, k), self.params[: 2 * rows].reshape(rows, 2)
+
+
 @dataclass(frozen=True)
 class RowCodes:
-    """What rounding one row of K numbers onto a qdint8 grid keeps for XNNPACK's integer products that read it
-    (backends/xnnpack/runtime/qd8.py), unsigned as its x86 kernels take them: the codes + 128 as int32 (K,), and
-    float32 (zero point + 128, scale)."""
+    """What rounding rows of K numbers onto a qdint8 grid keeps for XNNPACK's integer products that read them
+    (backends/xnnpack/runtime/qd8.py), unsigned as its x86 kernels take them: per row the codes + 128 as int32
+    (K,), and float32 (zero point + 128, scale). One row (a decode step) in `codes` and `params`, fixed; several
+    in a bank shared with other values, fetched with `rows` at each call."""
 
     codes: np.ndarray
     params: np.ndarray
+    bank: CodesBank
 
     @classmethod
-    def of_length(cls, k: int) -> RowCodes:
-        return cls(np.zeros(k, np.int32), np.array([0, 1], np.float32))
+    def of_length(cls, k: int, bank: CodesBank | None = None) -> RowCodes:
+        return cls(np.zeros(k, np.int32), np.array([0, 1], np.float32), bank or CodesBank())
+
+    def rows(self, count: int) -> tuple[np.ndarray, np.ndarray]:
+        """Where the codes (count, K) and params (count, 2) of `count` rows are: the fixed ones for one row."""
+        if count == 1:
+            return self.codes.reshape(1, -1), self.params.reshape(1, 2)
+        return self.bank.views(count, self.codes.shape[0])
 
 
 @dataclass(frozen=True)
@@ -154,7 +179,7 @@ def dynamic_snapper(row_dims: int, codes: RowCodes | None = None) -> Snap:
     Scale and zero point are XNNPACK's: the row range widened to include 0, spread over 255
     steps, the zero point nudged to the integer that maps the range best. One compiled loop per
     call for contiguous float32 arrays where numba is installed (loops.py), the same bits;
-    a single row as long as `codes` also leaves its codes, zero point and scale there. With `codes` the
+    rows as long as `codes` also leave their codes, zero points and scales there (RowCodes.rows). With `codes` the
     function also has `bind(array)`: that rounding of that very array with its arguments fixed (a decode
     step's Convert then costs one compiled call), or None when the array is not such a row.
     """
@@ -167,6 +192,8 @@ def dynamic_snapper(row_dims: int, codes: RowCodes | None = None) -> Snap:
         if fused is not None and a.flags.c_contiguous and a.dtype == np.float32:
             if codes is not None and rows.shape == (1, codes.codes.shape[0]):
                 fused.snap_row_qdint8_codes(rows[0], codes.codes, codes.params)
+            elif codes is not None and rows.shape[1] == codes.codes.shape[0]:
+                fused.snap_rows_qdint8_codes(rows, *codes.rows(rows.shape[0]))
             else:
                 fused.snap_rows_qdint8(rows)
             return

@@ -1,4 +1,4 @@
-"""XNNPACK's dynamically quantized one-row product: qdint8 activation codes times int4 block weights.
+"""XNNPACK's dynamically quantized product: qdint8 activation rows' codes times int4 block weights.
 
 XNNPACK runs a FullyConnected from a qdint8 input through a qbint4 filter with its qd8-f32-qb4w
 microkernels: the int8 activation codes times the int4 weight codes, summed exactly in int32 per block, then in
@@ -31,10 +31,10 @@ CHUNK = 16  # inputs summed into ksum at a time by the packing (kr 8, two planes
 
 @dataclass(frozen=True)
 class Int4Filter:
-    """An int4 [N, K] weight for the one-row loop, in one of two forms. `compiled.qd8_qb4w_matvec`'s: nibbles
+    """An int4 [N, K] weight for the integer product, in one of two forms. `compiled.qd8_qb4w_matvec`'s: nibbles
     (K/2, N) uint8 (input 2p low, 2p + 1 high, each code + 8) and scales (blocks, N) float32 holding bf16 numbers (a
     fifth of the bytes the loop reads: as bf16 bits, a sixth, but each block's scales took a pass of their own to
-    widen, and the loop ran 20% slower); or, on AVX512-VNNI, `vnni.qd8_qb4w_row`'s: tiles (N/16, bytes a tile)
+    widen, and the loop ran 20% slower); or, on AVX512-VNNI, `vnni.qd8_qb4w_rows`'s: tiles (N/16, bytes a tile)
     uint8 holding the weights and their scales (vnni.pack), nibbles and scales None. ksum (N,) float32 in both;
     blocks: the scales a column holds."""
 
@@ -46,8 +46,8 @@ class Int4Filter:
 
 
 def int4_filter(rows: QuantizedRows, tiled: bool = False) -> Int4Filter | None:
-    """The one-row form of an int4 weight's codes (K, N) and scales (tiled: the VNNI form where `vnni()` is on),
-    or None unless a block is a multiple of CHUNK inputs (XNNPACK's qb4w kernels take multiples of 32)."""
+    """The integer product's form of an int4 weight's codes (K, N) and scales (tiled: the VNNI form where `vnni()`
+    is on), or None unless a block is a multiple of CHUNK inputs (XNNPACK's qb4w kernels take multiples of 32)."""
     k, _ = rows.codes.shape
     if (k // rows.scales.shape[0]) % CHUNK:
         return None
@@ -101,22 +101,22 @@ SPLIT_OUTPUTS = 32768  # a tiled product of at least this many outputs (a real v
 BLOCKS_PER_THREAD = 4  # so that a worker descheduled mid-product holds back at most a small block
 
 
-def tiled_row(w: Int4Filter, codes: np.ndarray, params: np.ndarray, bias: np.ndarray, out: np.ndarray,
-              count: int, run: Callable[[Callable[[int], object], int], None] | None) -> Callable[[], None]:
-    """The step computing out (N,) from one qdint8 row's codes and params through a tiled filter, split over
-    `run` (Pool.run) into BLOCKS_PER_THREAD · `count` blocks of tiles when there is more than one thread and
-    N ≥ SPLIT_OUTPUTS: each block writes its own outputs, the same bits on any number of threads."""
+def tiled_rows(w: Int4Filter, codes: np.ndarray, params: np.ndarray, bias: np.ndarray, out: np.ndarray,
+               count: int, run: Callable[[Callable[[int], object], int], None] | None) -> Callable[[], None]:
+    """The step computing out (M, N) from M qdint8 rows' codes (M, K) and params (M, 2) through a tiled filter,
+    split over `run` (Pool.run) into BLOCKS_PER_THREAD · `count` blocks of tiles when there is more than one thread
+    and M · N ≥ SPLIT_OUTPUTS: each block writes its own outputs, the same bits on any number of threads."""
     fast = vnni()
-    assert fast is not None and w.tiles is not None, "tiled_row needs the VNNI form"
-    tiles, blocks, k = w.tiles.shape[0], w.blocks, codes.shape[0]
-    if run is None or count < 2 or out.shape[0] < SPLIT_OUTPUTS:
-        return functools.partial(fast.qd8_qb4w_row, w.tiles, blocks, w.ksum, codes, params, bias,
-                                 fast.scratch(k, blocks), out, 0, tiles)
+    assert fast is not None and w.tiles is not None, "tiled_rows needs the VNNI form"
+    tiles, blocks, (m, k) = w.tiles.shape[0], w.blocks, codes.shape
+    if run is None or count < 2 or m * out.shape[1] < SPLIT_OUTPUTS:
+        return functools.partial(fast.qd8_qb4w_rows, w.tiles, blocks, w.ksum, codes, params, bias,
+                                 fast.scratch(m, k, blocks), out, 0, tiles)
     passes = -(-tiles // fast.TILES)  # blocks of whole passes: each block reads its own stretch front to back
     parts = min(passes, BLOCKS_PER_THREAD * count)
     bounds = [min(tiles, fast.TILES * (passes * i // parts)) for i in range(parts + 1)]
-    scratches = [fast.scratch(k, blocks) for _ in range(parts)]
-    product = fast.qd8_qb4w_row
+    scratches = [fast.scratch(m, k, blocks) for _ in range(parts)]
+    product = fast.qd8_qb4w_rows
 
     def block(i: int) -> None:
         product(w.tiles, blocks, w.ksum, codes, params, bias, scratches[i], out, bounds[i], bounds[i + 1])

@@ -1,11 +1,13 @@
 """The values of a delegate graph, checked: datatype, dims, quantization, external ids, constants.
 
 Every check a malformed blob could fail raises InvalidProgram naming the value. Constants are
-decoded once into the runtime's working form (float32 real numbers, or int32): fp32 weights
-are zero-copy views of the program's named data; quantized ones are dequantized with their
+decoded into the runtime's working form (float32 real numbers, or int32): fp32 weights are
+zero-copy views of the program's named data; quantized ones are dequantized with their
 per-tensor, per-channel or per-block scales. A 2-D weight quantized along its rows (int8 or
-int4, per channel or per block) also keeps its integer codes and scales (`Value.rows`), the form
-a one-row matrix–vector product reads fastest.
+int4, per channel or per block) is kept as its stored integers and scales (`RowWeight`): its
+float32 form (`Value.constant`) and its integer codes transposed (`Value.rows`, the form a one-row
+float product reads fastest) are made when an op asks, so a product that packs its own form (the
+qd8 × int4 one) holds nothing else: a 4-bit weight's float32 form is 8× its bytes.
 """
 
 from __future__ import annotations
@@ -62,6 +64,34 @@ class QuantizedRows:
     scales: np.ndarray
 
 
+@dataclass(frozen=True)
+class RowWeight:
+    """A 2-D [out, in] weight quantized along dim 0 (int8 or int4; one scale per output, or per block of inputs),
+    as stored: its bytes (a view of the program's data: int8 codes, or uint8 holding two 4-bit codes) and scales
+    (blocks, out) float32. Each form below is a new array on every call: an op keeps the one it uses."""
+
+    stored: np.ndarray
+    dims: tuple[int, int]
+    scales: np.ndarray
+
+    def ints(self) -> np.ndarray:
+        """The integer codes [out, in] as int8 (4-bit ones unpacked: even index in the low nibble, zero point 8)."""
+        if self.stored.dtype == np.int8:
+            return self.stored.reshape(self.dims)
+        return _unpacked(self.stored, math.prod(self.dims)).reshape(self.dims)
+
+    def dequantized(self) -> np.ndarray:
+        """The float32 [out, in] real numbers: each code times its block's scale."""
+        out, inp = self.dims
+        blocks = self.scales.shape[0]
+        codes = self.ints().astype(np.float32).reshape(out, blocks, inp // blocks)
+        return (codes * self.scales.T.reshape(out, blocks, 1)).reshape(out, inp)
+
+    def rows(self) -> QuantizedRows:
+        """The codes transposed to (in, out) int8 with the scales."""
+        return QuantizedRows(np.ascontiguousarray(self.ints().T), self.scales)
+
+
 @dataclass
 class Value:
     """One checked value: id, datatype, dims, its grid (for computed values) and constant data."""
@@ -70,11 +100,25 @@ class Value:
     datatype: int
     dims: tuple[int, ...]
     grid: Grid
-    constant: np.ndarray | None = None  # working form: float32 real numbers, or int32
-    rows: QuantizedRows | None = None  # a 2-D weight quantized along dim 0, as integers
+    data: np.ndarray | None = None  # a constant in working form: float32 real numbers, or int32
+    weight: RowWeight | None = None  # a constant 2-D weight quantized along dim 0, its forms made on demand
     codes: IntegerCodes | None = None  # an int8 / int32 constant's integers and scales (see IntegerCodes)
     external_id: int | None = None
     flags: int = 0
+
+    @property
+    def is_constant(self) -> bool:
+        return self.data is not None or self.weight is not None
+
+    @property
+    def constant(self) -> np.ndarray | None:
+        """The constant in working form (a RowWeight's dequantized anew each call), or None for a computed value."""
+        return self.weight.dequantized() if self.weight is not None else self.data
+
+    @property
+    def rows(self) -> QuantizedRows | None:
+        """A weight quantized along dim 0 as integer codes (in, out) and scales (a new array each call); else None."""
+        return self.weight.rows() if self.weight is not None else None
 
     @property
     def is_input(self) -> bool:
@@ -170,8 +214,8 @@ def _read_value(xv: g.XValue, k: int, num_externs: int, constants: ConstantSourc
     if body.constant_buffer_idx and value.external_id is not None:
         raise InvalidProgram(f"{where}: a value cannot be both external and constant")
     _quantization(value, quant, constants, body.constant_buffer_idx, where)
-    if body.constant_buffer_idx and value.constant is None:
-        value.constant = _plain_constant(value, constants.bytes(body.constant_buffer_idx, _nbytes(value), where))
+    if body.constant_buffer_idx and not value.is_constant:
+        value.data = _plain_constant(value, constants.bytes(body.constant_buffer_idx, _nbytes(value), where))
     return value
 
 
@@ -263,7 +307,7 @@ def _per_tensor(value: Value, q: g.PerTensorQuant, constants: ConstantSource, id
     if idx:
         raw = np.frombuffer(constants.bytes(idx, _nbytes(value), where), dtype=value.storage)
         deq = (raw.astype(np.float32) - np.float32(q.zero_point)) * np.float32(q.scale)
-        value.constant = deq.reshape(value.dims)
+        value.data = deq.reshape(value.dims)
         value.codes = IntegerCodes(raw.reshape(value.dims), int(q.zero_point), np.array([q.scale], np.float32), None)
 
 
@@ -288,25 +332,36 @@ def _per_channel(value: Value, q: g.PerChannelQuant, constants: ConstantSource, 
     if not 0 <= q.channel_dim < len(value.dims):
         raise InvalidProgram(f"{where}: channel_dim {q.channel_dim} is not a dim of {list(value.dims)}")
     scales = _scales(q, constants, value.dims[q.channel_dim], where, bf16=False)
-    ints = _int_codes(value, constants.bytes(idx, _nbytes(value), where))
-    shape = [1] * len(value.dims)
-    shape[q.channel_dim] = -1
-    value.constant = ints.astype(np.float32) * scales.reshape(shape)
+    raw = constants.bytes(idx, _nbytes(value), where)
+    ints = _int_codes(value, raw)
     value.codes = IntegerCodes(ints, 0, scales, q.channel_dim)
     if len(value.dims) == 2 and q.channel_dim == 0 and ints.dtype == np.int8:
-        value.rows = QuantizedRows(np.ascontiguousarray(ints.T), scales.reshape(1, -1))
+        value.weight = _stored_weight(value, raw, scales.reshape(1, -1))
+        return
+    shape = [1] * len(value.dims)
+    shape[q.channel_dim] = -1
+    value.data = ints.astype(np.float32) * scales.reshape(shape)
 
 
 def _int_codes(value: Value, raw: memoryview) -> np.ndarray:
     """The integer codes of a quantized constant (4-bit: two per byte, zero point 8, as int8)."""
-    count = math.prod(value.dims)
     if value.datatype in FOUR_BIT:
-        packed = np.frombuffer(raw, dtype=np.uint8)
-        nibbles = np.empty(2 * len(packed), dtype=np.int8)
-        nibbles[0::2] = packed & 0x0F  # even index in the low nibble
-        nibbles[1::2] = packed >> 4
-        return (nibbles[:count] - 8).reshape(value.dims)
+        return _unpacked(np.frombuffer(raw, dtype=np.uint8), math.prod(value.dims)).reshape(value.dims)
     return np.frombuffer(raw, dtype=value.storage).reshape(value.dims)
+
+
+def _unpacked(packed: np.ndarray, count: int) -> np.ndarray:
+    """`count` 4-bit codes stored two to a byte (even index in the low nibble, zero point 8) as int8."""
+    nibbles = np.empty(2 * packed.size, dtype=np.int8)
+    nibbles[0::2] = packed & 0x0F
+    nibbles[1::2] = packed >> 4
+    return nibbles[:count] - 8
+
+
+def _stored_weight(value: Value, raw: memoryview, scales: np.ndarray) -> RowWeight:
+    """A 2-D weight's stored bytes (no copy) and its scales (blocks, out) as a RowWeight."""
+    stored = np.frombuffer(raw, dtype=np.uint8 if value.datatype in FOUR_BIT else np.int8)
+    return RowWeight(stored, (value.dims[0], value.dims[1]), scales)
 
 
 def _per_block(value: Value, q: g.PerChannelGroupQuant, constants: ConstantSource, idx: int, where: str) -> None:
@@ -319,10 +374,8 @@ def _per_block(value: Value, q: g.PerChannelGroupQuant, constants: ConstantSourc
     scales = _scales(q, constants, out * blocks, where, bf16=bool(q.scale_buffer_idx))
     if not q.scale_buffer_idx:  # inline fp32 scales become bf16 as ExecuTorch's runtime makes them
         scales = ((scales * np.float32(1.00389105)).view(np.uint32) >> 16 << 16).view(np.float32)
-    ints = _int_codes(value, constants.bytes(idx, _nbytes(value), where))
-    codes = ints.astype(np.float32).reshape(out, blocks, q.group_size)
-    value.constant = (codes * scales.reshape(out, blocks, 1)).reshape(out, inp)
-    value.rows = QuantizedRows(np.ascontiguousarray(ints.T), np.ascontiguousarray(scales.reshape(out, blocks).T))
+    raw = constants.bytes(idx, _nbytes(value), where)
+    value.weight = _stored_weight(value, raw, np.ascontiguousarray(scales.reshape(out, blocks).T))
 
 
 def _per_token(value: Value, q: g.PerTokenDynamicQuant, idx: int, where: str) -> None:

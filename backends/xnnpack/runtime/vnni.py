@@ -1,4 +1,4 @@
-"""XNNPACK's qd8 × qb4w one-row product on AVX512-VNNI (numba; imported only where `qd8.vnni()` finds the CPU
+"""XNNPACK's qd8 × qb4w product on AVX512-VNNI (numba; imported only where `qd8.vnni()` finds the CPU
 feature): the same integers and float operations as `compiled.qd8_qb4w_matvec`, so the same bits, at a few
 instructions per 128 weights.
 
@@ -161,29 +161,31 @@ def _by_pass(a: np.ndarray, side: int) -> np.ndarray:
 
 
 @jit
-def qd8_qb4w_row(weights: np.ndarray, blocks: int, ksum: np.ndarray, codes: np.ndarray, params: np.ndarray,
-                 bias: np.ndarray, scratch: np.ndarray, out: np.ndarray, first: int, last: int) -> None:
-    """out[16·first : 16·last] (of N) for one qdint8 row (codes (K,) int32 unsigned, params (zero point + 128,
-    scale), from snap_row_qdint8_codes) through tiles first … last − 1 of the packed int4 weights (`pack`, in
-    `blocks` blocks), with ksum (N,) and bias (N,) float32; scratch int32 of K/4 + blocks + 16·TILES elements.
+def qd8_qb4w_rows(weights: np.ndarray, blocks: int, ksum: np.ndarray, codes: np.ndarray, params: np.ndarray,
+                  bias: np.ndarray, scratch: np.ndarray, out: np.ndarray, first: int, last: int) -> None:
+    """out[r, 16·first : 16·last] (of N) for each qdint8 row r (codes (M, K) int32 unsigned, params (M, 2): zero
+    point + 128, scale; from snap_row_qdint8_codes) through tiles first … last − 1 of the packed int4 weights
+    (`pack`, in `blocks` blocks), with ksum (N,) and bias (N,) float32; scratch from `scratch(M, K, blocks)`.
     XNNPACK's bits (module docstring). Disjoint tile ranges write disjoint outputs: blocks of one product may run on
-    several threads. A whole pass at a time where the range holds one, else one tile at a time."""
+    several threads. A whole pass at a time where the range holds one, else one tile at a time; each pass's bytes
+    (a few tens of KB) serve every row while they are in cache, so M rows stream the weights once."""
     tiles, tile_bytes = weights.shape
-    groups = codes.shape[0] // GROUP
+    m, groups = codes.shape[0], codes.shape[1] // GROUP
     per = groups // blocks
-    n = out.shape[0]
-    packed, offsets = scratch[: 2 * groups], scratch[2 * groups : 2 * groups + blocks]
-    acc = scratch[2 * groups + blocks : 2 * groups + blocks + TILES * LANES].view(np.float32)
-    for q in range(groups):  # inputs 8q … 8q + 3, then 8q + 4 … 8q + 7: one byte each
-        c = codes[8 * q : 8 * q + 8]
-        packed[2 * q] = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24)
-        packed[2 * q + 1] = c[4] | (c[5] << 8) | (c[6] << 16) | (c[7] << 24)
-    for b in range(blocks):
-        total = 0
-        for k in range(b * GROUP * per, (b + 1) * GROUP * per):
-            total += codes[k]
-        offsets[b] = 8 * total
-    zero, inscale = params[0], params[1]
+    n = out.shape[1]
+    width = 2 * groups + blocks  # per row: its codes four to an int32, then its blocks' offsets
+    acc = scratch[m * width : m * width + TILES * LANES].view(np.float32)
+    for r in range(m):
+        packed, offsets = scratch[r * width : r * width + 2 * groups], scratch[r * width + 2 * groups : (r + 1) * width]
+        for q in range(groups):  # inputs 8q … 8q + 3, then 8q + 4 … 8q + 7: one byte each
+            c = codes[r, 8 * q : 8 * q + 8]
+            packed[2 * q] = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24)
+            packed[2 * q + 1] = c[4] | (c[5] << 8) | (c[6] << 16) | (c[7] << 24)
+        for b in range(blocks):
+            total = 0
+            for k in range(b * GROUP * per, (b + 1) * GROUP * per):
+                total += codes[r, k]
+            offsets[b] = 8 * total
     flat = weights.reshape(-1)
     last = min(last, tiles)
     full = tiles // TILES * TILES
@@ -192,26 +194,29 @@ def qd8_qb4w_row(weights: np.ndarray, blocks: int, ksum: np.ndarray, codes: np.n
         whole = t % TILES == 0 and t + TILES <= min(last, full)
         count = TILES if whole else 1
         start = t * LANES
-        for j in range(count * LANES):
-            acc[j] = ksum[start + j] * zero if start + j < n else F(0)
         if t < full:  # in a pass: tile t % TILES of pass t // TILES
             base, side = (t - t % TILES) * tile_bytes, TILES
         else:
             base, side = t * tile_bytes, 1
         wi = base + (t % side) * 64
         si = base + per * 64 * side + (t % side) * 2 * LANES
-        if whole:
-            tile_dots(flat, wi, packed, blocks, per, si, offsets, acc, 64, 2 * LANES, 64 * side,
-                      tile_bytes * side // blocks)
-        else:
-            tile_dot(flat, wi, packed, blocks, per, si, offsets, acc, 64, 2 * LANES, 64 * side,
-                     tile_bytes * side // blocks)
-        for j in range(min(count * LANES, n - start)):  # the input scale, then the bias: two roundings, as XNNPACK
-            v = acc[j] * inscale
-            out[start + j] = v + bias[start + j]
+        for r in range(m):
+            packed, offsets = scratch[r * width : r * width + 2 * groups], scratch[r * width + 2 * groups :]
+            zero, inscale = params[r, 0], params[r, 1]
+            for j in range(count * LANES):
+                acc[j] = ksum[start + j] * zero if start + j < n else F(0)
+            if whole:
+                tile_dots(flat, wi, packed, blocks, per, si, offsets, acc, 64, 2 * LANES, 64 * side,
+                          tile_bytes * side // blocks)
+            else:
+                tile_dot(flat, wi, packed, blocks, per, si, offsets, acc, 64, 2 * LANES, 64 * side,
+                         tile_bytes * side // blocks)
+            for j in range(min(count * LANES, n - start)):  # the input scale, then the bias: two roundings
+                v = acc[j] * inscale
+                out[r, start + j] = v + bias[start + j]
         t += count
 
 
-def scratch(k: int, blocks: int) -> np.ndarray:
-    """The scratch one call of qd8_qb4w_row takes for K inputs in `blocks` blocks."""
-    return np.zeros(k // 4 + blocks + TILES * LANES, np.int32)
+def scratch(rows: int, k: int, blocks: int) -> np.ndarray:
+    """The scratch one call of qd8_qb4w_rows takes for `rows` rows of K inputs in `blocks` blocks."""
+    return np.zeros(rows * (k // 4 + blocks) + TILES * LANES, np.int32)

@@ -147,21 +147,38 @@ def _dynamic_int4_graph(rng: np.random.Generator, rows: int, n: int, k: int) -> 
 
 
 @needs_loops
-def test_one_row_reads_the_codes_and_agrees_with_the_float_product() -> None:
-    """A decode step's FullyConnected from a qdint8 Convert reads the Convert's codes (XNNPACK's integer product);
-    three rows take the float path. Each row gives the same numbers either way within float32 rounding, and the
-    one-row binding reads new inputs call after call."""
+@pytest.mark.parametrize("vnni", [True, False])
+def test_every_row_reads_the_codes_and_holds_no_float_filter(vnni: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A FullyConnected from a qdint8 Convert through an int4 filter reads the Convert's codes (XNNPACK's integer
+    product) at any number of rows, on AVX512-VNNI's tiles and on the portable loop: several rows give each row's
+    bits alone, within float32 rounding of the float product, new inputs read call after call; the op keeps
+    neither a float32 filter nor int8 codes (a 4-bit weight's float form is 8× its bytes)."""
+    if not vnni:
+        monkeypatch.setattr(qd8, "vnni", lambda: None)
+    elif qd8.vnni() is None:
+        pytest.skip("a CPU without AVX512-VNNI")
     n, k = 45, 96
     one, data = _dynamic_int4_graph(np.random.default_rng(6), 1, n, k)
     three, _ = _dynamic_int4_graph(np.random.default_rng(6), 3, n, k)
     handle, batch = one.handle(), np.empty((3, n), F)
-    (fc,) = [op for op in handle.graph.ops if isinstance(op, FullyConnected)]
-    assert fc.codes is not None
-    three.handle().execute([data.copy(), batch])
-    for r in range(3):
-        y = np.empty((1, n), F)
-        handle.execute([data[r : r + 1].copy(), y])
-        np.testing.assert_allclose(y[0], batch[r], rtol=1e-5, atol=1e-5)
+    three_handle = three.handle()
+    for h in (handle, three_handle):
+        (fc,) = [op for op in h.graph.ops if isinstance(op, FullyConnected)]
+        assert fc.codes is not None and fc.packed is None and fc.rows is None
+        assert (fc.int4.tiles is not None) == vnni
+    for scale in (20.0, 1.0):
+        three_handle.execute([data * F(scale), batch])
+        for r in range(3):
+            y = np.empty((1, n), F)
+            handle.execute([data[r : r + 1] * F(scale), y])
+            np.testing.assert_array_equal(y[0], batch[r])
+    values = three_handle.graph.values.values()
+    (w,) = [v.constant for v in values if v.weight is not None]
+    (bias,) = [v.constant for v in values if v.is_constant and v.dims == (n,)]
+    q = data.copy()
+    LOOPS.snap_rows_qdint8(q)  # the rows the Convert rounds: the product is exact but for float32 rounding
+    expected = q.astype(np.float64) @ w.T.astype(np.float64) + bias
+    np.testing.assert_allclose(batch, expected, rtol=1e-4, atol=1e-4 * np.abs(expected).max())
 
 
 def _lowered(model, example, path):  # noqa: ANN001, ANN202
@@ -197,7 +214,8 @@ def test_a_float_linear_of_few_outputs_gives_executorchs_bits(tmp_path) -> None:
 @pytest.mark.skipif(not HAS_EXECUTORCH, reason="executorch is not installed")
 def test_an_8da4w_program_gives_executorchs_bits(tmp_path) -> None:
     """Two 8da4w linears (export_llm's quantization: torchao, groups of 32) lowered by ExecuTorch's XNNPACK
-    partitioner: one row at a time our runtime's outputs equal ExecuTorch's runtime's bit for bit."""
+    partitioner: one row at a time, and five rows at once (a prefill), our runtime's outputs equal ExecuTorch's
+    runtime's bit for bit."""
     torch = pytest.importorskip("torch")
     from torchao.quantization import Int8DynamicActivationIntxWeightConfig, quantize_
     from torchao.quantization.granularity import PerGroup
@@ -212,6 +230,10 @@ def test_an_8da4w_program_gives_executorchs_bits(tmp_path) -> None:
             x = (rng.standard_normal((1, 128)) * scale).astype(F)
             expected = theirs.execute([torch.from_numpy(x)])[0].numpy()
             np.testing.assert_array_equal(np.asarray(ours(x)[0]), expected)
+    theirs, ours = _lowered(model, torch.randn(5, 128), tmp_path / "8da4w_rows.pte")
+    for scale in (0.1, 30.0):
+        x = (rng.standard_normal((5, 128)) * scale).astype(F)
+        np.testing.assert_array_equal(np.asarray(ours(x)[0]), theirs.execute([torch.from_numpy(x)])[0].numpy())
 
 
 @pytest.mark.parametrize(("k", "n"), [(70, 100), (784, 512), (1, 65), (0, 90), (70, 64)])

@@ -49,7 +49,7 @@ def _tiled(codes: np.ndarray, scales: np.ndarray, bias: np.ndarray, unsigned: np
     assert f is not None and f.tiles is not None and f.nibbles is None
     out = np.full(codes.shape[1], np.nan, F)
     run = threads.pool(count).run if count > 1 else None
-    qd8.tiled_row(f, unsigned, params, bias, out, count, run)()
+    qd8.tiled_rows(f, unsigned.reshape(1, -1), params.reshape(1, 2), bias, out.reshape(1, -1), count, run)()
     return out
 
 
@@ -127,6 +127,6 @@ def test_any_range_of_tiles_gives_the_whole_products_bits() -> None:
     out = np.full(codes.shape[1], np.nan, F)
     tiles = f.tiles.shape[0]
     for first, last in ((0, 3), (3, 6), (6, 9), (9, tiles)):
-        VNNI.qd8_qb4w_row(f.tiles, f.blocks, f.ksum, unsigned, params, bias, VNNI.scratch(96, f.blocks), out,
-                          first, last)
+        VNNI.qd8_qb4w_rows(f.tiles, f.blocks, f.ksum, unsigned.reshape(1, -1), params.reshape(1, 2), bias,
+                           VNNI.scratch(1, 96, f.blocks), out.reshape(1, -1), first, last)
     np.testing.assert_array_equal(out, whole)

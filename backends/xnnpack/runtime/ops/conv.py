@@ -51,7 +51,7 @@ def _constants(
     """The constant filter (checked against filter_dims) and bias [cout] (None when absent)."""
     w = ctx.value(node.filter_id, "filter")
     b = ctx.optional(node.bias_id, "bias")
-    if w.constant is None or (b is not None and b.constant is None):
+    if not w.is_constant or (b is not None and not b.is_constant):
         raise ctx.fail("filter and bias must be constants")
     if w.dims != filter_dims:
         raise ctx.fail(f"filter dims {list(w.dims)}, expected {list(filter_dims)} from the node's parameters")

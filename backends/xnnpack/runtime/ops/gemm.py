@@ -5,11 +5,12 @@ optional bias [N]; output [..., N] (with XNN_FLAG_TENSORFLOW_RESHAPE_2D the inpu
 flattened to rows of K). A constant filter, dequantized when it is quantized (per channel
 or per block), is packed once as a contiguous [K, N] matrix so each call is one matmul of
 the input rows into the output rows plus the bias. A filter or bias computed at run time
-(ExecuTorch lowers `mm` of two activations this way) is read live. A one-row call (a decode step)
-through an int8 or int4 filter with numba's loops (etbuild.kernels.native) reads the integer codes
-instead: from a qdint8 input through an int4 block filter (qbint4), XNNPACK's own integer product on the input's
-codes and the weights packed two to a byte, with its bits (qd8.py; 512 × 1536 in 38 µs, BLAS on the
-float32 matrix 112, benchmarks/matvec_forms.py at load 3); otherwise the float input times the int8 codes.
+(ExecuTorch lowers `mm` of two activations this way) is read live. With numba's loops (etbuild.kernels.native),
+a qdint8 input through an int4 block filter (qbint4) takes XNNPACK's own integer product on the input's codes and
+the weights packed two to a byte, with its bits, at any number of rows (qd8.py; one row of 512 × 1536 in 38 µs,
+BLAS on the float32 matrix 112, benchmarks/matvec_forms.py at load 3): the op then holds only that packed form,
+and the float32 filter (8× the int4 bytes) is made only for a binding whose input carries no codes. A one-row call
+through another int8 or int4 filter reads the float input times the int8 codes.
 In a program whose input is one row (a decode step), a float filter is packed at init as tiles of 128 outputs
 (compiled.tiled_matvec): XNNPACK's sequence of FMAs, its bits, at the speed memory delivers the filter (one
 thread: a one-row product is bound by memory, and a second core adds no bandwidth; docs/runtime-speed.md).
@@ -39,6 +40,7 @@ from etbuild.backends.xnnpack.runtime.ops.base import (
     scratch,
 )
 from etbuild.backends.xnnpack.runtime.ops.requant import Requantization, integer_form
+from etbuild.backends.xnnpack.runtime.values import Value
 from etbuild.kernels.numerics.blas import bound_product
 from etbuild.kernels.numerics.ufuncs import matmul_add
 from etbuild.runtime import threads
@@ -63,34 +65,38 @@ class FullyConnected(Op):
         if b is not None and b.dims != (self.n,):
             raise ctx.fail(f"bias dims {list(b.dims)} do not match {self.n} output channels")
         self.flatten = bool(node.flags & RESHAPE_2D)
-        packed = None if w.constant is None else (w.constant if self.transposed else w.constant.T)
-        self.packed = None if packed is None else np.ascontiguousarray(packed, dtype=np.float32)
-        self.bias = None if b is None or b.constant is None else np.ascontiguousarray(b.constant, dtype=np.float32)
-        self.rows = w.rows if not self.transposed else None
+        self.bias = None if b is None or not b.is_constant else np.ascontiguousarray(b.constant, dtype=np.float32)
+        out = ctx.value(node.output_id, "output")
+        integer = integer_form(x, w, b, out, self.n, 1 if self.transposed else 0) \
+            if w.is_constant and (b is None or b.is_constant) else None
         self.requant: Requantization | None = None
-        integer = integer_form(x, w, b, ctx.value(node.output_id, "output"), self.n, 1 if self.transposed else 0) \
-            if w.constant is not None and (b is None or b.constant is not None) else None
+        self.packed: np.ndarray | None = None
+        along_rows = w.weight is not None and not self.transposed and integer is None  # int codes and scales
+        self.int4 = qd8.int4_filter(w.rows, tiled=True) if along_rows and w.datatype == DT.QBINT4 \
+            and x.grid.datatype == DT.QDINT8 and loops.compiled() is not None else None  # type: ignore[arg-type]
+        self.weight = w if self.int4 is not None else None  # its float form is made only if a binding needs it
+        self.rows = w.rows if along_rows and self.int4 is None else None
+        self.codes: RowCodes | None = None
         if integer is not None:  # int8 in and out: integer sums, XNNPACK's requantization (ops/requant.py)
             codes, self.requant = integer
             self.packed = place(np.ascontiguousarray(codes if self.transposed else codes.T))
             self.bias, self.rows = None, None
-        self.int4 = qd8.int4_filter(self.rows, tiled=x.grid.datatype == DT.QDINT8) \
-            if self.rows is not None and w.datatype == DT.QBINT4 else None
-        self.codes: RowCodes | None = None
-        if self.int4 is not None and x.grid.datatype == DT.QDINT8:
+        elif self.int4 is not None:  # qd8 × int4 on the input's codes, any number of rows (_int4_rows)
             self.codes_input, self.codes_length = x.id, self.k
+        elif w.is_constant:
+            self.packed = _float_filter(w, self.transposed)
         self.tiles = self.by_output = None  # the filter's forms for one row (see _one_row)
         fused = loops.compiled()
         if fused is not None and self.packed is not None and self.requant is None and self.rows is None \
-                and (b is None or b.constant is not None):
+                and (b is None or b.is_constant):
             if int(np.prod(x.dims)) == self.k:  # the program's input is one row: XNNPACK's bits, as fast
                 self.tiles, self.packed = place(fused.pack_tiles(self.packed)), None
             elif self.n > FEW_OUTPUTS:  # one row or many: [N, K], and its transpose for BLAS (the same memory)
                 self.by_output = place(np.ascontiguousarray(self.packed.T))
                 self.packed = self.by_output.T
-        runtime = [v.id for v in (w, b) if v is not None and v.constant is None]
+        runtime = [v.id for v in (w, b) if v is not None and not v.is_constant]
         super().__init__([x.id, *runtime], [ctx.value(node.output_id, "output").id])
-        self.live_filter, self.live_bias = w.constant is None, b is not None and b.constant is None
+        self.live_filter, self.live_bias = not w.is_constant, b is not None and not b.is_constant
 
     def infer(self, shapes: Sequence[Shape]) -> list[Shape]:
         x = shapes[0]
@@ -103,6 +109,12 @@ class FullyConnected(Op):
         o = flat2d(outs[0], self.n)
         x = flat2d(ins[0], self.k) if self.k else reshaped(ins[0], (o.shape[0], 0))  # no inputs: rows from out
         live = list(ins[1:])
+        if self.int4 is not None:
+            rows = self._int4_rows(x, o)
+            if rows is not None:
+                return rows
+            if self.packed is None:  # codes this binding cannot read: the float product, its filter made once
+                self.packed = _float_filter(self.weight, self.transposed)  # type: ignore[arg-type]
         w = self.packed if not self.live_filter else _filter_view(live.pop(0), self.transposed)
         if w is None and self.tiles is not None:  # tiles the compiled loop cannot take here: [K, N] again
             w = self.tiles.transpose(1, 0, 2).reshape(self.k, self.tiles.shape[0] * self.tiles.shape[2])[:, :self.n]
@@ -160,17 +172,45 @@ class FullyConnected(Op):
             return functools.partial(fused.row_dots, self.by_output, x[0], bias, o[0])
         if few:
             return functools.partial(fused.fma_matvec, self.packed, x[0], bias, o[0])
-        if self.codes is not None and self.int4 is not None and self.int4.tiles is not None:  # AVX512-VNNI
-            count = threads.current().thread_count
-            run = threads.pool(count).run if count > 1 else None
-            return qd8.tiled_row(self.int4, self.codes.codes, self.codes.params, bias, o[0], count, run)
-        if self.codes is not None and self.int4 is not None:
-            w, c = self.int4, self.codes
-            scratch = np.empty(self.n, np.int32), np.empty(self.n, np.int16), np.empty(self.n, np.int16)
-            return functools.partial(fused.qd8_qb4w_matvec, w.nibbles, w.scales, w.ksum, c.codes, c.params, bias,
-                                     *scratch, o[0])
         acc = np.empty(self.n, np.float32)
         return functools.partial(fused.grouped_matvec, self.rows.codes, self.rows.scales, x[0], bias, acc, o[0])
+
+
+    def _int4_rows(self, x: np.ndarray, o: np.ndarray) -> Step | None:
+        """XNNPACK's qd8 × int4 product of every input row, on the codes the input's rounding keeps (qd8.py): on
+        AVX512-VNNI the tiled loop, each pass of weights serving every row; elsewhere the portable loop row by row.
+        None when the codes are not there (a binding whose input was not rounded by a node of this graph) or an
+        array is not contiguous float32."""
+        fused = loops.compiled()
+        if self.codes is None or fused is None or self.live_bias or not (x.flags.c_contiguous and o.flags.c_contiguous):
+            return None
+        if x.dtype != np.float32 or o.dtype != np.float32:
+            return None
+        w, m, source = self.int4, x.shape[0], self.codes
+        bias = self.bias if self.bias is not None else np.zeros(self.n, np.float32)
+        if w is None or m == 0:
+            return (lambda: None) if w is not None else None
+        count = threads.current().thread_count
+        run = threads.pool(count).run if count > 1 else None
+        if w.tiles is not None and m == 1:  # a decode step: the codes' fixed row, one compiled call
+            return qd8.tiled_rows(w, *source.rows(1), bias, o, count, run)
+        if w.tiles is not None:  # several rows: their codes fetched from the bank at each call
+            return lambda: qd8.tiled_rows(w, *source.rows(m), bias, o, count, run)()
+        scratch = np.empty(self.n, np.int32), np.empty(self.n, np.int16), np.empty(self.n, np.int16)
+
+        def each_row() -> None:
+            codes, params = source.rows(m)
+            for r in range(m):
+                fused.qd8_qb4w_matvec(w.nibbles, w.scales, w.ksum, codes[r], params[r], bias, *scratch, o[r])
+
+        return each_row
+
+
+def _float_filter(w: Value, transposed: bool) -> np.ndarray:
+    """A constant filter as the [K, N] float32 matrix of the matmul."""
+    constant = w.constant
+    assert constant is not None
+    return np.ascontiguousarray(constant if transposed else constant.T, dtype=np.float32)
 
 
 def _each(steps: list[Step]) -> Step:
