@@ -17,7 +17,9 @@ seconds printed; nothing timed) and time later runs from the same --cache: a pro
 
 Each timing is a child process of its own (ours imports no torch): load, 8 warm-up tokens, then --new tokens decoded
 greedily one call each from position 8; the figure is the median per-token wall time, the best of --repeat children
-(alternating ours and ExecuTorch's). Threads: "default" leaves each runtime at its default, "1" is
+(alternating ours and ExecuTorch's); peak_MB is a child's peak resident memory (VmHWM), the largest of its
+runtime's children (ExecuTorch's child holds torch, ours numba's compiled loops: ~100 MB of it is the runtime's own
+code, not the program's). Threads: "default" leaves each runtime at its default, "1" is
 `Program.load(threads=1)` and ExecuTorch's threadpool at one thread. Bandwidth: the best of numpy streaming reads
 (max, sum and a dot product over 512 MB of float32), median of 5 each. Weight bytes per token: every linear layer's
 weights (the output head included) and one embedding row: 4 bytes a weight for fp32, 0.5 + a float32 scale per 32
@@ -44,7 +46,8 @@ SHAPES = {
 CONTEXT = 128  # the KV cache's positions: enough for the warm-up and --new tokens
 WARM = 8
 COLUMNS = ["shape", "form", "flow", "params_M", "weight_MB_per_token", "threads", "ours_ms", "executorch_ms",
-           "ours_vs_executorch", "ours_GBps", "ours_share_of_bandwidth", "executorch_GBps"]
+           "ours_vs_executorch", "ours_GBps", "ours_share_of_bandwidth", "executorch_GBps", "program_MB",
+           "ours_peak_MB", "executorch_peak_MB"]
 
 
 def bandwidth_gbps() -> float:
@@ -90,13 +93,13 @@ def program(name: str, form: str, flow: str, cache: Path) -> tuple[Path, Any]:
     return pte, shape
 
 
-def run_child(runtime: str, pte: Path, threads: str, new: int) -> float:
-    """One child's median ms per decoded token."""
+def run_child(runtime: str, pte: Path, threads: str, new: int) -> dict[str, float]:
+    """One child's median ms per decoded token and its peak resident memory."""
     argv = [sys.executable, str(Path(__file__).resolve()), "child", runtime, str(pte), threads, str(new)]
     proc = subprocess.run(argv, capture_output=True, text=True, check=False, env=_env())
     if proc.returncode != 0:
         raise RuntimeError(f"{runtime} child failed on {pte}: {proc.stderr.strip().splitlines()[-3:]}")
-    return float(json.loads(proc.stdout.strip().splitlines()[-1])["ms_per_token"])
+    return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
 def _env() -> dict[str, str]:
@@ -107,25 +110,28 @@ def _env() -> dict[str, str]:
     return {**env, "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))}
 
 
-def measure(pte: Path, threads: str, new: int, repeat: int) -> dict[str, float]:
-    """The best of `repeat` children per runtime, ours and ExecuTorch's alternating."""
-    times: dict[str, list[float]] = {"ours": [], "executorch": []}
+def measure(pte: Path, threads: str, new: int, repeat: int) -> tuple[dict[str, float], dict[str, float]]:
+    """The best of `repeat` children per runtime, ours and ExecuTorch's alternating; and each runtime's largest
+    peak resident memory (MB) over its children."""
+    runs: dict[str, list[dict[str, float]]] = {"ours": [], "executorch": []}
     for i in range(repeat):
         for runtime in (("ours", "executorch") if i % 2 == 0 else ("executorch", "ours")):
-            times[runtime].append(run_child(runtime, pte, threads, new))
-    return {runtime: min(values) for runtime, values in times.items()}
+            runs[runtime].append(run_child(runtime, pte, threads, new))
+    return ({runtime: min(r["ms_per_token"] for r in found) for runtime, found in runs.items()},
+            {runtime: max(r["peak_MB"] for r in found) for runtime, found in runs.items()})
 
 
 def row(name: str, form: str, flow: str, threads: str, args: argparse.Namespace, bandwidth: float) -> dict[str, Any]:
     pte, shape = program(name, form, flow, args.cache)
-    ms = measure(pte, threads, args.new, args.repeat)
+    ms, peak = measure(pte, threads, args.new, args.repeat)
     read = weight_bytes(shape, form)
     ours_gbps, et_gbps = read / ms["ours"] / 1e6, read / ms["executorch"] / 1e6
     found = {"shape": name, "form": form, "flow": flow, "params_M": round(shape.parameters / 1e6, 1),
              "weight_MB_per_token": round(read / 1e6, 1), "threads": threads, "ours_ms": round(ms["ours"], 2),
              "executorch_ms": round(ms["executorch"], 2), "ours_vs_executorch": round(ms["ours"] / ms["executorch"], 2),
              "ours_GBps": round(ours_gbps, 1), "ours_share_of_bandwidth": round(ours_gbps / bandwidth, 2),
-             "executorch_GBps": round(et_gbps, 1)}
+             "executorch_GBps": round(et_gbps, 1), "program_MB": round(pte.stat().st_size / 1e6, 1),
+             "ours_peak_MB": round(peak["ours"]), "executorch_peak_MB": round(peak["executorch"])}
     print(json.dumps(found), flush=True)
     return found
 
@@ -210,7 +216,21 @@ def child(runtime: str, pte: str, threads: str, new: int) -> dict[str, float]:
         token = int(np.argmax(np.asarray(logits).reshape(-1)))
     if runtime == "ours" and "torch" in sys.modules:
         raise SystemExit("our runtime's child imported torch")
-    return {"ms_per_token": 1e3 * statistics.median(times)}
+    return {"ms_per_token": 1e3 * statistics.median(times), "peak_MB": _peak_mb()}
+
+
+def _peak_mb() -> float:
+    """This process's peak resident memory in MB: VmHWM (ru_maxrss would count the parent's peak, kept across
+    exec), or ru_maxrss where /proc is missing."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1e3
+    except OSError:
+        pass
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3
 
 
 if __name__ == "__main__":
