@@ -9,13 +9,14 @@ two MULs. Here the steps before the table are exact integers, and the table is T
     x: the int8 codes (d and the variance do not depend on the zero point)
     S₁ = Σ x, S₂ = Σ x² (each x² ≤ 2¹⁴, exact as int16);  d = C·x − S₁ = C·(x − mean)/s  (|d| ≤ 255·C)
     v = C·(C·S₂ − S₁²) >> k = Σ d² >> k = C³·var/s²/2ᵏ  (k keeps it within 2³⁰)
-    r = TABLE_rsqrt(v as int16 over var ∈ [0, (255·s/2)²], the largest variance an int8 row can have)
+    q = (var + eps) as a code in [1, 2³⁰) of the largest variance an int8 row can have, (255·s/2)², + eps
+    r = TABLE_rsqrt(q·2²ʰ, the int16 index of its top range [2²⁸, 2³⁰); 2h from CLZ(q)) >> 8 << h
     y = (d·r >> k₂)·f + β/σ: an int32 accumulator, one scale σ per channel: σ = |γ|·unit and f = sign(γ),
         or σ = |β|/2³⁰ and f = γ·unit/σ (a 16-bit fraction) where β/(|γ|·unit) would overflow int32
         (a γ near zero beside its β; γ = 0 too).
 
-The two tables (_rsqrt) resolve a row's variance down to about 2⁻¹⁷ of that largest one; a row flatter
-than that (a standard deviation under about 0.35 input steps) is normalised with a coarser reciprocal.
+The table's top range takes every row's variance, however flat, to the same 14 bits; on U55 an int16
+TABLE runs as three LUT passes (about 2,200 cycles each however few rows), so one table, not two.
 
 SRAM (Vela's allocation): every use of x reads it through a RESCALE of its own, which Vela folds into the
 operator reading it, and d is computed again for the product, so the only values of x's shape held beside
@@ -37,7 +38,7 @@ from etbuild.backends.tosa.aot.quant import QParams
 from etbuild.backends.tosa.aot.tables import widen16
 from etbuild.backends.tosa.aot.values import TORCH, Context, Value, in_layout, reshaped
 
-INT16_ENTRIES, HEADROOM, ZOOM = 513, 2**30, 256
+INT16_ENTRIES, HEADROOM = 513, 2**30
 FACTOR_BITS = 16
 """The fraction bits of a per-channel factor that scales y down where β needs the room."""
 
@@ -94,7 +95,7 @@ def layer_norm(lw: Context, node: Node) -> Value:
     v = b.op("SUB", [_mul(lw, sums[1], b.const(_row_const([c * c], rank)), flat, k), spread], flat, np.int32,
              "SubAttribute")  # Σd² = C·(C·Σx² − (Σx)²), over 2ᵏ
     r, r_unit = _rsqrt(lw, Value(v, flat, TORCH, scales=np.array([1.0])), c, k, x.params.scale, eps)
-    k2 = _bits(255.0 * c * 32767 * 128 * math.sqrt(ZOOM))
+    k2 = _bits(255.0 * c * 2**28)  # |d| ≤ 255·C, r < 2²⁸
     width = _width(lw, c, rank)
     d = b.op("SUB", [_mul(lw, _q(lw, raw), width, shape), total], shape, np.int32,
              "SubAttribute")  # d = C·x − Σx, again from x: no int32 [.., C] value is held meanwhile
@@ -131,43 +132,51 @@ def _width(lw: Context, c: int, rank: int) -> str:
 
 
 def _rsqrt(lw: Context, v: Value, c: int, k: int, scale: float, eps: float) -> tuple[str, float]:
-    """1/√(var + eps) of each row, as int32 in steps of r_unit/128; and r_unit. Two int16 TABLEs: a coarse
-    one over var ∈ [0, largest] and a fine one over [0, largest/ZOOM], the fine one taken below that."""
+    """1/√(var + eps) of each row, as int32 in steps of r_unit/128 (at most 2²⁸); and r_unit. One int16 TABLE:
+    q = (var + eps) as a code in [1, 2³⁰), shifted up by an even 2h bits (CLZ) into [2²⁸, 2³⁰), where the
+    table holds 1/√ to 15 bits (7 more interpolated); the result shifted back by h. Every row's variance,
+    however flat, is resolved alike (two tables over fixed ranges cost 3 LUT passes each on U55)."""
     b = lw.b
-    largest = (255.0 * scale / 2) ** 2
-    to_code = 2.0**k * scale**2 / c**3 / largest * 65535 * ZOOM  # v → var as a code over [0, 65535·ZOOM]
-    code = rescale(lw, v, np.array([to_code]), 0, np.int32)
-    fine_in = _int16_code(lw, code, v.shape, 32768, 1.0)
-    coarse_in = _int16_code(lw, code, v.shape, 32768 * ZOOM, 1.0 / ZOOM)
-    r_unit = 1 / math.sqrt(largest * 128 / 65535) / 32767  # the coarse table's step; the fine one's is ×√ZOOM
-    coarse = _table(lw, coarse_in, v.shape, largest, eps, r_unit)
-    fine = _table(lw, fine_in, v.shape, largest / ZOOM, eps, r_unit * math.sqrt(ZOOM))
-    fine = _mul(lw, fine, b.const(np.full([1] * len(v.shape), round(math.sqrt(ZOOM)), dtype=np.int32)), v.shape)
-    beyond = b.op("SUB", [code, b.const(np.full([1] * len(v.shape), 65535, dtype=np.int32))], v.shape, np.int32,
-                  "SubAttribute")
-    bounds = [b.const(np.full([1] * len(v.shape), bound, dtype=np.int32)) for bound in (0, 1)]
-    beyond = b.op("MAXIMUM", [beyond, bounds[0]], v.shape, np.int32, "MaximumAttribute",
-                  b.ts.NanPropagationMode.PROPAGATE)
-    choose = b.op("MINIMUM", [beyond, bounds[1]], v.shape, np.int32, "MinimumAttribute",
-                  b.ts.NanPropagationMode.PROPAGATE)  # 1 where the row's variance is past the fine table
-    gap = b.op("SUB", [coarse, fine], v.shape, np.int32, "SubAttribute")
-    return b.op("ADD", [fine, _mul(lw, choose, gap, v.shape)], v.shape, np.int32, "AddAttribute"), r_unit
+    top = ((255.0 * scale / 2) ** 2 + eps) * (1 + 2**-20)  # the largest variance of an int8 row, + eps
+    to_code = 2.0**k * scale**2 / c**3 / top * 2**30  # v → var as a code over [0, 2³⁰): CLZ ≥ 2
+    q = rescale(lw, v, np.array([to_code]), 0, np.int32)
+    eps_code = round(eps / top * 2**30)
+    if eps_code:  # q ≥ 1
+        q = b.op("ADD", [q, _scalar(lw, eps_code, v.shape)], v.shape, np.int32, "AddAttribute")
+    else:  # a zero variance (a constant row, d = 0) takes the reciprocal of the smallest code
+        q = b.op("MAXIMUM", [q, _scalar(lw, 1, v.shape)], v.shape, np.int32, "MaximumAttribute",
+                 b.ts.NanPropagationMode.PROPAGATE)
+    zeros = b.op("CLZ", [q], v.shape, np.int32, "ClzAttribute")  # 2..31
+    less = b.op("SUB", [zeros, _scalar(lw, 3, v.shape)], v.shape, np.int32, "SubAttribute")
+    h = _shift(lw, "ARITHMETIC_RIGHT_SHIFT", less, _scalar(lw, 1, v.shape), v.shape)  # ⌊(CLZ − 2)/2⌋ ∈ [0, 14]
+    two_h = b.op("ADD", [h, h], v.shape, np.int32, "AddAttribute")
+    moved = _shift(lw, "LOGICAL_LEFT_SHIFT", q, two_h, v.shape)  # q·2²ʰ ∈ [2²⁸, 2³⁰)
+    code = _int16_code(lw, moved, v.shape, 2**29, 2.0**-14)  # (q·2²ʰ)/2¹⁴ − 32768: the table's input
+    half = 32767 / 2
+    j = np.maximum(np.arange(INT16_ENTRIES, dtype=np.float64), 128)  # entry j at q·2²ʰ = j·2²¹ (j ≥ 128 used)
+    entries = np.round(half * np.sqrt(512 / j)).astype(np.int16)  # 2¹⁴·√(2³⁰/(q·2²ʰ)) ≤ 32767
+    t = b.op("TABLE", [code, b.const(entries, "table")], v.shape, np.int32, "TableAttribute")  # < 2²²
+    t = _shift(lw, "ARITHMETIC_RIGHT_SHIFT", t, _scalar(lw, 8, v.shape), v.shape)  # < 2¹⁴
+    r = _shift(lw, "LOGICAL_LEFT_SHIFT", t, h, v.shape)  # (half/2)·√(2³⁰/q) = (half/2)·√(top/(var + eps))
+    return r, 256 / (half * math.sqrt(top))
+
+
+def _scalar(lw: Context, value: int, shape: tuple[int, ...]) -> str:
+    return lw.b.const(np.full([1] * len(shape), value, dtype=np.int32))
+
+
+def _shift(lw: Context, op: str, x: str, amount: str, shape: tuple[int, ...]) -> str:
+    """An int32 shift (Vela on U55 takes only the rounding arithmetic right shift)."""
+    if op == "ARITHMETIC_RIGHT_SHIFT":
+        return lw.b.op(op, [x, amount], shape, np.int32, "ArithmeticRightShiftAttribute", True)
+    return lw.b.op(op, [x, amount], shape, np.int32, "LogicalLeftShiftAttribute")
 
 
 def _int16_code(lw: Context, code: str, shape: tuple[int, ...], offset: int, factor: float) -> str:
     """(code − offset) × factor as int16 (saturated): a TABLE's input."""
     b = lw.b
-    moved = b.op("SUB", [code, b.const(np.full([1] * len(shape), offset, dtype=np.int32))], shape, np.int32,
-                 "SubAttribute")
+    moved = b.op("SUB", [code, _scalar(lw, offset, shape)], shape, np.int32, "SubAttribute")
     return rescale(lw, Value(moved, shape, scales=np.array([1.0])), np.array([factor]), 0, np.int16)
-
-
-def _table(lw: Context, code: str, shape: tuple[int, ...], top: float, eps: float, unit: float) -> str:
-    """An int16 TABLE of 1/√(var + eps) over var ∈ [0, top], in steps of `unit` (before its 7 fraction bits);
-    the first entry, whose interval it cannot resolve, is clamped to the second's reach."""
-    variances = np.arange(INT16_ENTRIES, dtype=np.float64) * 128 / 65535 * top
-    entries = np.clip(np.round(1 / np.sqrt(variances + eps) / unit), -32768, 32767).astype(np.int16)
-    return lw.b.op("TABLE", [code, lw.b.const(entries, "table")], shape, np.int32, "TableAttribute")
 
 
 def mean(lw: Context, node: Node) -> Value:
