@@ -97,6 +97,7 @@ class KernelInfo:
     view: KernelFn | None = None
     pure: bool = False
     mutates: tuple[int, ...] = ()
+    live: tuple[int, ...] = ()
 
     @property
     def params(self) -> str:
@@ -115,6 +116,7 @@ def kernel(
     view: KernelFn | None = None,
     pure: bool = False,
     mutates: tuple[int, ...] = (),
+    live: tuple[int, ...] = (),
 ) -> Callable[[KernelFn], KernelFn]:
     """Register fn as the kernel for `name`; `dtypes` are the dtypes it claims (of its inputs,
     or of its output for creation ops such as `full` and `arange`).
@@ -127,6 +129,9 @@ def kernel(
     same arguments as the previous one may keep the previous result (etbuild.runtime.steady).
     mutates: the parameters (by index) the kernel writes in place besides its result (`llama::update_cache`
     writes its cache): what reads them later must see the write (etbuild.runtime.aliasing).
+    live: int parameters (by index) that `fast` takes either as a number or as a zero-argument callable returning
+    the number at each call: a call whose arrays stay the same while such a number moves (a KV cache's position at
+    each decode step) keeps its bound fast path (etbuild.runtime.steady).
     """
     if "::" not in name:
         raise ValueError(f"kernel name {name!r} must be 'namespace::op.overload'")
@@ -136,7 +141,7 @@ def kernel(
             raise ValueError(f"kernel {name} is already registered by {_REGISTRY[name].module}")
         kinds = argument_kinds(name, fn)
         _REGISTRY[name] = KernelInfo(name, fn, fn.__module__, tuple(dtypes), kinds, check, fast, view, pure,
-                                     tuple(mutates))
+                                     tuple(mutates), tuple(live))
         return fn
 
     return register

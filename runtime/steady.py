@@ -4,7 +4,8 @@ A dynamically shaped program (export_llm's: one `forward` for any token count) g
 tensors are new views whenever their shapes change, and numbers computed at run time (sizes) feed its calls. In a
 steady state, though (a decode step after a decode step), each call sees the very arrays and the same numbers as at
 its previous call. The step made here remembers them. When a call's varying arguments are those of its previous
-call (arrays by identity, numbers and int lists by value), it runs a step bound to them: the layout copy's view
+call (arrays by identity, numbers and int lists by value; a kernel's `live` numbers, which its fast path reads at
+each call, not compared), it runs a step bound to them: the layout copy's view
 copied by one `np.copyto`, the kernel's fast path, or nothing for a view kernel (`et_view`), whose result from the
 previous call still stands. Otherwise it calls the kernel as before (which checks and resizes), stores the result
 and binds again for the next call. The bound step computes exactly what the kernel computes on those arguments
@@ -18,6 +19,7 @@ delegate call runs its handle's bound steps alone (DelegateCall).
 
 from __future__ import annotations
 
+import functools
 import operator
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -50,7 +52,7 @@ class Rebinding:
     hold still for a call."""
 
     __slots__ = ("info", "objects", "arg_idx", "store", "tensors", "key", "seen", "held", "bound", "binds", "dirty",
-                 "may_view", "planned", "viewing", "changed", "unbound")
+                 "may_view", "planned", "viewing", "changed", "unbound", "live")
 
     def __init__(self, info: KernelInfo, objects: list[Any], arg_idx: Sequence[int], kinds: str, varying: set[int],
                  ret: int | None, store: Store | None, may_view: bool = False) -> None:
@@ -61,7 +63,9 @@ class Rebinding:
         the call does nothing while its arguments stay the same; the kernel still writes the planned out."""
         self.info, self.objects, self.arg_idx, self.store = info, objects, list(arg_idx), store
         tensors = sorted({i for i, k in zip(arg_idx, kinds) if k in TENSOR_KINDS and i in varying})
-        others = sorted({i for i, k in zip(arg_idx, kinds) if k not in TENSOR_KINDS and i in varying})
+        self.live = {p: i for p, i in enumerate(arg_idx) if p in info.live and kinds[p] == "i" and i in varying}
+        others = sorted({i for p, (i, k) in enumerate(zip(arg_idx, kinds))
+                         if k not in TENSOR_KINDS and i in varying and p not in self.live})
         if info.pure and ret is not None:
             tensors.append(ret)  # the result value must still hold the previous call's view
         self.tensors = tensors
@@ -111,7 +115,10 @@ class Rebinding:
     def _bind(self, result: Any) -> None:
         """What later calls with these arguments run: the bound step, or the stored view of a layout copy."""
         self.unbound = False
-        self.bound = _bound(self.info, [self.objects[i] for i in self.arg_idx])
+        args = [self.objects[i] for i in self.arg_idx]
+        for p, i in self.live.items():  # read by the fast path at each call (KernelInfo.live)
+            args[p] = functools.partial(list.__getitem__, self.objects, i)
+        self.bound = _bound(self.info, args)
         if self.planned is not None:
             self._view(result)
 

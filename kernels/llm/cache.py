@@ -8,6 +8,9 @@ position the caller gave, never an IndexError or a silent clip.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+
 import numpy as np
 
 from etbuild.errors import KernelError, MethodInputError
@@ -34,7 +37,29 @@ def check_position(op: str, start_pos: int, length: int, capacity: int) -> None:
                                f"which holds positions 0…{capacity - 1}")
 
 
-@kernel("llama::update_cache.out", dtypes=REAL_DTYPES, mutates=(1,))
+def position(start_pos: int | Callable[[], int]) -> Callable[[], int]:
+    """A fast path's position argument (KernelInfo.live: a number, or a callable giving it at each call) as a
+    callable."""
+    return start_pos if callable(start_pos) else functools.partial(int, start_pos)
+
+
+def _update_cache_fast(value: np.ndarray, cache: np.ndarray, start_pos: int | Callable[[], int],
+                       out: np.ndarray) -> Callable[[], None] | None:
+    """The write of these arrays at the position of each call (a decode step's), checked as the kernel checks it;
+    None unless out is the kernel's 1-element dummy."""
+    if out.shape != (1,):
+        return None
+    at, length, capacity = position(start_pos), value.shape[1], cache.shape[1]
+
+    def write() -> None:
+        start = at()
+        check_position("llama::update_cache", start, length, capacity)
+        cache[:, start:start + length] = value
+
+    return write
+
+
+@kernel("llama::update_cache.out", dtypes=REAL_DTYPES, mutates=(1,), fast=_update_cache_fast, live=(2,))
 def update_cache_out(value: np.ndarray, cache: np.ndarray, start_pos: int, out: np.ndarray) -> np.ndarray:
     """cache[:, start_pos : start_pos + S] = value, in place."""
     _check_shapes("llama::update_cache", value, cache)

@@ -13,12 +13,13 @@ oracle's kernels (`executorch.extension.llm.custom_ops`) and checked against the
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from etbuild.errors import KernelError
 from etbuild.kernels import native
-from etbuild.kernels.llm.cache import check_position, update_cache_out
+from etbuild.kernels.llm.cache import check_position, position, update_cache_out
 from etbuild.runtime.kernel_registry import kernel
 from etbuild.runtime.tensor import resize
 
@@ -65,7 +66,30 @@ def attend(q: np.ndarray, k: np.ndarray, v: np.ndarray, start_pos: int, mask: np
     return o.transpose(0, 3, 1, 2, 4).reshape(b, s, h, d)
 
 
-@kernel("llama::custom_sdpa.out", dtypes=("float32",))
+def _custom_sdpa_fast(query: np.ndarray, key: np.ndarray, value: np.ndarray, start_pos: int | Callable[[], int],
+                      attn_mask: np.ndarray | None, drpout_p: float, is_causal: bool, scale: float | None,
+                      out: np.ndarray) -> Callable[[], None] | None:
+    """The kernel's compiled pass bound to these arrays, at the position of each call (a decode step's), checked as
+    the kernel checks it; None where the kernel would not take that pass or out is not query's shape, C-contiguous."""
+    fused = native.loops()
+    if fused is None or attn_mask is not None or not 0 < query.shape[1] <= FUSED_ROWS or not query.shape[3]:
+        return None
+    if not (query.flags.c_contiguous and out.flags.c_contiguous and out.shape == query.shape):
+        return None
+    _check("llama::custom_sdpa", query, key, value, attn_mask, is_causal)
+    at, length, capacity = position(start_pos), query.shape[1], key.shape[1]
+    factor = np.float32(1.0 / math.sqrt(query.shape[3]) if scale is None else scale)
+    causal, attention = bool(is_causal), fused.rows_attention
+
+    def attend_rows() -> None:
+        start = at()
+        check_position("llama::custom_sdpa", start, length, capacity)
+        attention(query, key, value, start, causal, factor, out)
+
+    return attend_rows
+
+
+@kernel("llama::custom_sdpa.out", dtypes=("float32",), fast=_custom_sdpa_fast, live=(3,))
 def custom_sdpa_out(query: np.ndarray, key: np.ndarray, value: np.ndarray, start_pos: int,
                     attn_mask: np.ndarray | None, drpout_p: float, is_causal: bool, scale: float | None,
                     out: np.ndarray) -> np.ndarray:

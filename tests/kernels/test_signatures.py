@@ -22,6 +22,7 @@ NON_TORCH = {
     "et_copy::_d2h_copy.out": 2,
     "executorch_prim::et_copy_index.tensor": 3,
     "llama::custom_sdpa.out": 9,  # ../shared/LLM.md's schemas (torch.ops.llama exists once executorch's loaded)
+    "llama::custom_quantized_sdpa.out": 16,
     "llama::sdpa_with_kv_cache.out": 12,
     "llama::update_cache.out": 4,
     "llama::update_cache_with_indices.out": 5,

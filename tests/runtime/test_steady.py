@@ -262,3 +262,46 @@ def test_arguments_that_change_at_every_call_are_not_bound_until_they_hold_still
         assert method(*x)[0].tobytes() == plain(*x)[0].tobytes()
         states.append(sum(s.bound is not None or s.viewing for s in steps))
     assert states[1] == states[2] == 0 and states[0] == states[3] == states[4] > 0
+
+
+@pytest.mark.parametrize("name", ["llama::update_cache.out", "llama::custom_sdpa.out"])
+def test_a_moving_position_keeps_the_bound_fast_path_and_is_checked_at_each_call(name: str) -> None:
+    """A kernel's `live` number (a KV cache's position) is read by its bound fast path at each call: a decode step
+    at the next position runs no kernel call, computes what the kernel computes there, and a position past the
+    cache is the kernel's MethodInputError."""
+    from etbuild.errors import MethodInputError
+    from etbuild.runtime.kernel_registry import load_all
+
+    info = load_all()[name]
+    calls = []
+
+    def counted(*args):  # noqa: ANN002, ANN202
+        calls.append(args)
+        return info.fn(*args)
+
+    counting = dataclasses.replace(info, fn=counted)
+    rng = np.random.default_rng(3)
+    new, cache = rng.standard_normal((1, 1, 2, 8)).astype(np.float32), np.zeros((1, 6, 2, 8), np.float32)
+    if name.startswith("llama::update_cache"):
+        objects = [new, cache, 0, np.zeros(1, np.float32)]
+        expected = lambda pos: np.concatenate([cache[:, :pos], new, cache[:, pos + 1:]], axis=1)  # noqa: E731
+        result = lambda: cache.copy()  # noqa: E731
+    else:
+        cache[:] = rng.standard_normal(cache.shape)
+        query = rng.standard_normal((1, 1, 4, 8)).astype(np.float32)
+        objects = [query, cache, cache.copy(), 0, None, 0.0, True, None, np.zeros((1, 1, 4, 8), np.float32)]
+        expected = lambda pos: info.fn(*objects[:3], pos, *objects[4:8], np.empty_like(query))  # noqa: E731
+        result = lambda: objects[-1].copy()  # noqa: E731
+    position = 2 if name.startswith("llama::update_cache") else 3
+    step = Rebinding(counting, objects, list(range(len(objects))), info.params, {position}, None, None)
+    for pos in (1, 2, 3, 4):
+        objects[position] = pos
+        before = expected(pos)
+        step.dirty = True
+        step()
+        np.testing.assert_array_equal(result(), before)
+    assert len(calls) == 1 and step.bound is not None
+    objects[position] = 6
+    step.dirty = True
+    with pytest.raises(MethodInputError, match="past the KV cache"):
+        step()
