@@ -11,11 +11,12 @@ sleeping, so that its core is free for that worker if the worker was waiting for
 
 Control words (int64, each on a cache line of its own): CLAIM, DONE, COUNT, TABLE (the table's address), PY (the
 generation of the pool's latest Python step: a worker in the compiled loop goes back to Python for it), WAITER (the
-caller sleeps in `join`), SYS (libc's syscall() and SYS_futex, then the caller's futex timeout), TICKS (the cycle
-counter's ticks a µs, then how many times a worker found itself preempted while it spun), then one SLEEP
-word per worker (it sleeps on it). Sleeping and waking are futex calls made from the compiled loops (Linux), so a
-worker never takes the GIL to start or finish a step; elsewhere a worker sleeps in Python and the caller wakes it
-there.
+caller sleeps in `join`; the line's next words, OWN, OWN_US and WAITED_US, are the caller's account of its last step:
+the blocks it ran, the µs they took and the µs it then waited for blocks a worker claimed, see `stats`), SYS
+(libc's syscall() and SYS_futex, then the caller's futex timeout), TICKS (the cycle counter's ticks a µs, then how
+many times a worker found itself preempted while it spun), then one SLEEP word per worker (it sleeps on it).
+Sleeping and waking are futex calls made from the compiled loops (Linux), so a worker never takes the GIL to start
+or finish a step; elsewhere a worker sleeps in Python and the caller wakes it there.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from numba.extending import intrinsic
 LINE = 8  # int64 words per 64-byte cache line
 CLAIM, DONE, COUNT, TABLE, PY, WAITER, SYS, TICKS, SLEEP = (i * LINE for i in range(9))
 TIMEOUT = SYS + 2  # a struct timespec: the caller's futex sleep in `join`
+OWN, OWN_US, WAITED_US = WAITER + 1, WAITER + 2, WAITER + 3  # the caller's account of its last step
 FUTEX_WAIT, FUTEX_WAKE = 128, 129  # FUTEX_WAIT and FUTEX_WAKE with FUTEX_PRIVATE_FLAG
 FUTEX_CALLS = {"x86_64": 202, "amd64": 202, "aarch64": 98, "arm64": 98}  # SYS_futex
 JOIN_SLEEP_NS = 1_000_000
@@ -135,16 +137,18 @@ def _block(table: np.ndarray, i: int) -> None:
 
 
 @jit
-def _claim_all(ctrl: np.ndarray, table: np.ndarray, gen: int, count: int) -> None:
-    """Claim and run blocks of step `gen` until none is left (or another step began)."""
+def _claim_all(ctrl: np.ndarray, table: np.ndarray, gen: int, count: int) -> int:
+    """Claim and run blocks of step `gen` until none is left (or another step began); how many it ran."""
+    ran = 0
     while True:
         word = load(ctrl, CLAIM)
         i = word & (GEN - 1)
         if word - i != gen or i >= count:
-            return
+            return ran
         if swap_if(ctrl, CLAIM, word, word + 1):
             _block(table, i)
             _finished(ctrl, count)
+            ran += 1
 
 
 @jit
@@ -154,6 +158,8 @@ def publish(ctrl: np.ndarray, table: np.ndarray, workers: int) -> int:
     a worker must be woken in Python."""
     gen = ((load(ctrl, CLAIM) >> 32) % (1 << 30) + 1) << 32
     store(ctrl, DONE, 0)
+    store(ctrl, OWN, 0)
+    store(ctrl, WAITED_US, 0)
     store(ctrl, COUNT, table.shape[0])
     store(ctrl, TABLE, table.ctypes.data)
     store(ctrl, CLAIM, gen)
@@ -178,9 +184,26 @@ def join(ctrl: np.ndarray, table: np.ndarray, gen: int, patience: int) -> bool:
     """The caller's part of step gen: claim blocks until none is left, then wait for those the workers claimed:
     spinning `patience` pauses, then asleep on a futex (1 ms at a time) where there is one, so that a worker
     holding a block but waiting for a core can have this one. False when there is no futex and the blocks are
-    still running after the spin (the caller yields its core in Python, then joins again)."""
+    still running after the spin (the caller yields its core in Python, then joins again). Its account of the step
+    goes to OWN, OWN_US and WAITED_US (a join after a False adds its wait)."""
     count = table.shape[0]
-    _claim_all(ctrl, table, gen, count)
+    start = cycles()
+    ran = _claim_all(ctrl, table, gen, count)
+    mid = cycles()
+    done = _wait(ctrl, count, patience)
+    tick = max(1, load(ctrl, TICKS))
+    if ran > 0:
+        store(ctrl, OWN, ran)
+        store(ctrl, OWN_US, (mid - start) // tick)
+        store(ctrl, WAITED_US, (cycles() - mid) // tick)
+    else:
+        add(ctrl, WAITED_US, (cycles() - start) // tick)
+    return done
+
+
+@jit
+def _wait(ctrl: np.ndarray, count: int, patience: int) -> bool:
+    """Wait for the step's last blocks (see `join`)."""
     spins = 0
     while load(ctrl, DONE) < count:
         pause()
@@ -193,6 +216,12 @@ def join(ctrl: np.ndarray, table: np.ndarray, gen: int, patience: int) -> bool:
                 _futex(ctrl, WAITER, FUTEX_WAIT, 1, ctrl.ctypes.data + TIMEOUT * 8)
             store(ctrl, WAITER, 0)
     return True
+
+
+def stats(ctrl: np.ndarray) -> tuple[int, int, int]:
+    """The caller's account of its last step: (blocks it ran, µs they took, µs it then waited for a worker's);
+    zeros where there is no cycle counter."""
+    return int(ctrl[OWN]), int(ctrl[OWN_US]), int(ctrl[WAITED_US])
 
 
 @jit

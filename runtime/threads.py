@@ -14,6 +14,12 @@ itself preempted: the cores are busy), then sleeps on a futex; elsewhere workers
 pool takes no CPU. A process forked after a pool started has none of its workers: the first step in the child
 starts new ones.
 
+A worker that claimed a block and then lost its core (another process took it) holds the step up until the
+scheduler gives it one again, a time slice or more. The caller sees it: its own blocks done, it waited longer than
+STALL_BLOCKS of them for a worker's. The pool then runs its next steps on the calling thread alone (`Backoff`):
+ALONE_MIN steps, twice as many after each split that stalls again (at most ALONE_MAX), back to ALONE_MIN after one
+that does not; so beside a busy process a call costs about its one-thread time, not a stall a step.
+
 Options are parameters, never the process's environment: `Program.load(..., threads=, blas=, native=)` binds its
 kernels inside `use(NumericOptions(...))`, and a kernel reads `current()` while it binds (never while it runs).
 """
@@ -30,6 +36,7 @@ import importlib
 import itertools
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -40,6 +47,9 @@ Block = Callable[[int], object]
 # Pauses (about 30-140 cycles each) a worker spins waiting for the next table step before it sleeps, and the caller
 # spins waiting for blocks a worker claimed before it yields its core to that worker.
 SERVE_SPINS, JOIN_SPINS = 20_000, 2_000
+# A stall: the caller waited for a worker's blocks longer than STALL_BLOCKS of its own blocks and STALL_US µs.
+STALL_BLOCKS, STALL_US = 2, 50
+ALONE_MIN, ALONE_MAX = 8, 1024  # steps the caller then runs alone: doubled after each split that stalls again
 
 
 def default_threads() -> int:
@@ -122,6 +132,33 @@ class _Job:
         self.error: BaseException | None = None
 
 
+class Backoff:
+    """Whether the pool's next step runs on the calling thread alone, after splits that stalled (see the module's
+    docstring); advisory counts, shared by the pool's callers."""
+
+    def __init__(self) -> None:
+        self.left, self.span = 0, ALONE_MIN
+
+    def alone(self) -> bool:
+        """Whether this step runs on the caller alone (counting it)."""
+        if self.left > 0:
+            self.left -= 1
+            return True
+        return False
+
+    def settle(self, own_blocks: int, own_us: float, waited_us: float) -> bool:
+        """Account a split step: the blocks the caller ran, the µs they took, the µs it then waited for blocks a
+        worker claimed. Whether it stalled (a step the caller ran no block of tells nothing)."""
+        if own_blocks <= 0:
+            return False
+        stalled = waited_us > max(STALL_US, STALL_BLOCKS * own_us / own_blocks)
+        if stalled:
+            self.left, self.span = self.span, min(2 * self.span, ALONE_MAX)
+        else:
+            self.span = ALONE_MIN
+        return stalled
+
+
 class Pool:
     """`threads` − 1 worker threads that run a step's blocks beside the calling thread: Python blocks (`run`) and,
     where numba's loops are importable, tables of BLAS calls claimed without the GIL (`run_table`)."""
@@ -134,11 +171,12 @@ class Pool:
         self._pid = -1
         self._ctrl: np.ndarray | None = None  # the compiled side's control words (kernels/pool_loops.py)
         self._step = threading.Lock()  # one table step at a time; another caller runs its table alone
+        self.backoff = Backoff()
 
     def run(self, block: Block, count: int) -> None:
         """block(0) … block(count − 1), each once, spread over the calling thread and the workers; returns when
         all have run. An exception in a block is raised here (after the claimed blocks finish)."""
-        if count <= 1 or self.threads == 1:
+        if count <= 1 or self.threads == 1 or self.backoff.alone():
             for i in range(count):
                 block(i)
             return
@@ -152,24 +190,31 @@ class Pool:
             loops = compiled_loops()
             loops.post(self._ctrl, self._generation)
             loops.wake(self._ctrl, self.threads - 1)
-        _work(job)
+        start = time.perf_counter()
+        own = _work(job)
+        mid = time.perf_counter()
         if not job.done.is_set():
             job.done.wait()
+        self.backoff.settle(own, (mid - start) * 1e6, (time.perf_counter() - mid) * 1e6)
         if job.error is not None:
             raise job.error
 
     def run_table(self, table: np.ndarray) -> None:
         """Every block (row) of a table of BLAS calls (kernels/pool_loops.py), claimed by the calling thread and
         the workers without the GIL; returns when all have run. The caller runs them all where there are no
-        workers, no compiled loops, or another step is running."""
+        workers, no compiled loops, or another step is running, and while the pool backs off after a stall."""
         loops = compiled_loops()
         if loops is None:
             raise RuntimeError("run_table needs numba's loops (etbuild.kernels.pool_loops)")
         if self.threads > 1 and self._pid != os.getpid():
             self._start()
-        if self.threads == 1 or table.shape[0] < 2 or not self._step.acquire(blocking=False):
+        if self.threads == 1 or table.shape[0] < 2 or self.backoff.alone() or not self._step.acquire(blocking=False):
             loops.run_all(table)
-            return
+        else:
+            self._split(loops, table)
+
+    def _split(self, loops: Any, table: np.ndarray) -> None:
+        """The table's blocks over the caller and the workers (the caller holds `_step`; released here)."""
         try:
             ctrl = self._ctrl
             gen = loops.publish(ctrl, table, self.threads - 1)
@@ -179,6 +224,7 @@ class Pool:
                     self._ready.notify_all()
             while not loops.join(ctrl, table, gen, JOIN_SPINS):
                 os.sched_yield()  # a worker holds a block but not a core: let it have this one
+            self.backoff.settle(*loops.stats(ctrl))
         finally:
             self._step.release()
 
@@ -213,17 +259,20 @@ class Pool:
                 _work(job)
 
 
-def _work(job: _Job) -> None:
+def _work(job: _Job) -> int:
     """Claim and run job's blocks until none is left (next() of an itertools.count is atomic under the GIL); the
-    thread that finishes the last block sets job.done."""
+    thread that finishes the last block sets job.done. How many blocks it ran."""
     count, claims, finished, block = job.count, job.claims, job.finished, job.block
+    ran = 0
     while (i := next(claims)) < count:
+        ran += 1
         try:
             block(i)
         except BaseException as exc:  # noqa: BLE001  (handed to the caller, which raises it)
             job.error = job.error or exc
         if next(finished) == count:
             job.done.set()
+    return ran
 
 
 _pools: dict[int, Pool] = {}

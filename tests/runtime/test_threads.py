@@ -215,3 +215,64 @@ def test_a_forked_child_runs_tables_with_workers_of_its_own() -> None:
                             timeout=120, check=False)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "0"
+
+
+def test_a_stall_makes_the_next_steps_run_on_the_caller_alone() -> None:
+    """A split whose caller waited for a worker's block far longer than its own took (a worker without a core)
+    runs the next ALONE_MIN steps alone, twice as many after a split that stalls again, and back to ALONE_MIN after
+    one that does not; a step whose caller ran no block tells nothing."""
+    backoff = threads.Backoff()
+    assert not backoff.settle(0, 0.0, 10_000.0) and not backoff.alone()
+    assert not backoff.settle(2, 200.0, 90.0)  # waited less than a block of its own: no stall
+    assert backoff.settle(2, 200.0, 5_000.0)
+    assert [backoff.alone() for _ in range(threads.ALONE_MIN + 1)] == [True] * threads.ALONE_MIN + [False]
+    assert backoff.settle(1, 100.0, 5_000.0)  # the split tried after the pause stalls again: twice as long
+    assert sum(backoff.alone() for _ in range(4 * threads.ALONE_MIN)) == 2 * threads.ALONE_MIN
+    backoff.settle(1, 100.0, 10.0)
+    backoff.settle(1, 100.0, 5_000.0)
+    assert sum(backoff.alone() for _ in range(4 * threads.ALONE_MIN)) == threads.ALONE_MIN
+    for _ in range(20):
+        backoff.settle(1, 100.0, 5_000.0)
+    assert backoff.span == threads.ALONE_MAX
+
+
+def test_a_worker_that_holds_a_block_without_running_it_sends_the_pool_to_the_caller_alone() -> None:
+    """The caller's block waits until the worker has claimed the other one, which then takes 0.3 s (as a worker
+    whose core another process took): the split stalls, and the next steps run every block on the caller."""
+    pool, caller = threads.Pool(2), threading.get_ident()
+    claimed = threading.Event()
+
+    def block(i: int) -> None:
+        if threading.get_ident() == caller:
+            claimed.wait(10)
+        else:
+            claimed.set()
+            time.sleep(0.3)
+
+    pool.run(block, 2)
+    assert claimed.is_set() and pool.backoff.left == threads.ALONE_MIN
+    ran: list[set[int]] = []
+    for _ in range(threads.ALONE_MIN):
+        ran.append(set())
+        pool.run(lambda i: ran[-1].add(threading.get_ident()), 16)
+    assert ran == [{caller}] * threads.ALONE_MIN and pool.backoff.left == 0
+
+
+def test_a_table_step_accounts_the_callers_blocks_and_backs_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    """join writes the caller's account of the step (blocks it ran, their µs, µs waited after); while the pool
+    backs off, a table runs on the caller alone with the same result."""
+    a, b, out, table = _product_table(12)
+    pool = threads.Pool(2)
+    loops = threads.compiled_loops()
+
+    def no_workers() -> None:
+        pool._pid, pool._ctrl = os.getpid(), loops.words(1)
+
+    monkeypatch.setattr(pool, "_start", no_workers)
+    pool.run_table(table)
+    blocks, own_us, waited_us = loops.stats(pool._ctrl)
+    assert blocks == 12 and own_us >= 0 and waited_us >= 0 and pool.backoff.left == 0
+    pool.backoff.left, out[:] = 2, np.nan
+    pool.run_table(table)
+    assert pool.backoff.left == 1
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
