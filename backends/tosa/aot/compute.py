@@ -149,7 +149,8 @@ def convolution(lw: Context, node: Node) -> Value:
 
 def linear(lw: Context, node: Node) -> Value:
     """addmm(bias, x, wᵀ), mm(x, wᵀ), linear(x, w, bias) on a 2-D [N, K] input → a 1×1 CONV2D over a
-    [1, N, 1, K] image into int32."""
+    [1, 1, N, K] image into int32 (the rows along W: Vela's estimate for a [1, N, 1, K] column was higher,
+    and a table after it, gelu's, ran as an operator of its own instead of with the convolution)."""
     name = node.target.__name__.split(".")[0]
     x_node, w_node, b_node = {"addmm": (1, 2, 0), "mm": (0, 1, None), "linear": (0, 1, 2)}[name]
     x = lw.value(node.args[x_node])
@@ -159,12 +160,12 @@ def linear(lw: Context, node: Node) -> Value:
     o = weight.values.shape[0]
     scales = x.params.scale * weight.scales
     b = lw.b
-    inputs = [reshape(b, x, (1, n, 1, k)), b.const(weight.values.reshape(o, 1, 1, k), "weight"),
+    inputs = [reshape(b, x, (1, 1, n, k)), b.const(weight.values.reshape(o, 1, 1, k), "weight"),
               b.const(bias_of(bias_node, lw.constants, scales), "bias"), b.zero_point(x.params.zero_point, np.int8),
               b.zero_point(0, np.int8)]
-    acc = b.op("CONV2D", inputs, (1, n, 1, o), np.int32, "Conv2dAttribute", [0, 0, 0, 0], [1, 1], [1, 1], False,
-               b.ts.DType.INT32)  # the rows as a column of one image: Vela runs a batch of N as N convolutions
-    held = Value(acc, (1, o, n, 1), CHANNELS_LAST, scales=scales)
+    acc = b.op("CONV2D", inputs, (1, 1, n, o), np.int32, "Conv2dAttribute", [0, 0, 0, 0], [1, 1], [1, 1], False,
+               b.ts.DType.INT32)  # the rows as one row of an image: Vela runs a batch of N as N convolutions
+    held = Value(acc, (1, o, 1, n), CHANNELS_LAST, scales=scales)
     return Value(reshape(b, held, (n, o)), (n, o), scales=scales)
 
 
