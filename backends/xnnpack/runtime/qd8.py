@@ -23,7 +23,7 @@ from types import ModuleType
 import numpy as np
 
 from etbuild.backends.xnnpack.runtime import loops
-from etbuild.backends.xnnpack.runtime.values import QuantizedRows
+from etbuild.backends.xnnpack.runtime.values import QuantizedRows, RowWeight
 from etbuild.runtime.hugepages import place
 
 CHUNK = 16  # inputs summed into ksum at a time by the packing (kr 8, two planes)
@@ -45,23 +45,53 @@ class Int4Filter:
     tiles: np.ndarray | None = None
 
 
-def int4_filter(rows: QuantizedRows, tiled: bool = False) -> Int4Filter | None:
-    """The integer product's form of an int4 weight's codes (K, N) and scales (tiled: the VNNI form where `vnni()`
-    is on), or None unless a block is a multiple of CHUNK inputs (XNNPACK's qb4w kernels take multiples of 32)."""
-    k, _ = rows.codes.shape
-    if (k // rows.scales.shape[0]) % CHUNK:
+OUTPUTS_AT_A_TIME = 4096  # outputs packed at a time (a multiple of 16 · vnni.TILES): a vocabulary's head
+# (152k outputs) holds a few MB of unpacked codes at once while it is packed, not three times its bytes
+
+
+def int4_filter(rows: QuantizedRows | RowWeight, tiled: bool = False) -> Int4Filter | None:
+    """The integer product's form of an int4 weight, codes (K, N) and scales (blocks, N) or a RowWeight (packed
+    OUTPUTS_AT_A_TIME outputs at a time; tiled: the VNNI form where `vnni()` is on), or None unless a block is a
+    multiple of CHUNK inputs (XNNPACK's qb4w kernels take multiples of 32) and the scales are bf16 numbers."""
+    scales = rows.scales
+    k = rows.codes.shape[0] if isinstance(rows, QuantizedRows) else rows.dims[1]
+    if (k // scales.shape[0]) % CHUNK:
         return None
-    bf16 = np.ascontiguousarray(rows.scales).view(np.uint32) >> 16
-    if not np.array_equal(bf16 << 16, rows.scales.view(np.uint32)):
+    bf16 = np.ascontiguousarray(scales).view(np.uint32) >> 16
+    if not np.array_equal(bf16 << 16, scales.view(np.uint32)):
         return None  # scales that are not bf16 numbers: not XNNPACK's qb4w
-    ksum = packed_ksum(rows.codes, rows.scales)
+    if isinstance(rows, QuantizedRows):
+        return _placed(_packed(rows.codes, np.asarray(scales, np.float32), tiled))
+    n = rows.dims[0]
+    parts = [_packed(np.ascontiguousarray(rows.ints(lo, min(n, lo + OUTPUTS_AT_A_TIME)).T),
+                     np.asarray(scales[:, lo : lo + OUTPUTS_AT_A_TIME], np.float32), tiled)
+             for lo in range(0, n, OUTPUTS_AT_A_TIME)]
+    first = parts[0]
+    if len(parts) == 1:
+        return _placed(first)
+    ksum = np.concatenate([f.ksum for f in parts])
+    if first.tiles is not None:  # whole passes of tiles per part: the parts' tiles in order are the whole's
+        return _placed(Int4Filter(None, None, ksum, first.blocks, np.concatenate([f.tiles for f in parts])))
+    nibbles = np.concatenate([f.nibbles for f in parts], axis=1)
+    return _placed(Int4Filter(nibbles, np.concatenate([f.scales for f in parts], axis=1), ksum, first.blocks))
+
+
+def _packed(codes: np.ndarray, scales: np.ndarray, tiled: bool) -> Int4Filter:
+    """The Int4Filter of codes (K, N) int8 and bf16 scales (blocks, N) float32."""
+    ksum = packed_ksum(codes, scales)
     fast = vnni() if tiled else None
     if fast is not None:
-        tiles = fast.pack(rows.codes, np.asarray(rows.scales, np.float32))
-        return Int4Filter(None, None, ksum, rows.scales.shape[0], place(tiles))
-    unsigned = (rows.codes + 8).astype(np.uint8)
+        return Int4Filter(None, None, ksum, scales.shape[0], fast.pack(codes, scales))
+    unsigned = (codes + 8).astype(np.uint8)
     nibbles = np.ascontiguousarray(unsigned[0::2] | (unsigned[1::2] << 4))
-    return Int4Filter(place(nibbles), np.ascontiguousarray(rows.scales, np.float32), ksum, rows.scales.shape[0])
+    return Int4Filter(nibbles, np.ascontiguousarray(scales), ksum, scales.shape[0])
+
+
+def _placed(f: Int4Filter) -> Int4Filter:
+    """f with the weights the loop streams in the program's huge-page arena (runtime.hugepages.place)."""
+    if f.tiles is not None:
+        return Int4Filter(None, None, f.ksum, f.blocks, place(f.tiles))
+    return Int4Filter(place(f.nibbles), f.scales, f.ksum, f.blocks)  # type: ignore[arg-type]
 
 
 def vnni() -> ModuleType | None:

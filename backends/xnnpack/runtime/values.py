@@ -74,11 +74,16 @@ class RowWeight:
     dims: tuple[int, int]
     scales: np.ndarray
 
-    def ints(self) -> np.ndarray:
-        """The integer codes [out, in] as int8 (4-bit ones unpacked: even index in the low nibble, zero point 8)."""
+    def ints(self, first: int = 0, last: int | None = None) -> np.ndarray:
+        """The integer codes [out, in] as int8 (4-bit ones unpacked: even index in the low nibble, zero point 8),
+        of outputs first … last − 1 (all by default)."""
+        out, inp = self.dims
+        last = out if last is None else last
         if self.stored.dtype == np.int8:
-            return self.stored.reshape(self.dims)
-        return _unpacked(self.stored, math.prod(self.dims)).reshape(self.dims)
+            return self.stored.reshape(self.dims)[first:last]
+        start, stop = first * inp, last * inp  # nibble positions
+        nibbles = _unpacked(self.stored[start // 2 : (stop + 1) // 2], 2 * ((stop + 1) // 2 - start // 2))
+        return nibbles[start % 2 : start % 2 + stop - start].reshape(last - first, inp)
 
     def dequantized(self) -> np.ndarray:
         """The float32 [out, in] real numbers: each code times its block's scale."""

@@ -130,3 +130,24 @@ def test_any_range_of_tiles_gives_the_whole_products_bits() -> None:
         VNNI.qd8_qb4w_rows(f.tiles, f.blocks, f.ksum, unsigned.reshape(1, -1), params.reshape(1, 2), bias,
                            VNNI.scratch(1, 96, f.blocks), out.reshape(1, -1), first, last)
     np.testing.assert_array_equal(out, whole)
+
+
+@pytest.mark.parametrize("tiled", [True, False])
+def test_a_stored_weight_packed_part_by_part_is_the_whole_packed_at_once(tiled: bool, monkeypatch) -> None:
+    """A program's int4 weight (values.RowWeight: its stored bytes) is packed OUTPUTS_AT_A_TIME outputs at a time:
+    the parts, in order, are the weight packed at once, tiles (whole passes per part, the last part's tiles one by
+    one) or nibbles, scales and ksum alike; its codes read from the stored bytes by output range are the weight's."""
+    from etbuild.backends.xnnpack.runtime.values import RowWeight
+
+    monkeypatch.setattr(qd8, "OUTPUTS_AT_A_TIME", 16 * VNNI.TILES * 2)
+    rng = np.random.default_rng(4)
+    n, k = 16 * VNNI.TILES * 5 + 21, 96
+    codes = rng.integers(-8, 8, (n, k)).astype(np.int8)
+    stored = ((codes.reshape(-1)[0::2] + 8) | ((codes.reshape(-1)[1::2] + 8) << 4)).astype(np.uint8)
+    scales = _problem(k, n, 32, seed=1)[1]
+    weight = RowWeight(stored, (n, k), scales)
+    np.testing.assert_array_equal(weight.ints(5, 70), codes[5:70])
+    parts, whole = qd8.int4_filter(weight, tiled), qd8.int4_filter(QuantizedRows(codes.T.copy(), scales), tiled)
+    for name in ("tiles", "nibbles", "scales", "ksum"):
+        a, b = getattr(parts, name), getattr(whole, name)
+        assert (a is None) == (b is None) and (a is None or np.array_equal(a, b)), name

@@ -72,7 +72,7 @@ class FullyConnected(Op):
         self.requant: Requantization | None = None
         self.packed: np.ndarray | None = None
         along_rows = w.weight is not None and not self.transposed and integer is None  # int codes and scales
-        self.int4 = qd8.int4_filter(w.rows, tiled=True) if along_rows and w.datatype == DT.QBINT4 \
+        self.int4 = qd8.int4_filter(w.weight, tiled=True) if along_rows and w.datatype == DT.QBINT4 \
             and x.grid.datatype == DT.QDINT8 and loops.compiled() is not None else None  # type: ignore[arg-type]
         self.weight = w if self.int4 is not None else None  # its float form is made only if a binding needs it
         self.rows = w.rows if along_rows and self.int4 is None else None
