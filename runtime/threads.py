@@ -49,7 +49,7 @@ Block = Callable[[int], object]
 SERVE_SPINS, JOIN_SPINS = 20_000, 2_000
 # A stall: the caller waited for a worker's blocks longer than STALL_BLOCKS of its own blocks and STALL_US µs.
 STALL_BLOCKS, STALL_US = 2, 50
-ALONE_MIN, ALONE_MAX = 8, 1024  # steps the caller then runs alone: doubled after each split that stalls again
+ALONE_MIN, ALONE_MAX = 4, 1024  # steps the caller then runs alone: doubled after each split that stalls again
 
 
 def default_threads() -> int:
