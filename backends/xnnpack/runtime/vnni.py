@@ -175,17 +175,7 @@ def qd8_qb4w_rows(weights: np.ndarray, blocks: int, ksum: np.ndarray, codes: np.
     n = out.shape[1]
     width = 2 * groups + blocks  # per row: its codes four to an int32, then its blocks' offsets
     acc = scratch[m * width : m * width + TILES * LANES].view(np.float32)
-    for r in range(m):
-        packed, offsets = scratch[r * width : r * width + 2 * groups], scratch[r * width + 2 * groups : (r + 1) * width]
-        for q in range(groups):  # inputs 8q … 8q + 3, then 8q + 4 … 8q + 7: one byte each
-            c = codes[r, 8 * q : 8 * q + 8]
-            packed[2 * q] = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24)
-            packed[2 * q + 1] = c[4] | (c[5] << 8) | (c[6] << 16) | (c[7] << 24)
-        for b in range(blocks):
-            total = 0
-            for k in range(b * GROUP * per, (b + 1) * GROUP * per):
-                total += codes[r, k]
-            offsets[b] = 8 * total
+    _pack_rows(codes, blocks, scratch, width)
     flat = weights.reshape(-1)
     last = min(last, tiles)
     full = tiles // TILES * TILES
@@ -215,6 +205,25 @@ def qd8_qb4w_rows(weights: np.ndarray, blocks: int, ksum: np.ndarray, codes: np.
                 v = acc[j] * inscale
                 out[r, start + j] = v + bias[start + j]
         t += count
+
+
+@jit
+def _pack_rows(codes: np.ndarray, blocks: int, scratch: np.ndarray, width: int) -> None:
+    """Per row r of codes (M, K), at scratch[r · width:]: its unsigned codes four to an int32 (inputs 8q … 8q + 3,
+    then 8q + 4 … 8q + 7: one byte each), then each block's offset 8 · Σ codes."""
+    groups = codes.shape[1] // GROUP
+    per = groups // blocks
+    for r in range(codes.shape[0]):
+        packed, offsets = scratch[r * width : r * width + 2 * groups], scratch[r * width + 2 * groups : (r + 1) * width]
+        for q in range(groups):
+            c = codes[r, 8 * q : 8 * q + 8]
+            packed[2 * q] = c[0] | (c[1] << 8) | (c[2] << 16) | (c[3] << 24)
+            packed[2 * q + 1] = c[4] | (c[5] << 8) | (c[6] << 16) | (c[7] << 24)
+        for b in range(blocks):
+            total = 0
+            for k in range(b * GROUP * per, (b + 1) * GROUP * per):
+                total += codes[r, k]
+            offsets[b] = 8 * total
 
 
 def scratch(rows: int, k: int, blocks: int) -> np.ndarray:
