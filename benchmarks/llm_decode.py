@@ -145,7 +145,8 @@ def build_all(args: argparse.Namespace) -> tuple[list[tuple[str, str, str]], lis
     for name in args.shapes.split(","):
         for form in args.forms.split(","):
             for flow in args.flows.split(","):
-                if args.only and f"{form}:{flow}" not in args.only.split(","):
+                only = args.only.split(",") if args.only else []
+                if only and f"{form}:{flow}" not in only and f"{name}:{form}:{flow}" not in only:
                     continue
                 try:
                     program(name, form, flow, args.cache)
@@ -165,7 +166,8 @@ def main() -> None:
     p.add_argument("--shapes", default=",".join(SHAPES))
     p.add_argument("--forms", default="fp32,8da4w")
     p.add_argument("--flows", default="export_llm", help="export_llm and/or etbuild (our recipe's program)")
-    p.add_argument("--only", default="", help="form:flow pairs to measure (default: every form with every flow)")
+    p.add_argument("--only", default="", help="form:flow pairs, or shape:form:flow triples, to measure (default: "
+                   "every shape, form and flow)")
     p.add_argument("--threads", default="default,1")
     p.add_argument("--new", type=int, default=32)
     p.add_argument("--repeat", type=int, default=2)
