@@ -175,7 +175,6 @@ class FullyConnected(Op):
         acc = np.empty(self.n, np.float32)
         return functools.partial(fused.grouped_matvec, self.rows.codes, self.rows.scales, x[0], bias, acc, o[0])
 
-
     def _int4_rows(self, x: np.ndarray, o: np.ndarray) -> Step | None:
         """XNNPACK's qd8 × int4 product of every input row, on the codes the input's rounding keeps (qd8.py): on
         AVX512-VNNI the tiled loop, each pass of weights serving every row; elsewhere the portable loop row by row.
@@ -187,9 +186,10 @@ class FullyConnected(Op):
         if x.dtype != np.float32 or o.dtype != np.float32:
             return None
         w, m, source = self.int4, x.shape[0], self.codes
+        assert w is not None
         bias = self.bias if self.bias is not None else np.zeros(self.n, np.float32)
-        if w is None or m == 0:
-            return (lambda: None) if w is not None else None
+        if m == 0:
+            return lambda: None
         count = threads.current().thread_count
         run = threads.pool(count).run if count > 1 else None
         if w.tiles is not None and m == 1:  # a decode step: the codes' fixed row, one compiled call
@@ -197,6 +197,9 @@ class FullyConnected(Op):
         if w.tiles is not None:  # several rows: their codes fetched from the bank at each call
             return lambda: qd8.tiled_rows(w, *source.rows(m), bias, o, count, run)()
         scratch = np.empty(self.n, np.int32), np.empty(self.n, np.int16), np.empty(self.n, np.int16)
+        if m == 1:
+            return functools.partial(fused.qd8_qb4w_matvec, w.nibbles, w.scales, w.ksum, source.codes, source.params,
+                                     bias, *scratch, o[0])
 
         def each_row() -> None:
             codes, params = source.rows(m)
