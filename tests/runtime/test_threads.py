@@ -163,15 +163,21 @@ def test_a_table_runs_every_block_once(workers: int, rows: int) -> None:
         np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
 
 
-def test_the_caller_does_every_table_block_when_no_worker_comes(monkeypatch: pytest.MonkeyPatch) -> None:
-    a, b, out, table = _product_table(12)
-    pool = threads.Pool(3)
+def _pool_without_workers(monkeypatch: pytest.MonkeyPatch, count: int) -> threads.Pool:
+    """A pool of `count` threads whose workers never start: the caller finds no one to share its steps with."""
+    pool = threads.Pool(count)
     loops = threads.compiled_loops()
 
     def no_workers() -> None:
-        pool._pid, pool._ctrl = os.getpid(), loops.words(2)
+        pool._pid, pool._ctrl = os.getpid(), loops.words(count - 1)
 
     monkeypatch.setattr(pool, "_start", no_workers)
+    return pool
+
+
+def test_the_caller_does_every_table_block_when_no_worker_comes(monkeypatch: pytest.MonkeyPatch) -> None:
+    a, b, out, table = _product_table(12)
+    pool = _pool_without_workers(monkeypatch, 3)
     pool.run_table(table)
     np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
 
@@ -262,15 +268,9 @@ def test_a_table_step_accounts_the_callers_blocks_and_backs_off(monkeypatch: pyt
     """join writes the caller's account of the step (blocks it ran, their µs, µs waited after); while the pool
     backs off, a table runs on the caller alone with the same result."""
     a, b, out, table = _product_table(12)
-    pool = threads.Pool(2)
-    loops = threads.compiled_loops()
-
-    def no_workers() -> None:
-        pool._pid, pool._ctrl = os.getpid(), loops.words(1)
-
-    monkeypatch.setattr(pool, "_start", no_workers)
+    pool = _pool_without_workers(monkeypatch, 2)
     pool.run_table(table)
-    blocks, own_us, waited_us = loops.stats(pool._ctrl)
+    blocks, own_us, waited_us = threads.compiled_loops().stats(pool._ctrl)
     assert blocks == 12 and own_us >= 0 and waited_us >= 0 and pool.backoff.left == 0
     pool.backoff.left, out[:] = 2, np.nan
     pool.run_table(table)
