@@ -265,3 +265,55 @@ def test_a_program_of_more_rows_keeps_the_filter_by_output_and_few_outputs_as_k_
         assert np.shares_memory(fc.packed, fc.by_output) and fc.packed.shape == (70, 100)
     (fc,) = [op for op in fc_graph(70, 64, rows=2)[0].handle().graph.ops if isinstance(op, FullyConnected)]
     assert fc.tiles is None and fc.by_output is None and fc.packed.flags.c_contiguous and fc.packed.shape == (70, 64)
+
+
+def _int4_filter(gb: GraphBuilder, rng: np.random.Generator, n: int, k: int) -> int:
+    codes = rng.integers(-8, 8, size=(n, k))
+    packed = ((codes[:, 0::2] + 8) | ((codes[:, 1::2] + 8) << 4)).astype(np.uint8)
+    bf16 = ((rng.random((n, k // 32)).astype(F) * 0.05 + 0.01).view(np.uint32) >> 16).astype(np.uint16)
+    return gb.tensor((n, k), DT.QBINT4, data=packed, quant=g.PerChannelGroupQuant([], 0, 32, gb.constant(bf16),
+                                                                                 n * k // 32))
+
+
+def _two_layers(rows: int, apart: bool) -> GraphBuilder:
+    """Two qd8 × int4 layers: 64 → 96 → 32 one after the other (the second Convert reads the first product), or
+    64 → 96 and 64 → 32 with both Converts, of two inputs, before either product (their codes needed together)."""
+    rng = np.random.default_rng(11)
+    gb = GraphBuilder()
+    x = gb.tensor((rows, 64), flags=IN)
+    x2 = None if apart else gb.tensor((rows, 64), flags=IN)
+    q1 = gb.tensor((rows, 64), DT.QDINT8, quant=g.PerTokenDynamicQuant(1))
+    w1, w2 = _int4_filter(gb, rng, 96, 64), _int4_filter(gb, rng, 32, 96 if apart else 64)
+    y1 = gb.tensor((rows, 96), flags=0 if apart else OUT)
+    q2 = gb.tensor((rows, 96 if apart else 64), DT.QDINT8, quant=g.PerTokenDynamicQuant(1))
+    out = gb.tensor((rows, 32), flags=OUT)
+    gb.node("Convert", input_id=x, output_id=q1)
+    if apart:
+        gb.node("FullyConnected", input1_id=q1, filter_id=w1, bias_id=g.NO_ID, output_id=y1)
+        gb.node("Convert", input_id=y1, output_id=q2)
+    else:
+        gb.node("Convert", input_id=x2, output_id=q2)
+        gb.node("FullyConnected", input1_id=q1, filter_id=w1, bias_id=g.NO_ID, output_id=y1)
+    gb.node("FullyConnected", input1_id=q2, filter_id=w2, bias_id=g.NO_ID, output_id=out)
+    return gb
+
+
+@needs_loops
+@pytest.mark.parametrize("apart", [True, False])
+def test_codes_of_several_rows_share_a_bank_only_when_their_lives_are_apart(apart: bool) -> None:
+    """The codes of a prompt's rows: two Converts whose codes are never needed at the same time share one bank,
+    two whose codes are (both Converts before both products) get one each; either way four rows at once give each
+    row's bits alone."""
+    four, one = _two_layers(4, apart).handle(), _two_layers(1, apart).handle()
+    products = [op for op in four.graph.ops if isinstance(op, FullyConnected)]
+    assert all(op.codes is not None for op in products)
+    assert (products[0].codes.bank is products[1].codes.bank) == apart
+    rng = np.random.default_rng(2)
+    ins = [rng.standard_normal((4, 64)).astype(F) * F(3) for _ in range(1 if apart else 2)]
+    outs = [np.empty((4, 96), F), np.empty((4, 32), F)][1 if apart else 0:]
+    four.execute([*ins, *outs])
+    for r in range(4):
+        single = [np.empty((1, o.shape[1]), F) for o in outs]
+        one.execute([*[x[r : r + 1].copy() for x in ins], *single])
+        for o, s in zip(outs, single):
+            np.testing.assert_array_equal(s[0], o[r])
