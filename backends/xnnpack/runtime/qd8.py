@@ -50,8 +50,8 @@ OUTPUTS_AT_A_TIME = 4096  # outputs packed at a time (a multiple of 16 · vnni.T
 
 
 def int4_filter(rows: QuantizedRows | RowWeight, tiled: bool = False) -> Int4Filter | None:
-    """The integer product's form of an int4 weight, codes (K, N) and scales (blocks, N) or a RowWeight (packed
-    OUTPUTS_AT_A_TIME outputs at a time; tiled: the VNNI form where `vnni()` is on), or None unless a block is a
+    """The integer product's form of an int4 weight, codes (K, N) and scales (blocks, N) or a RowWeight, packed
+    OUTPUTS_AT_A_TIME outputs at a time (tiled: the VNNI form where `vnni()` is on), or None unless a block is a
     multiple of CHUNK inputs (XNNPACK's qb4w kernels take multiples of 32) and the scales are bf16 numbers."""
     scales = rows.scales
     k = rows.codes.shape[0] if isinstance(rows, QuantizedRows) else rows.dims[1]
@@ -61,19 +61,20 @@ def int4_filter(rows: QuantizedRows | RowWeight, tiled: bool = False) -> Int4Fil
     if not np.array_equal(bf16 << 16, scales.view(np.uint32)):
         return None  # scales that are not bf16 numbers: not XNNPACK's qb4w
     if isinstance(rows, QuantizedRows):
-        return _placed(_packed(rows.codes, np.asarray(scales, np.float32), tiled))
-    n = rows.dims[0]
-    parts = [_packed(np.ascontiguousarray(rows.ints(lo, min(n, lo + OUTPUTS_AT_A_TIME)).T),
+        n, codes_of = rows.codes.shape[1], lambda lo, hi: rows.codes[:, lo:hi]
+    else:
+        n, codes_of = rows.dims[0], lambda lo, hi: rows.ints(lo, hi).T
+    parts = [_packed(np.ascontiguousarray(codes_of(lo, min(n, lo + OUTPUTS_AT_A_TIME))),
                      np.asarray(scales[:, lo : lo + OUTPUTS_AT_A_TIME], np.float32), tiled)
-             for lo in range(0, n, OUTPUTS_AT_A_TIME)]
+             for lo in range(0, max(n, 1), OUTPUTS_AT_A_TIME)]  # no outputs: one empty part
     first = parts[0]
-    if len(parts) == 1:
-        return _placed(first)
     ksum = np.concatenate([f.ksum for f in parts])
     if first.tiles is not None:  # whole passes of tiles per part: the parts' tiles in order are the whole's
-        return _placed(Int4Filter(None, None, ksum, first.blocks, np.concatenate([f.tiles for f in parts])))
-    nibbles = np.concatenate([f.nibbles for f in parts], axis=1)
-    return _placed(Int4Filter(nibbles, np.concatenate([f.scales for f in parts], axis=1), ksum, first.blocks))
+        tiles = first.tiles if len(parts) == 1 else np.concatenate([f.tiles for f in parts])
+        return Int4Filter(None, None, ksum, first.blocks, place(tiles))
+    nibbles = np.concatenate([f.nibbles for f in parts], axis=1)  # type: ignore[misc]
+    return Int4Filter(place(nibbles), np.concatenate([f.scales for f in parts], axis=1), ksum,  # type: ignore[misc]
+                      first.blocks)
 
 
 def _packed(codes: np.ndarray, scales: np.ndarray, tiled: bool) -> Int4Filter:
@@ -85,13 +86,6 @@ def _packed(codes: np.ndarray, scales: np.ndarray, tiled: bool) -> Int4Filter:
     unsigned = (codes + 8).astype(np.uint8)
     nibbles = np.ascontiguousarray(unsigned[0::2] | (unsigned[1::2] << 4))
     return Int4Filter(nibbles, np.ascontiguousarray(scales), ksum, scales.shape[0])
-
-
-def _placed(f: Int4Filter) -> Int4Filter:
-    """f with the weights the loop streams in the program's huge-page arena (runtime.hugepages.place)."""
-    if f.tiles is not None:
-        return Int4Filter(None, None, f.ksum, f.blocks, place(f.tiles))
-    return Int4Filter(place(f.nibbles), f.scales, f.ksum, f.blocks)  # type: ignore[arg-type]
 
 
 def vnni() -> ModuleType | None:

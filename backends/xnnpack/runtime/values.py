@@ -338,11 +338,13 @@ def _per_channel(value: Value, q: g.PerChannelQuant, constants: ConstantSource, 
         raise InvalidProgram(f"{where}: channel_dim {q.channel_dim} is not a dim of {list(value.dims)}")
     scales = _scales(q, constants, value.dims[q.channel_dim], where, bf16=False)
     raw = constants.bytes(idx, _nbytes(value), where)
+    if len(value.dims) == 2 and q.channel_dim == 0 and value.datatype in (DT.QCINT8, DT.QCINT4):
+        value.weight = _stored_weight(value, raw, scales.reshape(1, -1))
+        if value.datatype == DT.QCINT8:  # what the int8 product reads (ops/requant.py): a view of the blob
+            value.codes = IntegerCodes(value.weight.ints(), 0, scales, q.channel_dim)
+        return
     ints = _int_codes(value, raw)
     value.codes = IntegerCodes(ints, 0, scales, q.channel_dim)
-    if len(value.dims) == 2 and q.channel_dim == 0 and ints.dtype == np.int8:
-        value.weight = _stored_weight(value, raw, scales.reshape(1, -1))
-        return
     shape = [1] * len(value.dims)
     shape[q.channel_dim] = -1
     value.data = ints.astype(np.float32) * scales.reshape(shape)
