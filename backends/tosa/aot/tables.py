@@ -164,9 +164,9 @@ def _softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
     recip = lookup(lw, index.tensor, index.stored, np.reciprocal, index.params, inverse)
     # the table's codes as int32 by a CAST and + 128, not a RESCALE: read by two int32 MULs, a RESCALE would
     # run as an operator of its own for each (Vela folds one only into an operator whose inputs are all RESCALEs)
-    coarse = lw.b.op("CAST", [recip], index.stored, np.int32, "CastAttribute")
-    coarse = lw.b.op("ADD", [coarse, lw.b.const(np.full([1] * len(x.shape), 128, dtype=np.int32))], index.stored,
-                     np.int32, "AddAttribute")
+    coarse = b.op("CAST", [recip], index.stored, np.int32, "CastAttribute")
+    coarse = b.op("ADD", [coarse, b.const(np.full([1] * len(x.shape), 128, dtype=np.int32))], index.stored,
+                  np.int32, "AddAttribute")
     shift = b.const(np.array([0], dtype=np.int8), "shift")
     unit = float(sums.total.scales[0])
     near_one = b.op("MUL", [sums.total.tensor, coarse, shift], index.stored, np.int32, "MulAttribute")
