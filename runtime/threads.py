@@ -20,6 +20,16 @@ STALL_BLOCKS of them for a worker's. The pool then runs its next steps on the ca
 ALONE_MIN steps, twice as many after each split that stalls again (at most ALONE_MAX), back to ALONE_MIN after one
 that does not; so beside a busy process a call costs about its one-thread time, not a stall a step.
 
+A worker that shares a core with another process slows a split without stalling it: the worker runs its blocks at
+a fraction of a core, and spinning between steps it takes the caller's time on the steps that do not split. Where
+Linux reports how long each thread waited for a core (the run delay in /proc/thread-self/schedstat), the pool
+reads its workers' every CHECK_SPLITS split steps (`Crowding`); when they waited more than CROWDED of that time
+and those steps were long (a mean of LONG_STEP_US µs or more, the caller's blocks and wait: a transformer's
+128-row products; a vision transformer's 17-row ones, 110-190 µs a step, still gain beside a busy process), the
+next CHECK_SPLITS steps run on the caller alone, twice as many after each check that finds the same again (at most
+ALONE_MAX), the workers asleep. The last step alone wakes them, so the split that follows does not wait for a
+wake-up.
+
 Options are parameters, never the process's environment: `Program.load(..., threads=, blas=, native=)` binds its
 kernels inside `use(NumericOptions(...))`, and a kernel reads `current()` while it binds (never while it runs).
 """
@@ -50,6 +60,9 @@ SERVE_SPINS, JOIN_SPINS = 20_000, 2_000
 # A stall: the caller waited for a worker's blocks longer than STALL_BLOCKS of its own blocks and STALL_US µs.
 STALL_BLOCKS, STALL_US = 2, 50
 ALONE_MIN, ALONE_MAX = 4, 1024  # steps the caller then runs alone: doubled after each split that stalls again
+# Every CHECK_SPLITS split steps the workers' run delay is read: over CROWDED of the time, the cores are crowded,
+# and split steps of LONG_STEP_US µs or more (a mean) then gain too little
+CHECK_SPLITS, CROWDED, LONG_STEP_US = 32, 0.1, 250
 
 
 def default_threads() -> int:
@@ -133,11 +146,11 @@ class _Job:
 
 
 class Backoff:
-    """Whether the pool's next step runs on the calling thread alone, after splits that stalled (see the module's
-    docstring); advisory counts, shared by the pool's callers."""
+    """Whether the pool's next step runs on the calling thread alone, after splits that stalled or checks that
+    found the cores crowded (see the module's docstring); advisory counts, shared by the pool's callers."""
 
     def __init__(self) -> None:
-        self.left, self.span = 0, ALONE_MIN
+        self.left, self.span, self.crowded_span = 0, ALONE_MIN, CHECK_SPLITS
 
     def alone(self) -> bool:
         """Whether this step runs on the caller alone (counting it)."""
@@ -158,6 +171,68 @@ class Backoff:
             self.span = ALONE_MIN
         return stalled
 
+    def crowd(self, waited_share: float, step_us: float) -> bool:
+        """Account a check of the workers' run delay: the share of the time they waited for a core, and the mean
+        µs of the split steps since the last check. Whether the cores are crowded for steps that long (the next
+        steps then run alone: CHECK_SPLITS, doubled after each such check)."""
+        crowded = waited_share > CROWDED and step_us >= LONG_STEP_US
+        if crowded:
+            self.left = max(self.left, self.crowded_span)
+            self.crowded_span = min(2 * self.crowded_span, ALONE_MAX)
+        else:
+            self.crowded_span = CHECK_SPLITS
+        return crowded
+
+
+class Crowding:
+    """How long the pool's workers waited for a core (Linux's run delay of each worker thread, read from its
+    /proc/thread-self/schedstat) over the last CHECK_SPLITS split steps; nothing where it cannot be read."""
+
+    def __init__(self) -> None:
+        self.files: list[int] = []
+        self.splits, self.since_ns, self.since_delay, self.step_us = 0, 0, 0, 0.0
+
+    def watch_this_thread(self) -> None:
+        """Read the calling thread's run delay from now on (a worker calls it as it starts)."""
+        with contextlib.suppress(OSError):
+            self.files.append(os.open("/proc/thread-self/schedstat", os.O_RDONLY))
+
+    def close(self) -> None:
+        """Stop reading (a forked child's files are its parent's workers')."""
+        for fd in self.files:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.files = []
+
+    def step(self, step_us: float) -> tuple[float, float] | None:
+        """Count a split step of step_us µs: every CHECK_SPLITS of them, the share of the time since that the
+        workers waited for a core (a mean over the workers) and the steps' mean µs; else, or where the run delay
+        cannot be read, None."""
+        if not self.files:
+            return None
+        try:
+            if self.splits == 0:
+                self.since_ns, self.since_delay, self.step_us = time.perf_counter_ns(), self._delay(), 0.0
+                self.splits = 1  # the window begins after this step
+                return None
+            self.splits, self.step_us = self.splits + 1, self.step_us + step_us
+            if self.splits <= CHECK_SPLITS:
+                return None
+            waited = self._delay() - self.since_delay
+        except (OSError, ValueError, IndexError):
+            self.close()
+            return None
+        self.splits = 0
+        share = waited / max(1, time.perf_counter_ns() - self.since_ns) / len(self.files)
+        return share, self.step_us / CHECK_SPLITS
+
+    def restart(self) -> None:
+        """The next split step begins a new count (after steps run alone)."""
+        self.splits = 0
+
+    def _delay(self) -> int:
+        return sum(int(os.pread(fd, 128, 0).split()[1]) for fd in self.files)
+
 
 class Pool:
     """`threads` − 1 worker threads that run a step's blocks beside the calling thread: Python blocks (`run`) and,
@@ -172,6 +247,7 @@ class Pool:
         self._ctrl: np.ndarray | None = None  # the compiled side's control words (kernels/pool_loops.py)
         self._step = threading.Lock()  # one table step at a time; another caller runs its table alone
         self.backoff = Backoff()
+        self.crowding = Crowding()
 
     def run(self, block: Block, count: int) -> None:
         """block(0) … block(count − 1), each once, spread over the calling thread and the workers; returns when
@@ -208,8 +284,18 @@ class Pool:
             raise RuntimeError("run_table needs numba's loops (etbuild.kernels.pool_loops)")
         if self.threads > 1 and self._pid != os.getpid():
             self._start()
-        if self.threads == 1 or table.shape[0] < 2 or self.backoff.alone() or not self._step.acquire(blocking=False):
+        if self.threads == 1 or table.shape[0] < 2 or not self._step.acquire(blocking=False):
             loops.run_all(table)
+        elif self.backoff.alone():
+            try:
+                loops.run_all(table)
+                if self.backoff.left == 0:  # the next step splits: workers asleep since the back-off wake for it now
+                    self.crowding.restart()
+                    if loops.wake(self._ctrl, self.threads - 1):
+                        with self._ready:
+                            self._ready.notify_all()
+            finally:
+                self._step.release()
         else:
             self._split(loops, table)
 
@@ -224,7 +310,11 @@ class Pool:
                     self._ready.notify_all()
             while not loops.join(ctrl, table, gen, JOIN_SPINS):
                 os.sched_yield()  # a worker holds a block but not a core: let it have this one
-            self.backoff.settle(*loops.stats(ctrl))
+            own, own_us, waited_us = loops.stats(ctrl)
+            self.backoff.settle(own, own_us, waited_us)
+            checked = self.crowding.step(own_us + waited_us)
+            if checked is not None:
+                self.backoff.crowd(*checked)
         finally:
             self._step.release()
 
@@ -233,6 +323,7 @@ class Pool:
         self._ready = threading.Condition()  # a fresh lock: a forked child may hold a copy taken mid-wait
         self._step = threading.Lock()
         self._job, self._generation, self._pid = None, 0, os.getpid()
+        self.crowding.close()
         loops = compiled_loops()
         self._ctrl = None if loops is None else loops.words(self.threads - 1)
         if self._ctrl is not None:  # compiled (or loaded from numba's cache) here, not by a worker holding the GIL
@@ -241,6 +332,7 @@ class Pool:
             threading.Thread(target=self._serve, args=(w,), name="etbuild-pool", daemon=True).start()
 
     def _serve(self, w: int) -> None:
+        self.crowding.watch_this_thread()
         seen, pid, ctrl = 0, os.getpid(), self._ctrl
         loops, seen_table = (compiled_loops(), 0) if ctrl is not None else (None, 0)
         while True:

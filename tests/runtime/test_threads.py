@@ -276,3 +276,56 @@ def test_a_table_step_accounts_the_callers_blocks_and_backs_off(monkeypatch: pyt
     pool.run_table(table)
     assert pool.backoff.left == 1
     np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
+
+
+def test_crowded_cores_send_the_next_steps_to_the_caller_alone() -> None:
+    """A check that finds the workers waited for a core more than CROWDED of the time, over split steps of
+    LONG_STEP_US or more, runs the next CHECK_SPLITS steps alone, twice as many after each such check (at most
+    ALONE_MAX), back to CHECK_SPLITS after one that finds otherwise; shorter steps keep splitting."""
+    backoff, long = threads.Backoff(), threads.LONG_STEP_US
+    assert not backoff.crowd(0.02, long) and backoff.left == 0
+    assert not backoff.crowd(0.35, long / 3) and backoff.left == 0  # short steps still gain
+    assert backoff.crowd(0.35, long) and backoff.left == threads.CHECK_SPLITS
+    assert sum(backoff.alone() for _ in range(4 * threads.CHECK_SPLITS)) == threads.CHECK_SPLITS
+    assert backoff.crowd(0.35, long) and backoff.left == 2 * threads.CHECK_SPLITS
+    backoff.left = 0
+    assert not backoff.crowd(0.0, long) and backoff.crowded_span == threads.CHECK_SPLITS
+    for _ in range(20):
+        backoff.crowd(0.5, long)
+    assert backoff.crowded_span == threads.ALONE_MAX
+
+
+def test_the_workers_run_delay_is_read_every_check_splits_steps() -> None:
+    """Each worker's run delay is read from its schedstat file: every CHECK_SPLITS + 1 split steps the share of the
+    time it waited for a core (between 0 and about 1) and the steps' mean µs (the first step opens the window),
+    None between."""
+    if not os.path.exists("/proc/thread-self/schedstat"):
+        pytest.skip("no run delay here (Linux's schedstat)")
+    a, b, out, table = _product_table(8)
+    pool = threads.Pool(2)
+    pool.run_table(table)
+    deadline = time.monotonic() + 10
+    while not pool.crowding.files and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(pool.crowding.files) == 1
+    pool.crowding.restart()
+    checks = [pool.crowding.step(100.0 + i) for i in range(2 * threads.CHECK_SPLITS + 2)]
+    found = [c for c in checks if c is not None]
+    assert len(found) == 2 and checks[threads.CHECK_SPLITS] is not None and all(0.0 <= s < 1.5 for s, _ in found)
+    assert found[0][1] == 100.0 + (1 + threads.CHECK_SPLITS) / 2  # the mean of steps 1 … CHECK_SPLITS
+
+
+def test_the_last_step_alone_wakes_the_workers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """While the pool backs off a table runs on the caller alone (the same result); the last such step wakes the
+    workers so that the split after it does not wait for their wake-up."""
+    a, b, out, table = _product_table(12)
+    loops = threads.compiled_loops()
+    pool = _pool_without_workers(monkeypatch, 2)
+    pool.run_table(table)
+    woken: list[int] = []
+    monkeypatch.setattr(loops, "wake", lambda ctrl, workers: woken.append(workers) or 0)
+    pool.backoff.left, out[:] = 3, np.nan
+    for left in (2, 1, 0):
+        pool.run_table(table)
+        assert pool.backoff.left == left and woken == ([1] if left == 0 else [])
+    np.testing.assert_allclose(out, a @ b, rtol=1e-5, atol=1e-4)
