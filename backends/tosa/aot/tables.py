@@ -9,15 +9,19 @@ int8 quantize that reads it (support.py requires that quantize). `sigmoid`, `tan
 `softmax` and `log_softmax` over dim d use int32 arithmetic and small tables (ExecuTorch's Arm flow
 decomposes them into int8 steps with observed scales; here each step's scale follows from known ranges):
 in PyTorch's dim order: m = REDUCE_MAX(x); x − m in [−255, 0] input steps, as int8 over [−L, 0]
-(L = 255·s within [1/16, 16]); c = TABLE_exp (int8 codes of e − exp(−L) over [0, 1 − exp(−L)]);
-Σ = REDUCE_SUM(c) + N·exp(−L), as an int8 index over [0, N].
-log_softmax = s·x − (s·m + log Σ), with log Σ from two tables (a coarse part and its remainder);
-softmax = e × 1/Σ: the reciprocal from a table and one Newton step, held as int16; e from the codes
-through an int16 table (which adds exp(−L) back). Each result is RESCALEd once into the output's parameters.
+(L = 255·s within [1/16, 16]); c = TABLE_exp (int8 codes); Σ = REDUCE_SUM(c) (+ N·exp(−L) when the codes
+hold e − exp(−L)), as an int8 index over [0, N].
+log_softmax = s·x − (s·m + log Σ), with log Σ from two tables (a coarse part and its remainder), its codes
+e − exp(−L) over [0, 1 − exp(−L)] (every code spent on the range an exponential takes);
+softmax = e × 1/Σ, the way ExecuTorch's flow multiplies: the codes are e over [0, 1] (zero point −128, so
+the product needs no added exp(−L)); the reciprocal from a table and one Newton step, held as int8 over
+[0, the output's largest value] (a row with a larger 1/Σ has its largest output, 1/Σ itself, saturated
+anyway); the int8 × int8 product RESCALEd once into the output's parameters. The codes and 1/Σ each add
+at most half an output step of error.
 
-SRAM (Vela's allocation): softmax's product reads two int16 values through RESCALEs by one, which Vela runs
-with the int16 table and the RESCALE to int8 as one operator, so only int8 values of x's shape are held (the
-codes, then the output). Per-row values are flat ([1, .., rows]), not [.., 1] (padded 16x in NHCWB16).
+SRAM (Vela's allocation): softmax's product is one int8 MUL of the codes and the per-row int8 reciprocal,
+so only int8 values of x's shape are held (the codes, then the output) beside one byte per row. Per-row
+values are flat ([1, .., rows]), not [.., 1] (padded 16x in NHCWB16).
 """
 
 from __future__ import annotations
@@ -77,17 +81,17 @@ def table(lw: Context, node: Node) -> Value:
 
 @dataclass(frozen=True)
 class Sums:
-    """What softmax and log_softmax share: each row's maximum (int8), the exponentials e − exp(−L) as the
-    exp table's int8 codes (`low`: exp(−L)), and each row's Σ e (int32, steps of `unit`) and as an int8
+    """What softmax and log_softmax share: each row's maximum (int8), the exponentials as the exp table's
+    int8 codes (e, or e − exp(−L)), and each row's Σ e (int32, steps of the codes' scale) and as an int8
     index over [0, N]. Σ and the index are flat ([1, .., rows]): one element per row kept as [.., 1]
     would be padded sixteen-fold in Vela's NHCWB16 format."""
 
     peak: Value
     codes: Value
-    low: float
     total: Value
     index: Value
     row: tuple[int, ...]  # the rows' shape before flattening
+    count: int  # N: the values in each row
 
 
 def softmax(lw: Context, node: Node) -> Value:
@@ -96,12 +100,14 @@ def softmax(lw: Context, node: Node) -> Value:
     x, out = in_layout(lw.b, lw.value(node.args[0]), TORCH), output_params(node)
     assert out is not None, "support.py takes softmax only when one int8 quantize reads it"
     dim = node.args[1] % len(x.shape)
-    sums = _sums(lw, x, dim)
-    tail = _log_softmax if node.target is aten._log_softmax.default else _softmax
-    return Value(tail(lw, x, sums, out), x.shape, TORCH, out)
+    if node.target is aten._log_softmax.default:
+        return Value(_log_softmax(lw, x, _sums(lw, x, dim, floor=True), out), x.shape, TORCH, out)
+    return Value(_softmax(lw, x, _sums(lw, x, dim, floor=False), out), x.shape, TORCH, out)
 
 
-def _sums(lw: Context, x: Value, dim: int) -> Sums:
+def _sums(lw: Context, x: Value, dim: int, floor: bool) -> Sums:
+    """`floor`: the codes hold e − exp(−L) over [0, 1 − exp(−L)] (finer, for log Σ alone); else e over
+    [0, 1] (zero point −128), which a product can read as it is."""
     b, s = lw.b, x.params.scale
     row = tuple(1 if k == dim else d for k, d in enumerate(x.shape))
     flat = (*[1] * (len(row) - 1), int(np.prod(row)))
@@ -114,19 +120,20 @@ def _sums(lw: Context, x: Value, dim: int) -> Sums:
     reach = float(np.clip(255 * s, MIN_RANGE, EXP_RANGE))
     step = QParams(reach / 255, 127)  # t = x − m as int8: 0 at code 127
     shifted = rescale(lw, diff, np.array([s / step.scale]), 127, np.int8)
-    low = float(np.exp(-reach))
-    unit = QParams((1 - low) / 255, -128)  # e − exp(−reach) over [0, 1 − exp(−reach)]
+    low = float(np.exp(-reach)) if floor else 0.0
+    unit = QParams((1 - low) / 255, -128)  # e − low over [0, 1 − low]
     exp = Value(lookup(lw, shifted, x.shape, lambda t: np.exp(t) - low, step, unit), x.shape, TORCH, unit)
     partial = b.op("REDUCE_SUM", [rescale(lw, exp, np.array([1.0]), 0, np.int32)], row, np.int32,
                    "ReduceSumAttribute", dim)
     partial = reshaped(b, partial, row, flat, np.int32)
     n = x.shape[dim]
-    offset = b.const(np.full([1] * len(row), n * round(low / unit.scale), dtype=np.int32), "offset")
-    total = Value(b.op("ADD", [partial, offset], flat, np.int32, "AddAttribute"), flat, TORCH,
-                  scales=np.array([unit.scale]))
+    if floor:
+        offset = b.const(np.full([1] * len(row), n * round(low / unit.scale), dtype=np.int32), "offset")
+        partial = b.op("ADD", [partial, offset], flat, np.int32, "AddAttribute")
+    total = Value(partial, flat, TORCH, scales=np.array([unit.scale]))
     index_params = QParams(n / 255, -128)  # Σ e as int8 over [0, N]
     index = rescale(lw, total, np.array([unit.scale / index_params.scale]), -128, np.int8)
-    return Sums(peak, exp, low, total, Value(index, flat, TORCH, index_params), row)
+    return Sums(peak, exp, total, Value(index, flat, TORCH, index_params), row, n)
 
 
 def _log_softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
@@ -157,8 +164,9 @@ def _log_softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
 
 def _softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
     """e × (1 / Σ e): the reciprocal from a table, refined by one Newton step r·(2 − Σ·r) in int32 and held
-    as int16; e from an int16 table of x − m. Vela runs the int16 table, the product and its RESCALE to
-    int8 as one operator: no int32 value of x's shape is held."""
+    as int8 over [0, top] (top: the output's largest value, at most 1); then one int8 × int8 MUL of the
+    codes and the reciprocal, which Vela runs with its RESCALEs as one operator (only int8 values of x's
+    shape are held, and one byte per row)."""
     b, index = lw.b, sums.index
     inverse = QParams(1 / 255, -128)  # 1/Σ ∈ [1/N, 1]
     recip = lookup(lw, index.tensor, index.stored, np.reciprocal, index.params, inverse)
@@ -174,23 +182,15 @@ def _softmax(lw: Context, x: Value, sums: Sums, out: QParams) -> str:
     error = b.op("SUB", [two, near_one], index.stored, np.int32, "SubAttribute")  # 2 − Σ·r, steps unit/255
     fine = b.op("MUL", [coarse, error, shift], index.stored, np.int32, "MulAttribute")  # steps unit/255²
     fine = Value(fine, index.shape, TORCH, scales=np.array([1.0]))
-    r16 = rescale(lw, fine, np.array([unit / 255**2 * 2**15]), 0, np.int16)  # 1/Σ in steps of 2⁻¹⁵ (≤ 32767)
-    wide = [widen16(lw, _exp16(lw, sums.codes, sums.low), x.shape),
-            widen16(lw, reshaped(b, r16, index.stored, sums.row, np.int16), sums.row)]
-    product = b.op("MUL", [*wide, shift], x.shape, np.int32, "MulAttribute")  # steps 2⁻³⁰
-    held = Value(product, x.shape, TORCH, scales=np.array([2.0**-30]))
-    return rescale(lw, held, np.array([2.0**-30 / out.scale]), out.zero_point, np.int8)
-
-
-def _exp16(lw: Context, codes: Value, low: float) -> str:
-    """e of the exp table's int8 codes (e − low) as int16 in steps of 2⁻¹⁵: an int16 TABLE whose entries
-    sit at the 256 codes (no interpolation) and add `low` back (an int8 zero point cannot hold it)."""
-    b = lw.b
-    index = rescale(lw, codes, np.array([128.0]), 0, np.int16)  # (code + 128)·128 ∈ [0, 32640]
-    reals = low + (np.arange(513) - 256) * codes.params.scale
-    entries = np.clip(np.round(reals * 2**15), 0, 32767).astype(np.int16)
-    wide = b.op("TABLE", [index, b.const(entries, "table")], codes.shape, np.int32, "TableAttribute")
-    return rescale(lw, Value(wide, codes.shape, TORCH, scales=np.array([1.0])), np.array([1 / 128]), 0, np.int16)
+    top = float(np.clip(out.scale * (127 - out.zero_point), 1 / sums.count, 1.0))
+    held = QParams(top / 255, -128)  # 1/Σ over [0, top]: past it, the row's largest output saturates anyway
+    r8 = rescale(lw, fine, np.array([unit / 255**2 / held.scale]), held.zero_point, np.int8)
+    r8 = Value(reshaped(b, r8, index.stored, sums.row, np.int8), sums.row, TORCH, held)
+    wide = [rescale(lw, value, np.array([1.0]), 0, np.int32) for value in (sums.codes, r8)]
+    product = b.op("MUL", [*wide, shift], x.shape, np.int32, "MulAttribute")
+    scale = sums.codes.params.scale * held.scale
+    return rescale(lw, Value(product, x.shape, TORCH, scales=np.array([scale])), np.array([scale / out.scale]),
+                   out.zero_point, np.int8)
 
 
 def widen16(lw: Context, tensor: str, shape: tuple[int, ...]) -> str:

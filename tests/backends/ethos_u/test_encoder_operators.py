@@ -129,10 +129,34 @@ def _vela_sram_bytes(model: nn.Module, shape: tuple[int, ...]) -> float:
 
 
 def test_vela_holds_no_int32_value_of_the_scores_shape_in_softmax() -> None:
-    """Softmax's product runs as one Vela operator from int16 inputs (no int32 [4, 17, 17] value: 8,704
+    """Softmax's product runs as one Vela operator from int8 inputs (no int32 [4, 17, 17] value: 8,704
     bytes in NHCWB16) and its per-row values are flat (a [4, 17, 1] int32 value would take 4,352 bytes):
     SRAM holds the int8 input, the exp codes and the output (2,176 bytes each) and small rows."""
     assert _vela_sram_bytes(Softmax(), (1, 4, 17, 17)) <= 3 * 2176 + 1024
+
+
+def test_softmax_holds_its_reciprocal_in_one_byte_per_row() -> None:
+    """At the product Vela holds the exp codes and the output (4,096 bytes each) and 1/Σ as int8, one byte
+    for each of the 128 rows, as ExecuTorch's flow does (an int16 1/Σ took 256: Whisper's attention peak)."""
+    assert _vela_sram_bytes(Softmax(), (1, 4, 32, 32)) <= 2 * 4096 + 128
+
+
+def test_softmax_multiplies_the_int8_exp_codes_by_an_int8_reciprocal_per_row() -> None:
+    """The product is one MUL of two RESCALEs to int32: of the int8 exp codes ([1, 4, 17, 17], from a TABLE)
+    and of the int8 1/Σ per row ([1, 4, 17, 1]); no int16 value of the scores' shape exists."""
+    from tests.backends.ethos_u.test_rescales import operators, tensors
+
+    torch.manual_seed(3)
+    found = lowered(Softmax(), (torch.randn(1, 4, 17, 17),), "tosa")
+    graph = found.processed[0].blob
+    shapes, ops = tensors(graph), operators(graph)
+    made = {out: (op, ins) for op, ins, outs in ops for out in outs}
+    (product,) = [ins for op, ins, outs in ops if op == "MUL" and shapes[outs[0]][0] == [1, 4, 17, 17]]
+    widened = [made[name] for name in product[:2]]
+    assert [op for op, _ in widened] == ["RESCALE", "RESCALE"]
+    assert [shapes[ins[0]] for _, ins in widened] == [([1, 4, 17, 17], "INT8"), ([1, 4, 17, 1], "INT8")]
+    assert made[widened[0][1][0]][0] == "TABLE"
+    assert ([1, 4, 17, 17], "INT16") not in shapes.values()
 
 
 def test_vela_holds_one_int32_value_of_the_input_shape_in_layer_norm() -> None:
