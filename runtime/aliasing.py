@@ -18,6 +18,19 @@ aliases), that holds when:
   (ExecuTorch plans a view as a second tensor over the same bytes, with no instruction), and
   no method output shares them.
 
+The other way round, a copy that would copy its input `s` whole and in order (an expand or view
+to s's own shape: ExecuTorch leaves such expand_copy before a delegate's batched product) is
+dropped by giving `s` the out's array, so that s's writer writes o's bytes, when (checked
+before any instruction is bound, since the writer may come first and keep the array it gets):
+
+- `s` and `o` are static planned tensors, neither a method input or output nor a list's item,
+  `s` written by one instruction w that touches it first and last read by this copy, `o`
+  written only by it and touched first by it, `s` not itself an out that took its input so;
+- nothing but `s` and `o` whose planned bytes overlap o's is touched from w to the copy (after
+  it, o's bytes hold o's numbers either way);
+- no other value over s's planned bytes is read after w before something writes it (one that
+  read s's numbers there without an instruction would see stale ones).
+
 A chain with jumps or moves is left alone. A layout copy that cannot become a view still gets
 a fast step: its view computed once at load, copied by one `np.copyto` per call.
 """
@@ -119,6 +132,11 @@ class Aliaser:
                 if isinstance(ev.val, (fb.TensorList, fb.OptionalTensorList)):
                     for k, j in enumerate(ev.val.items):
                         self.holders.setdefault(j, []).append((i, k))
+        self.moved: set[int] = set()  # the pcs of layout copies whose input was moved into their out's bytes
+        self.movers: set[int] = set()  # the outs that took their input's numbers so
+        for pc, ins in enumerate(instructions):
+            if isinstance(ins.instr_args, fb.KernelCall):
+                self._try_move(pc, ins.instr_args)
 
     def _written(self, a: Any) -> set[int]:
         """The values an instruction may write: its result slot (a list's items), its first argument
@@ -144,6 +162,8 @@ class Aliaser:
 
     def try_alias(self, pc: int, call: fb.KernelCall, info: Any, views: list[np.ndarray]) -> bool:
         """Make the outs of the layout copy at pc views of its input when that is safe (see the module)."""
+        if pc in self.moved:
+            return True
         if len(call.args) <= len(info.params):
             return False  # no result slot: the copy stays a copy
         outs = _items(self.plan, call.args[len(info.params)])
@@ -193,6 +213,37 @@ class Aliaser:
                     return False
         return True
 
+    def _try_move(self, pc: int, call: fb.KernelCall) -> None:
+        """Give the input of the layout copy at pc its out's array when the copy would copy it whole and in order
+        (an expand or view to its own shape), so that its writer writes the out's bytes and the copy is dropped (see
+        the module)."""
+        info = self.kernel(call)
+        nparams = len(info.params) if info is not None else 0
+        if info is None or info.view is None or len(call.args) != nparams + 1 or call.args[-1] != call.args[-2]:
+            return
+        s, o = call.args[0], call.args[-1]
+        obj, out = self.objects[s], self.objects[o]
+        if type(obj) is not np.ndarray or type(out) is not np.ndarray or s == o or s in self.movers:
+            return
+        views = views_of(info, [self.objects[i] for i in call.args[:nparams]])
+        if views is None or len(views) != 1 or not _whole(views[0], obj, out):
+            return
+        writers, own, source = self.writers.get(s, set()), self._region(o), self._region(s)
+        if {s, o} - self.fixed or s in self.holders or o in self.holders or len(writers) != 1 or own is None \
+                or source is None or self.last.get(s) != pc or self.first.get(o) != pc or self.writers.get(o) != {pc}:
+            return
+        w = writers.pop()
+        if self.first.get(s) != w or self._read_over(s, source, w):
+            return
+        for q in range(w, pc + 1):
+            if any(v not in (s, o) and _overlap(self._region(v), own) for v in self.touched[q]):
+                return
+        self.objects[s] = out
+        self._regions[s] = own
+        self.region_bounds[self.region_values == s] = own
+        self.moved.add(pc)
+        self.movers.add(o)
+
     def _can_alias(self, pc: int, o: int, view: np.ndarray, root: int) -> bool:
         obj = self.objects[o]
         if o not in self.fixed or self.first.get(o) != pc or not isinstance(obj, np.ndarray):
@@ -222,6 +273,15 @@ class Aliaser:
             lo = 0 if a is None else a.memory_offset_low | a.memory_offset_high << 32
             self._regions[i] = None if a is None else (a.memory_id, lo, lo + tensor_nbytes(t, f"value {i}")[1])
         return self._regions[i]
+
+
+def _whole(view: np.ndarray, source: np.ndarray, out: np.ndarray) -> bool:
+    """Whether the view is the source's bytes in order (strides equal where an extent is over 1), of the out's shape
+    and dtype (both C-contiguous)."""
+    return view.shape == source.shape == out.shape and view.dtype == source.dtype == out.dtype \
+        and all(a == b for a, b, n in zip(view.strides, source.strides, view.shape) if n > 1) \
+        and source.flags.c_contiguous and out.flags.c_contiguous \
+        and view.__array_interface__["data"][0] == source.__array_interface__["data"][0]
 
 
 def _overlap(a: Region | None, b: Region | None) -> bool:
