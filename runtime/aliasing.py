@@ -232,7 +232,7 @@ class Aliaser:
         if {s, o} - self.fixed or s in self.holders or o in self.holders or len(writers) != 1 or own is None \
                 or source is None or self.last.get(s) != pc or self.first.get(o) != pc or self.writers.get(o) != {pc}:
             return
-        w = writers.pop()
+        w = next(iter(writers))  # not pop(): the writers set is the aliaser's own, read again later
         if self.first.get(s) != w or self._read_over(s, source, w):
             return
         for q in range(w, pc + 1):
