@@ -142,10 +142,10 @@ def build_all(args: argparse.Namespace) -> tuple[list[tuple[str, str, str]], lis
     from etbuild.errors import StageError
 
     built, failed = [], []
+    only = set(args.only.split(",")) if args.only else set()
     for name in args.shapes.split(","):
         for form in args.forms.split(","):
             for flow in args.flows.split(","):
-                only = args.only.split(",") if args.only else []
                 if only and f"{form}:{flow}" not in only and f"{name}:{form}:{flow}" not in only:
                     continue
                 try:
