@@ -3,11 +3,14 @@
 Each `BackendDelegate` names a backend id and its processed blob: a program segment (what
 ExecuTorch writes) or an inline `backend_delegate_data` entry. The backend's `init` gets the
 blob, the compile specs and the program's named data (key -> bytes: the segments that
-`Program.named_data` lists, where delegates keep their weights).
+`Program.named_data` lists, where delegates keep their weights). While a backend initialises a delegate,
+`fixed_shapes()` says whether the plan calls it with tensors of one shape only, so that it may lay out its
+constants for the shapes it will see.
 """
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,6 +20,33 @@ from etbuild.runtime.format import program as fb
 from etbuild.runtime.format.pte import ExtendedHeader, segment_bytes
 
 Lookup = Callable[[str], "RuntimeBackend | None"]
+
+_fixed: contextvars.ContextVar[bool] = contextvars.ContextVar("etbuild_fixed_shapes", default=False)
+
+
+def fixed_shapes() -> bool:
+    """Whether the delegate being initialised takes tensors of one shape only: every argument of every call to it
+    in the plan is a STATIC tensor (False outside `init_delegates`, and for a delegate with dynamic shapes)."""
+    return _fixed.get()
+
+
+def _static_delegates(plan: fb.ExecutionPlan) -> set[int]:
+    """The indices of the plan's delegates whose every call passes only STATIC tensors."""
+    static, dynamic = set(), set()
+    values = plan.values
+    for chain in plan.chains:
+        for instruction in chain.instructions:
+            call = instruction.instr_args
+            if not isinstance(call, fb.DelegateCall):
+                continue
+            tensors = [values[i].val for i in call.args if 0 <= i < len(values)]
+            if len(tensors) == len(call.args) and all(
+                    not isinstance(t, fb.Tensor) or t.shape_dynamism == fb.TensorShapeDynamism.STATIC
+                    for t in tensors):
+                static.add(call.delegate_index)
+            else:
+                dynamic.add(call.delegate_index)
+    return static - dynamic
 
 
 def named_data(data: Any, program: fb.Program, header: ExtendedHeader | None) -> dict[str, memoryview]:
@@ -51,6 +81,7 @@ def init_delegates(
 ) -> dict[int, DelegateHandle]:
     """One handle per delegate of the plan, by delegate index; InvalidProgram naming a backend we lack."""
     handles: dict[int, DelegateHandle] = {}
+    static = _static_delegates(plan)
     for k, d in enumerate(plan.delegates):
         where = f"delegate {k} ({d.id})"
         impl = lookup(d.id or "")
@@ -61,8 +92,11 @@ def init_delegates(
             raise InvalidProgram(f"{where}: this runtime has no backend {d.id!r} (it has: {known})")
         specs = {s.key or "": bytes(s.value) for s in d.compile_specs}
         data = blob(d.processed, where)
+        token = _fixed.set(k in static)
         try:
             handles[k] = impl.init(data, specs, named)
         except InvalidProgram as exc:
             raise InvalidProgram(f"{where}: {exc}") from None
+        finally:
+            _fixed.reset(token)
     return handles

@@ -11,9 +11,12 @@ the weights packed two to a byte, with its bits, at any number of rows (qd8.py; 
 BLAS on the float32 matrix 112, benchmarks/matvec_forms.py at load 3): the op then holds only that packed form,
 and the float32 filter (8× the int4 bytes) is made only for a binding whose input carries no codes. A one-row call
 through another int8 or int4 filter reads the float input times the int8 codes.
-In a program whose input is one row (a decode step), a float filter is packed at init as tiles of 128 outputs
-(compiled.tiled_matvec): XNNPACK's sequence of FMAs, its bits, at the speed memory delivers the filter (one
-thread: a one-row product is bound by memory, and a second core adds no bandwidth; docs/runtime-speed.md).
+A delegate whose calls all take static shapes (`runtime.delegates.fixed_shapes`) and more than one input row
+holds a float filter only in the layout its BLAS multiplies faster (kernels/numerics/filter_layout.py: [K, N] or
+[N, K], measured once a shape; the same bits). In a program whose input is one row (a decode step), a float
+filter is packed at init as tiles of 128 outputs (compiled.tiled_matvec): XNNPACK's sequence of FMAs, its bits,
+at the speed memory delivers the filter (one thread: a one-row product is bound by memory, and a second core adds
+no bandwidth; docs/runtime-speed.md).
 """
 
 from __future__ import annotations
@@ -42,8 +45,10 @@ from etbuild.backends.xnnpack.runtime.ops.base import (
 from etbuild.backends.xnnpack.runtime.ops.requant import Requantization, integer_form
 from etbuild.backends.xnnpack.runtime.values import Value
 from etbuild.kernels.numerics.blas import bound_product
+from etbuild.kernels.numerics.filter_layout import kn_faster
 from etbuild.kernels.numerics.ufuncs import matmul_add
 from etbuild.runtime import threads
+from etbuild.runtime.delegates import fixed_shapes
 from etbuild.runtime.hugepages import place
 from etbuild.runtime.steps import Step
 
@@ -87,8 +92,15 @@ class FullyConnected(Op):
             self.packed = _float_filter(w, self.transposed)
         self.tiles = self.by_output = None  # the filter's forms for one row (see _one_row)
         fused = loops.compiled()
-        if fused is not None and self.packed is not None and self.requant is None and self.rows is None \
-                and (b is None or b.is_constant):
+        float_filter = self.packed is not None and self.requant is None and self.rows is None
+        rows = int(np.prod(x.dims)) // max(self.k, 1) if self.flatten or not x.dims else int(np.prod(x.dims[:-1]))
+        if float_filter and rows > 1 and fixed_shapes():  # never one row: the layout BLAS reads faster, alone
+            assert self.packed is not None
+            if kn_faster(rows, self.k, self.n, default=fused is None or self.n <= FEW_OUTPUTS):
+                self.packed = place(self.packed)
+            else:
+                self.packed = place(np.ascontiguousarray(self.packed.T)).T
+        elif fused is not None and float_filter and (b is None or b.is_constant):
             if int(np.prod(x.dims)) == self.k:  # the program's input is one row: XNNPACK's bits, as fast
                 self.tiles, self.packed = place(fused.pack_tiles(self.packed)), None
             elif self.n > FEW_OUTPUTS:  # one row or many: [N, K], and its transpose for BLAS (the same memory)
