@@ -4,7 +4,7 @@ read transposed (sgemm with a transposed b), measured once per product shape in 
 BLAS libraries disagree, and the gap is large on a transformer's products (128 rows × 256 @ 256 × 1024 and its
 kin, one thread, filters that the other steps have pushed out of the core's caches; the 2-core AMD EPYC guest the
 benchmarks run on): numpy 2.4's OpenBLAS 0.3.31 takes the whole of a 4-layer encoder's products in 9.1 ms from
-[K, N] and 10.5 ms from [N, K]; numpy 1.26's OpenBLAS 0.3.27 takes 10.9 and 10.1 ms. No rule by name or version
+[K, N] and 10.5 ms from [N, K]; numpy 2.1's OpenBLAS 0.3.27 takes 10.9 and 10.1 ms. No rule by name or version
 would carry to the next release or another machine's kernels, so `kn_faster` times both on the shape it is
 asked about, in a process of its own making, and keeps the answer.
 
