@@ -2,14 +2,16 @@
 machine and beside a busy process, next to ExecuTorch's runtime and eager torch measured in the same conditions.
 
     python benchmarks/runtime_speed.py [--models mlp,cnn,kws,gru,transformer] [--tier bert,vit,mobilenetv4]
-        [--threads default,1] [--loads quiet,busy] [--runs 100] [--warmup 10] [--repeat 3]
+        [--threads default,1] [--loads quiet,busy] [--runs 100] [--warmup 10] [--repeat 5]
         [--bare PYTHON] [--work /tmp/etbuild-runtime-speed] [--results [NAME]]
 
 Programs: the zoo's recipes (recipes/<name>.yaml) and the real-model tier's architectures (tests/models/zoo.py,
 random weights), each lowered by ExecuTorch itself (`to_edge_transform_and_lower` + XnnpackPartitioner, the
 oracle) and cached under --work with its inputs as an .npz. Per program, thread setting and load, every contender
 runs in a child process of its own (load, --warmup calls, the median of --runs calls), contenders alternating
-process by process and the order reversed round by round; a figure is the median of the --repeat rounds' medians.
+process by process and the order reversed round by round; a figure is the median of the --repeat rounds' medians
+(five by default: the cloud guest this was written on has slow phases lasting minutes, in which a round runs up to
+1.4x slower; of three rounds, two slow ones set the median).
 Programs whose ExecuTorch lowering fails are reported on stderr and left out.
 
 Contenders: ours (no torch in the process: it loads the inputs from the .npz) with the default BLAS (MKL when the
@@ -183,7 +185,7 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--tier", default=",".join(TIER), help="real-model tier architectures (tests/models/zoo.py)")
     parser.add_argument("--threads", default="default,1")
     parser.add_argument("--loads", default="quiet,busy")
-    for option, default in (("--runs", 100), ("--warmup", 10), ("--repeat", 3)):
+    for option, default in (("--runs", 100), ("--warmup", 10), ("--repeat", 5)):
         parser.add_argument(option, type=int, default=default)
     parser.add_argument("--work", type=Path, default=Path("/tmp/etbuild-runtime-speed"), help="cache of programs")
     parser.add_argument("--bare", type=Path, help="the python of an install without the mkl extra (ours_bare)")
