@@ -48,6 +48,12 @@ class Arena:
         block, self._free = self._free[skip:skip + nbytes], self._free[-(-(skip + nbytes) // ALIGN) * ALIGN:]
         return block.view(dtype).reshape(shape)
 
+    def copy(self, array: np.ndarray) -> np.ndarray:
+        """A C-contiguous copy of `array` in the arena."""
+        out = self.empty(array.shape, array.dtype)
+        out[...] = array
+        return out
+
 
 def _mapping(size: int) -> np.ndarray:
     region = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
@@ -78,6 +84,4 @@ def place(array: np.ndarray) -> np.ndarray:
     current = _current.get()
     if current is None or array.nbytes < SMALLEST or not hasattr(mmap, "MADV_HUGEPAGE"):
         return array
-    out = current.empty(array.shape, array.dtype)
-    out[...] = array
-    return out
+    return current.copy(array)

@@ -50,8 +50,8 @@ def _measured(library: int | None, m: int, k: int, n: int, default: bool) -> boo
     filters = rng.standard_normal((n, k), dtype=np.float32)
     copies = max(1, min(32, -(-PROBE_BYTES // filters.nbytes)))
     arena = hugepages.Arena()  # huge pages as a program's filters have, in a mapping of its own (freed after)
-    by_output = [_copy(filters, arena) for _ in range(copies)]
-    by_input = [_copy(filters.T, arena) for _ in range(copies)]
+    by_output = [arena.copy(filters) for _ in range(copies)]
+    by_input = [arena.copy(filters.T) for _ in range(copies)]
     outs = np.empty((2, m, n), np.float32)
     calls = [[blas._one_call(np.dot, x, w, outs[0]) for w in by_input],
              [blas._one_call(np.dot, x, w.T, outs[1]) for w in by_output]]
@@ -68,9 +68,3 @@ def _measured(library: int | None, m: int, k: int, n: int, default: bool) -> boo
         return default
     return best[0] < best[1]
 
-
-def _copy(a: np.ndarray, arena: hugepages.Arena) -> np.ndarray:
-    """A C-contiguous copy of `a` in `arena`."""
-    out = arena.empty(a.shape, a.dtype)
-    out[...] = a
-    return out

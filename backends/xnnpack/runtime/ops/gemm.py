@@ -93,10 +93,11 @@ class FullyConnected(Op):
         self.tiles = self.by_output = None  # the filter's forms for one row (see _one_row)
         fused = loops.compiled()
         float_filter = self.packed is not None and self.requant is None and self.rows is None
-        rows = int(np.prod(x.dims)) // max(self.k, 1) if self.flatten or not x.dims else int(np.prod(x.dims[:-1]))
-        if float_filter and rows > 1 and fixed_shapes():  # never one row: the layout BLAS reads faster, alone
+        input_rows = int(np.prod(x.dims)) // max(self.k, 1) if self.flatten or not x.dims \
+            else int(np.prod(x.dims[:-1]))
+        if float_filter and input_rows > 1 and fixed_shapes():  # never one row: the layout BLAS reads faster, alone
             assert self.packed is not None
-            if kn_faster(rows, self.k, self.n, default=fused is None or self.n <= FEW_OUTPUTS):
+            if kn_faster(input_rows, self.k, self.n, default=fused is None or self.n <= FEW_OUTPUTS):
                 self.packed = place(self.packed)
             else:
                 self.packed = place(np.ascontiguousarray(self.packed.T)).T
