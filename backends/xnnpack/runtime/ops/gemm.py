@@ -96,11 +96,7 @@ class FullyConnected(Op):
         input_rows = int(np.prod(x.dims)) // max(self.k, 1) if self.flatten or not x.dims \
             else int(np.prod(x.dims[:-1]))
         if float_filter and input_rows > 1 and fixed_shapes():  # never one row: the layout BLAS reads faster, alone
-            assert self.packed is not None
-            if kn_faster(input_rows, self.k, self.n, default=fused is None or self.n <= FEW_OUTPUTS):
-                self.packed = place(self.packed)
-            else:
-                self.packed = place(np.ascontiguousarray(self.packed.T)).T
+            self._hold_for_blas(input_rows, default_kn=fused is None or self.n <= FEW_OUTPUTS)
         elif fused is not None and float_filter and (b is None or b.is_constant):
             if int(np.prod(x.dims)) == self.k:  # the program's input is one row: XNNPACK's bits, as fast
                 self.tiles, self.packed = place(fused.pack_tiles(self.packed)), None
@@ -110,6 +106,15 @@ class FullyConnected(Op):
         runtime = [v.id for v in (w, b) if v is not None and not v.is_constant]
         super().__init__([x.id, *runtime], [ctx.value(node.output_id, "output").id])
         self.live_filter, self.live_bias = not w.is_constant, b is not None and not b.is_constant
+
+    def _hold_for_blas(self, rows: int, default_kn: bool) -> None:
+        """Hold the packed [K, N] filter only in the layout BLAS multiplies `rows` rows by faster (measured once a
+        shape: kernels/numerics/filter_layout.py), in the arena of huge pages."""
+        assert self.packed is not None
+        if kn_faster(rows, self.k, self.n, default=default_kn):
+            self.packed = place(self.packed)
+        else:
+            self.packed = place(np.ascontiguousarray(self.packed.T)).T
 
     def infer(self, shapes: Sequence[Shape]) -> list[Shape]:
         x = shapes[0]
