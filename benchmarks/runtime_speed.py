@@ -15,9 +15,10 @@ process by process and the order reversed round by round; a figure is the median
 Programs whose ExecuTorch lowering fails are reported on stderr and left out.
 
 Contenders: ours (no torch in the process: it loads the inputs from the .npz) with the default BLAS (MKL when the
-`mkl` extra is installed) and with numpy's (`blas="numpy"`), with --bare ours again under another interpreter, an
-install of etbuild without the `mkl` extra (`ours_bare`: its own numpy and BLAS, this checkout's code on its
-PYTHONPATH; make one with `python -m venv V && V/bin/pip install torch==2.13.0 && V/bin/pip install -e .`),
+`mkl` extra is installed) and, where that is MKL, with the packaged OpenBLAS (`blas="openblas"`: what an install
+without the extra runs, on this interpreter's numpy), with --bare ours again under another interpreter, an install
+of etbuild without the `mkl` extra (`ours_bare`: its own numpy, this checkout's code on its PYTHONPATH; make one
+with `python -m venv V && V/bin/pip install torch==2.13.0 && V/bin/pip install -e .`),
 ExecuTorch's runtime (its XNNPACK threadpool reset to the thread count) and the eager model under no_grad.
 "default" leaves every library at its own thread count; "1" is `Program.load(threads=1)`, torch.set_num_threads(1)
 and ExecuTorch's threadpool at 1. "busy" runs the children while one process started by this script spins on one
@@ -45,9 +46,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = ("mlp", "cnn", "kws", "gru", "transformer")
 TIER = ("bert", "vit", "mobilenetv4")
-OURS = ("ours", "ours_numpy", "ours_bare")  # our runtime: default BLAS, numpy's, an install without the mkl extra
+OURS = ("ours", "ours_openblas", "ours_bare")  # our runtime: default BLAS, the packaged OpenBLAS, a bare install
 LOAD_AVG = "load_1min"  # the machine's 1-minute load average as a configuration's round began (median of rounds)
-COLUMNS = ["model", "threads", "load", LOAD_AVG, "ours_us", "ours_numpy_us", "ours_bare_us", "executorch_us",
+COLUMNS = ["model", "threads", "load", LOAD_AVG, "ours_us", "ours_openblas_us", "ours_bare_us", "executorch_us",
            "eager_us", "ours_vs_eager", "ours_vs_executorch", "ours_vs_one_thread", "unmet"]
 LIMITS = {"cnn": 3.0, "transformer": 1.5}  # issue 48: the most ours / ExecuTorch's runtime
 
@@ -89,9 +90,9 @@ def contenders(files: dict[str, Path], threads: str, args: argparse.Namespace, m
     found = {"ours": [sys.executable, *ours, "auto"],
              "executorch": [sys.executable, timing, "executorch", str(files["pte"]), str(files["inputs"]), *common],
              "eager": [sys.executable, me, "child-eager", str(files["recipe"]), *common]}
-    if mkl:  # with the extra, "auto" is MKL: numpy's BLAS is a contender of its own
-        found["ours_numpy"] = [sys.executable, *ours, "numpy"]
-    if args.bare:  # an install without the extra: its "auto" is its numpy's BLAS
+    if mkl:  # with the extra, "auto" is MKL: the BLAS of an install without it is a contender of its own
+        found["ours_openblas"] = [sys.executable, *ours, "openblas"]
+    if args.bare:  # an install without the extra: its "auto" is the packaged OpenBLAS
         found["ours_bare"] = [str(args.bare), *ours, "auto"]
     return found
 
@@ -196,6 +197,7 @@ def parse_args() -> argparse.Namespace:
 def main() -> None:
     args = parse_args()
     sys.path.insert(0, str(ROOT))
+    import numpy as np
     from results import save
 
     from etbuild.kernels.numerics import blas
@@ -215,9 +217,10 @@ def main() -> None:
         print(json.dumps({k: v for k, v in r.items() if k != "rounds_us"}))
     if args.results:
         bare = f"; ours_bare: {args.bare} (an install without the mkl extra)" if args.bare else ""
-        notes = [f"ours' default BLAS: {'MKL (the mkl extra is installed)' if mkl else 'numpy (no mkl extra)'}; "
-                 f"ours_numpy: blas='numpy'{bare}", f"medians of {args.runs} calls after {args.warmup}, median of "
-                 f"{args.repeat} rounds, each timing in a fresh process; busy: one core spinning"]
+        notes = [f"ours' default BLAS: {'MKL (the mkl extra is installed)' if mkl else 'the packaged OpenBLAS'}; "
+                 f"ours_openblas: blas='openblas' (numpy {np.__version__}){bare}",
+                 f"medians of {args.runs} calls after {args.warmup}, median of {args.repeat} rounds, each timing in a "
+                 "fresh process; busy: one core spinning"]
         path = save(args.results, rows, title="Runtime speed: ours, ExecuTorch's runtime, eager torch",
                     columns=COLUMNS, notes=notes)
         print(f"wrote {path}")

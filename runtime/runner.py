@@ -36,8 +36,8 @@ ENVIRONMENT = {"ETBUILD_THREADS": "threads", "ETBUILD_BLAS": "blas", "ETBUILD_NA
 
 def environment_options(environ: dict[str, str] | None = None) -> dict[str, object]:
     """The numerics options a command-line entry point takes from its environment (ETBUILD_THREADS=N,
-    ETBUILD_BLAS=numpy|mkl|PATH, ETBUILD_NATIVE=0), as keyword arguments of Program.load. Only entry points read
-    them: a program loaded by a library call takes its options as parameters."""
+    ETBUILD_BLAS=openblas|numpy|mkl|PATH, ETBUILD_NATIVE=0), as keyword arguments of Program.load. Only entry points
+    read them: a program loaded by a library call takes its options as parameters."""
     env = os.environ if environ is None else environ
     found: dict[str, object] = {}
     for var, key in ENVIRONMENT.items():

@@ -76,8 +76,9 @@ def default_threads() -> int:
 @dataclasses.dataclass(frozen=True)
 class NumericOptions:
     """How a program's kernels compute. threads: the most threads a step may use (None: `default_threads()`);
-    blas: "auto" (MKL when the `mkl` extra is installed, else numpy's BLAS), "numpy", "mkl", or a path to a
-    `libmkl_rt`; native: numba's compiled loops where they exist (False: every step on numpy)."""
+    blas: "auto" (MKL when the `mkl` extra is installed, else the OpenBLAS of the scipy-openblas32 package, else
+    numpy's BLAS), "openblas" (the packaged OpenBLAS), "numpy", "mkl", or a path to a `libmkl_rt`; native: numba's
+    compiled loops where they exist (False: every step on numpy)."""
 
     threads: int | None = None
     blas: str = "auto"
@@ -87,7 +88,8 @@ class NumericOptions:
         if self.threads is not None and (not isinstance(self.threads, int) or self.threads < 1):
             raise ValueError(f"threads: expected a whole number of at least 1 (or None), got {self.threads!r}")
         if not isinstance(self.blas, str) or not self.blas:
-            raise ValueError(f"blas: expected 'auto', 'numpy', 'mkl' or a path to libmkl_rt, got {self.blas!r}")
+            raise ValueError(f"blas: expected 'auto', 'openblas', 'numpy', 'mkl' or a path to libmkl_rt, "
+                             f"got {self.blas!r}")
 
     @property
     def thread_count(self) -> int:

@@ -1,20 +1,23 @@
 """Float32 matrix products bound once: split over the program's pool of threads, each block one BLAS call on one
-thread, through Intel's MKL when the `mkl` extra is installed (and the options allow it), else numpy's BLAS.
+thread, through a BLAS library of the runtime's own where the options allow it (Intel's MKL when the `mkl` extra is
+installed, else the OpenBLAS of the `scipy-openblas32` package), else numpy's BLAS.
 
 Threads come from one place, the pool (etbuild.runtime.threads): a product of at least SPLIT_MACS multiply-adds
 and enough rows is cut into blocks of rows that the calling thread and the pool's workers claim one at a time, so
 a busy core costs at most its share. BLAS itself never starts threads inside a program's call: MKL is set to its
-sequential layer (it then holds no OpenMP state, and a forked child may call it), and numpy's OpenBLAS is held
-at one thread while a program runs (`threads.single_threaded` around each call, the previous count restored
-after, never a setting left behind). A static split by BLAS's own threads waits for its slowest thread: beside a
-busy process that is a scheduler time slice per product (docs/runtime-speed.md).
+sequential layer (it then holds no OpenMP state, and a forked child may call it), the packaged OpenBLAS to one
+thread when it is loaded, and numpy's OpenBLAS is held at one thread while a program runs
+(`threads.single_threaded` around each call, the previous count restored after, never a setting left behind). A
+static split by BLAS's own threads waits for its slowest thread: beside a busy process that is a scheduler time
+slice per product (docs/runtime-speed.md).
 
-MKL (`pip install etbuild[mkl]`): on the 2-core AMD EPYC (Zen 4) guest the benchmarks run on, its sgemm is level
-with numpy's OpenBLAS on a transformer's products (128 × 256 @ 256 × 1024, one thread, operands in cache: 740
-against 716 µs; 128 × 1024 @ 1024 × 256: 667 against 699), and slower below a million multiply-adds; a product of
-at least MKL_MACS multiply-adds whose operands are float32 matrices with a unit stride along one axis (transposed
-ones included) and that do not overlap its output is bound to one `cblas_sgemm` call (a stack of them to one
-`cblas_sgemm_batch_strided`), its pointers and sizes fixed at bind. Anything else keeps the numpy call it was given.
+Why a library of our own: numpy's BLAS is whichever OpenBLAS the environment's numpy ships, and an environment that
+pins an older numpy (the ethos-u extra's tosa-tools: numpy < 2.2, OpenBLAS 0.3.27) multiplies a transformer's
+float32 products 7-10% slower on the Zen 4 guest the benchmarks run on than scipy-openblas32 0.3.34 (24 products of
+128 rows × 256 or 1024, one thread: 10.2-11.0 against 9.4 ms). A product of at least LIBRARY_MACS multiply-adds
+whose operands are float32 matrices with a unit stride along one axis (transposed ones included) and that do not
+overlap its output is bound to one `cblas_sgemm` call (a stack of them to one `cblas_sgemm_batch_strided`), its
+pointers and sizes fixed at bind. Anything else keeps the numpy call it was given.
 
 This module is numpy-only (no torch): the runtime binds its products through it.
 """
@@ -23,7 +26,9 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import dataclasses
 import functools
+import importlib.util
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -38,8 +43,8 @@ ROW_MAJOR, NO_TRANS, TRANS = 101, 111, 112  # CBLAS_LAYOUT and CBLAS_TRANSPOSE v
 THREADING_SEQUENTIAL, INTERFACE_LP64 = 1, 0  # mkl_service's MKL_THREADING_SEQUENTIAL and MKL_INTERFACE_LP64
 INT_MAX = 2**31 - 1  # MKL_INT under the LP64 interface
 # Products of fewer multiply-adds stay with numpy: its BLAS's small-matrix kernels and cheaper call win there
-# (64 × 64 × 64: 4.3 against 6.1 µs, one thread; 1 × 256 × 256: 3.7 against 4.6), MKL from about a million.
-MKL_MACS = 1 << 20
+# (MKL: 64 × 64 × 64 4.3 against 6.1 µs, one thread; 1 × 256 × 256 3.7 against 4.6), a library from about a million.
+LIBRARY_MACS = 1 << 20
 # A product is split over threads from this many multiply-adds (about 0.1 ms on one core), into blocks of at least
 # BLOCK_MACS and BLOCK_ROWS rows: a block's call and claim cost a few µs, and each thread must have blocks enough.
 SPLIT_MACS, BLOCK_MACS, BLOCK_ROWS = 1 << 22, 1 << 20, 16
@@ -55,7 +60,7 @@ Product = Callable[..., Any]
 def bound_product(product: Product, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> Callable[[], Any]:
     """A call computing out = a @ b, as `product(a, b, out)` (np.matmul or np.dot) would, with the options kernels
     bind with now (etbuild.runtime.threads.current): split over the pool when large enough (`_blocks`), each block
-    through MKL's sgemm where it takes it, else the numpy call as given."""
+    through the runtime's BLAS library (`_usable`) where it takes it, else the numpy call as given."""
     count, by_columns = _blocks(a, b, out)
     if count < 2:
         stack = _stack_split(a, b, out)
@@ -140,7 +145,8 @@ def _block_views(a: np.ndarray, b: np.ndarray, out: np.ndarray, count: int,
 
 def _table(views: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray | None:
     """The blocks as a table of cblas_sgemm calls for the pool's compiled side (kernels/pool_loops.py), through
-    MKL where the options take it, else numpy's own OpenBLAS (its cblas_sgemm, the function numpy's matmul calls);
+    the runtime's BLAS library where the options take one, else numpy's own OpenBLAS (its cblas_sgemm, the function
+    numpy's matmul calls);
     None without numba's loops, without a BLAS whose address is known, or for operands sgemm does not take."""
     loops = threads.compiled_loops()
     found = _sgemm_address()
@@ -175,11 +181,11 @@ def _gemm_fields(a: np.ndarray, b: np.ndarray, out: np.ndarray) -> tuple[int, ..
 
 
 def _sgemm_address() -> tuple[int, int] | None:
-    """(address, integer width) of the cblas_sgemm that split products call: MKL's (LP64: 32) when the options
-    take it, else numpy's bundled OpenBLAS's (scipy-openblas, ILP64: 64); None when neither is found."""
-    mkl = _usable()
-    if mkl is not None:
-        return ctypes.cast(mkl.cblas_sgemm, ctypes.c_void_p).value, 32
+    """(address, integer width) of the cblas_sgemm that split products call: the runtime's BLAS library's (32-bit
+    integers) when the options take one, else numpy's bundled OpenBLAS's (ILP64: 64); None when neither is found."""
+    chosen = _usable()
+    if chosen is not None:
+        return ctypes.cast(chosen.sgemm, ctypes.c_void_p).value, 32
     return _numpy_sgemm()
 
 
@@ -224,8 +230,9 @@ def _fast() -> bool:
 
 
 def _one_call(product: Product, a: np.ndarray, b: np.ndarray, out: np.ndarray,
-              minimum: int = MKL_MACS) -> Callable[[], Any]:
-    """One BLAS call: MKL's sgemm for a product of at least `minimum` multiply-adds that it takes, else numpy's."""
+              minimum: int = LIBRARY_MACS) -> Callable[[], Any]:
+    """One BLAS call: the runtime's library's sgemm for a product of at least `minimum` multiply-adds that it takes,
+    else numpy's."""
     call = _sgemm_call(a, b, out, minimum)
     if call is not None:
         return call
@@ -241,12 +248,67 @@ def _openblas_threads(a: np.ndarray, b: np.ndarray) -> bool:
     return m * k * n > (1 << 18) if min(m, n) > 1 else m * k * n >= 9216
 
 
-def _usable() -> ctypes.CDLL | None:
-    """MKL when the options kernels bind with take it (blas "auto", "mkl" or a path, and numba's loops on)."""
+@dataclasses.dataclass(frozen=True)
+class Library:
+    """A BLAS library the runtime calls through its C interface, with 32-bit integers: its name ("mkl" or
+    "openblas"), `cblas_sgemm`, and `cblas_sgemm_batch_strided` (None where it has none)."""
+
+    name: str
+    sgemm: Any
+    batch: Any | None
+
+
+def _usable() -> Library | None:
+    """The library the options kernels bind with take, with numba's loops on: for blas "auto" MKL (the `mkl` extra)
+    else the packaged OpenBLAS, for "mkl" or a path MKL alone, for "openblas" the packaged OpenBLAS alone; None
+    (numpy's BLAS) for "numpy" and where the one asked for is not installed."""
     options = threads.current()
     if not native.enabled() or options.blas == "numpy":
         return None
-    return library(options.blas)
+    if options.blas != "openblas":
+        mkl = _mkl(options.blas)
+        if mkl is not None or options.blas != "auto":
+            return mkl
+    return _openblas()
+
+
+@functools.cache
+def _mkl(wanted: str) -> Library | None:
+    lib = library(wanted)
+    return Library("mkl", lib.cblas_sgemm, lib.cblas_sgemm_batch_strided) if lib is not None else None
+
+
+@functools.cache
+def _openblas() -> Library | None:
+    lib = packaged_openblas()
+    if lib is None:
+        return None
+    batch = getattr(lib, "scipy_cblas_sgemm_batch_strided", None)  # OpenBLAS 0.3.30 and later
+    _declare_products(lib.scipy_cblas_sgemm, batch)
+    return Library("openblas", lib.scipy_cblas_sgemm, batch)
+
+
+@functools.cache
+def packaged_openblas() -> ctypes.CDLL | None:
+    """The OpenBLAS of the `scipy-openblas32` package (32-bit integers, symbols prefixed `scipy_`), loaded and set to
+    one thread (threads are the pool's; it is the runtime's alone, numpy and scipy ship their own copies); None
+    when the package is not installed or its library does not load."""
+    spec = importlib.util.find_spec("scipy_openblas32")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    for folder in spec.submodule_search_locations:
+        for path in sorted(Path(folder, "lib").glob("libscipy_openblas*")):
+            if path.suffix not in (".so", ".dylib", ".dll"):
+                continue
+            try:
+                lib = ctypes.CDLL(str(path))
+                lib.scipy_openblas_set_num_threads.argtypes = [ctypes.c_int]
+                lib.scipy_openblas_set_num_threads(1)
+                lib.scipy_cblas_sgemm  # noqa: B018  # an OpenBLAS without the C interface is not one to use
+            except (OSError, AttributeError):
+                continue
+            return lib
+    return None
 
 
 @functools.cache
@@ -259,7 +321,9 @@ def library(wanted: str = "auto") -> ctypes.CDLL | None:
     for path in paths:
         try:
             mkl = ctypes.CDLL(path)
-            _declare(mkl)
+            _declare_products(mkl.cblas_sgemm, mkl.cblas_sgemm_batch_strided)
+            mkl.MKL_Set_Threading_Layer.argtypes = [ctypes.c_int]
+            mkl.MKL_Set_Threading_Layer.restype = ctypes.c_int
         except (OSError, AttributeError):  # not loadable, or an MKL without the batched product (before 2020)
             continue
         mkl.MKL_Set_Interface_Layer(INTERFACE_LP64)
@@ -276,14 +340,13 @@ def _candidates() -> list[str]:
     return found + ([system] if system else [])
 
 
-def _declare(mkl: ctypes.CDLL) -> None:
+def _declare_products(sgemm: Any, batch: Any | None) -> None:
+    """The argument types of cblas_sgemm and cblas_sgemm_batch_strided with 32-bit integers (MKL's LP64, OpenBLAS's
+    default): the same in both libraries."""
     i, f, p = ctypes.c_int, ctypes.c_float, ctypes.c_void_p
-    mkl.cblas_sgemm.argtypes = [i, i, i, i, i, i, f, p, i, p, i, f, p, i]
-    mkl.cblas_sgemm.restype = None
-    mkl.cblas_sgemm_batch_strided.argtypes = [i, i, i, i, i, i, f, p, i, i, p, i, i, f, p, i, i, i]
-    mkl.cblas_sgemm_batch_strided.restype = None
-    mkl.MKL_Set_Threading_Layer.argtypes = [i]
-    mkl.MKL_Set_Threading_Layer.restype = i
+    sgemm.argtypes, sgemm.restype = [i, i, i, i, i, i, f, p, i, p, i, f, p, i], None
+    if batch is not None:
+        batch.argtypes, batch.restype = [i, i, i, i, i, i, f, p, i, i, p, i, i, f, p, i, i, i], None
 
 
 def _matrix(x: np.ndarray) -> tuple[int, int] | None:
@@ -318,7 +381,7 @@ def _batch_stride(x: np.ndarray, batch: tuple[int, ...]) -> int | None:
 
 def _operands(a: np.ndarray, b: np.ndarray, out: np.ndarray,
               minimum: int) -> tuple[np.ndarray, np.ndarray, int] | None:
-    """a and b broadcast to out's batch and the number of matrices, when MKL may take the product: float32
+    """a and b broadcast to out's batch and the number of matrices, when a library may take the product: float32
     matrices, at least `minimum` multiply-adds, out not overlapping an operand; else None."""
     if not (a.dtype == b.dtype == out.dtype == np.float32) or min(a.ndim, b.ndim) < 2:
         return None
@@ -338,12 +401,13 @@ def _operands(a: np.ndarray, b: np.ndarray, out: np.ndarray,
     return a_, b_, count
 
 
-def _sgemm_call(a: np.ndarray, b: np.ndarray, out: np.ndarray, minimum: int = MKL_MACS) -> Callable[[], Any] | None:
-    """One cblas_sgemm (or cblas_sgemm_batch_strided) call computing out = a @ b, or None when MKL does not take
-    this product (see `_operands`; also a stack of matrices of fewer than `minimum` multiply-adds each, which numpy's
-    BLAS runs faster than MKL's strided batch: 8 × [9, 160] @ [160, 160] 42 against 67 µs, 2 × 3 × [64, 96] @
-    [96, 64] 43 against 55, one thread; operands without unit inner strides, batch dims that do not flatten to one
-    stride) or is not usable with the current options (loaded only once a product qualifies)."""
+def _sgemm_call(a: np.ndarray, b: np.ndarray, out: np.ndarray, minimum: int = LIBRARY_MACS) -> Callable[[], Any] | None:
+    """One cblas_sgemm (or cblas_sgemm_batch_strided) call of the runtime's library computing out = a @ b, or None
+    when it does not take this product (see `_operands`; also a stack of matrices of fewer than `minimum`
+    multiply-adds each, which numpy's BLAS runs faster than MKL's strided batch: 8 × [9, 160] @ [160, 160] 42
+    against 67 µs, 2 × 3 × [64, 96] @ [96, 64] 43 against 55, one thread; operands without unit inner strides,
+    batch dims that do not flatten to one stride, a stack where the library has no batch call) or when the options
+    take no library (loaded only once a product qualifies)."""
     found = _operands(a, b, out, minimum)
     if found is None or a.shape[-2] * a.shape[-1] * b.shape[-1] < minimum:  # a stack: each matrix that large too
         return None
@@ -354,20 +418,20 @@ def _sgemm_call(a: np.ndarray, b: np.ndarray, out: np.ndarray, minimum: int = MK
     views = (a_, b_, out)
     if any(s % 4 or s < 0 for x in views for s in x.strides) or not all(x.flags.aligned for x in views):
         return None
-    mkl = _usable()
-    if mkl is None:
+    chosen = _usable()
+    if chosen is None or (count > 1 and chosen.batch is None):
         return None
     alpha, beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
     pa, pb, po = (ctypes.c_void_p(x.ctypes.data) for x in views)
     sizes = [ctypes.c_int(v) for v in (a.shape[-2], b.shape[-1], a.shape[-1])]
     if count == 1:
-        call = functools.partial(mkl.cblas_sgemm, ROW_MAJOR, ta[0], tb[0], *sizes, alpha, pa, ta[1], pb, tb[1],
+        call = functools.partial(chosen.sgemm, ROW_MAJOR, ta[0], tb[0], *sizes, alpha, pa, ta[1], pb, tb[1],
                                  beta, po, to[1])
     else:
         strides = [_batch_stride(x, out.shape[:-2]) for x in views]
         if any(s is None for s in strides) or strides[2] < to[1] * out.shape[-2]:
             return None  # MKL refuses (and skips) outputs whose matrices interleave: bound_stack writes those
-        call = functools.partial(mkl.cblas_sgemm_batch_strided, ROW_MAJOR, ta[0], tb[0], *sizes, alpha,
+        call = functools.partial(chosen.batch, ROW_MAJOR, ta[0], tb[0], *sizes, alpha,
                                  pa, ta[1], strides[0], pb, tb[1], strides[1], beta, po, to[1], strides[2], count)
     call.arrays = (a, b, out)  # type: ignore[attr-defined]  # the memory its pointers address, kept alive
     return call

@@ -11,9 +11,9 @@ asked about, in a process of its own making, and keeps the answer.
 The probe multiplies private operands (never a program's memory): a random [M, K] input by as many copies of a
 random filter as fill PROBE_BYTES, in each layout, so that each product reads a filter that is not in the core's
 caches, as in a program, where every step evicts the last one's data. It times the rounds after a first one,
-through the very call a bound product makes (`blas._one_call` on one thread: MKL's sgemm where the options take
-it, else numpy's). The two layouts must give the same bits, or the default stays: the answer then changes only
-speed, never a result. About 30 ms a shape.
+through the very call a bound product makes (`blas._one_call` on one thread: the runtime's BLAS library where the
+options take one, else numpy's). The two layouts must give the same bits, or the default stays: the answer then
+changes only speed, never a result. About 30 ms a shape.
 """
 
 from __future__ import annotations
@@ -39,12 +39,12 @@ def kn_faster(m: int, k: int, n: int, default: bool) -> bool:
     where the two layouts give other bits."""
     if m < 2 or m * k * n < SMALLEST_MACS or k * n * 4 > LARGEST:
         return default
-    mkl = blas._usable()
-    return _measured(id(mkl) if mkl is not None else None, min(m, PROBE_ROWS), k, n, default)
+    chosen = blas._usable()
+    return _measured(chosen.name if chosen is not None else None, min(m, PROBE_ROWS), k, n, default)
 
 
 @functools.cache
-def _measured(library: int | None, m: int, k: int, n: int, default: bool) -> bool:
+def _measured(library: str | None, m: int, k: int, n: int, default: bool) -> bool:
     rng = np.random.default_rng(0)
     x = rng.standard_normal((m, k), dtype=np.float32)
     filters = rng.standard_normal((n, k), dtype=np.float32)

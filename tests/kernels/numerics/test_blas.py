@@ -1,5 +1,6 @@
-"""etbuild.kernels.numerics.blas: products bound to MKL's sgemm where it takes them, numpy's call otherwise, split
-over the pool by rows when large, and the same values either way."""
+"""etbuild.kernels.numerics.blas: products bound to the runtime's BLAS library (MKL with the `mkl` extra, else the
+packaged OpenBLAS) where it takes them, numpy's call otherwise, split over the pool when large, and the same values
+either way."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from etbuild.kernels.numerics import blas
 from etbuild.runtime import threads
 
 MKL = blas.library()
-needs_mkl = pytest.mark.skipif(MKL is None, reason="MKL (the `mkl` package) is not installed")
+OPENBLAS = blas.packaged_openblas()
+AVAILABLE = {"mkl": MKL is not None, "openblas": OPENBLAS is not None}
+LIBRARIES = ["numpy", "auto", "openblas"]  # the blas options; "auto" is MKL where the extra is installed
 rng = np.random.default_rng(0)
 
 
@@ -28,8 +31,8 @@ def operand(shape: tuple[int, ...], transposed: bool = False, dtype: type = np.f
     return np.swapaxes(stored, -1, -2)
 
 
-def by_mkl(call: object) -> bool:
-    """Whether the bound call (or every block of a split one) is MKL's sgemm."""
+def by_library(call: object) -> bool:
+    """Whether the bound call (or every block of a split one) is a library's sgemm (not numpy's call)."""
     return all(hasattr(c, "arrays") for c in getattr(call, "calls", [call]))
 
 
@@ -48,18 +51,23 @@ CASES = [
 ]
 
 
+@pytest.mark.parametrize("blas_name", ["auto", "openblas"])
 @pytest.mark.parametrize(("sa", "sb", "ta", "tb"), CASES)
-def test_products_match_numpy(sa: tuple[int, ...], sb: tuple[int, ...], ta: bool, tb: bool) -> None:
+def test_products_match_numpy(sa: tuple[int, ...], sb: tuple[int, ...], ta: bool, tb: bool, blas_name: str) -> None:
     a, b = operand(sa, ta), operand(sb, tb)
     expected = np.matmul(a.astype(np.float64), b.astype(np.float64))
     out = np.full(expected.shape, np.nan, np.float32)
-    call = blas.bound_product(np.matmul, a, b, out)
-    assert by_mkl(call) == (MKL is not None and sa[-2] * sa[-1] * sb[-1] >= blas.MKL_MACS)  # each matrix's size
+    with threads.use(threads.NumericOptions(blas=blas_name)):
+        call = blas.bound_product(np.matmul, a, b, out)
+        library = blas._usable()
+        out2 = np.empty_like(out)
+        blas.matmul(a, b, out2)  # the unbound form: the same product, the same bits
+    expected_library = (AVAILABLE["mkl"] or AVAILABLE["openblas"]) if blas_name == "auto" else AVAILABLE[blas_name]
+    assert (library is not None) == expected_library
+    assert by_library(call) == (expected_library and sa[-2] * sa[-1] * sb[-1] >= blas.LIBRARY_MACS)  # each matrix
     call()
     scale = np.abs(a).max() * np.abs(b).max() * sa[-1]
     np.testing.assert_allclose(out, expected, rtol=0, atol=1e-6 * scale)
-    out2 = np.empty_like(out)
-    blas.matmul(a, b, out2)  # the unbound form: the same product, the same bits
     np.testing.assert_array_equal(out2, out)
 
 
@@ -83,7 +91,7 @@ def test_into_a_strided_out_view() -> None:
 
 @pytest.mark.parametrize("kind", ["small", "float64", "overlap", "columns_out", "strided_inner", "vector", "empty",
                                   "mixed_batch", "interleaved_out", "stack_of_small"])
-def test_what_mkl_does_not_take_stays_with_numpy(kind: str) -> None:
+def test_what_a_library_does_not_take_stays_with_numpy(kind: str) -> None:
     a, b = operand((128, 256)), operand((256, 512))
     out = np.empty((128, 512), np.float32)
     if kind == "small":
@@ -112,7 +120,7 @@ def test_what_mkl_does_not_take_stays_with_numpy(kind: str) -> None:
     expected = np.matmul(a, b)
     with threads.use(threads.NumericOptions(threads=1)):  # with threads a stack splits one matrix a block
         call = blas.bound_product(np.matmul, a, b, out)
-    assert not by_mkl(call)
+    assert not by_library(call)
     call()
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
 
@@ -121,7 +129,7 @@ def test_numpy_paths_keep_numpy_blas() -> None:
     a, b = operand((128, 256)), operand((256, 512))
     out = np.empty((128, 512), np.float32)
     with native.numpy_paths():
-        assert not by_mkl(blas.bound_product(np.matmul, a, b, out))
+        assert not by_library(blas.bound_product(np.matmul, a, b, out))
 
 
 def run_python(code: str, **env: str) -> str:
@@ -158,13 +166,16 @@ def test_the_options_keep_numpy_blas() -> None:
     for options in (threads.NumericOptions(blas="numpy"), threads.NumericOptions(native=False),
                     threads.NumericOptions(blas="/nonexistent/libmkl_rt.so")):
         with threads.use(options):
-            assert not by_mkl(blas.bound_product(np.matmul, a, b, out))
+            assert not by_library(blas.bound_product(np.matmul, a, b, out))
 
 
-@needs_mkl
-def test_a_program_loaded_before_a_fork_runs_in_the_child() -> None:
-    """MKL runs its sequential layer (the pool threads products), so a child forked after products were bound and
-    run, pool threads started, calls the same bound products and gets the same numbers."""
+@pytest.mark.parametrize("blas_name", ["mkl", "openblas"])
+def test_a_program_loaded_before_a_fork_runs_in_the_child(blas_name: str) -> None:
+    """MKL runs its sequential layer and the packaged OpenBLAS one thread (the pool threads products), so a child
+    forked after products were bound and run, pool threads started, calls the same bound products and gets the
+    same numbers."""
+    if not AVAILABLE[blas_name]:
+        pytest.skip(f"{blas_name} is not installed")
     code = """
         import os
         import numpy as np
@@ -173,8 +184,9 @@ def test_a_program_loaded_before_a_fork_runs_in_the_child() -> None:
         rng = np.random.default_rng(0)
         a, b = rng.standard_normal((512, 512)).astype(np.float32), rng.standard_normal((512, 512)).astype(np.float32)
         out = np.empty_like(a)
-        with threads.use(threads.NumericOptions(threads=2, blas="mkl")):
+        with threads.use(threads.NumericOptions(threads=2, blas=BLAS)):
             call = blas.bound_product(np.matmul, a, b, out)
+            assert blas._usable().name == BLAS
         call()
         expected = out.copy()
         pid = os.fork()
@@ -184,7 +196,7 @@ def test_a_program_loaded_before_a_fork_runs_in_the_child() -> None:
             os._exit(0 if np.array_equal(out, expected) else 3)
         print(os.waitpid(pid, 0)[1])
     """
-    assert run_python(code) == "0"
+    assert run_python(code.replace("BLAS", repr(blas_name))) == "0"
 
 
 def one_and_two_threads(product, a: np.ndarray, b: np.ndarray, blas_name: str) -> tuple[np.ndarray, np.ndarray, object]:
@@ -199,7 +211,7 @@ def one_and_two_threads(product, a: np.ndarray, b: np.ndarray, blas_name: str) -
         return whole, out, blas.bound_product(product, a, b, out)
 
 
-@pytest.mark.parametrize("blas_name", ["numpy", "auto"])
+@pytest.mark.parametrize("blas_name", LIBRARIES)
 def test_a_column_split_of_np_dot_writes_its_strided_blocks(blas_name: str) -> None:
     """np.dot takes no strided out: a product bound with it and split by columns still runs, with the same bits."""
     whole, out, split = one_and_two_threads(np.dot, operand((64, 512)), operand((512, 1024)), blas_name)
@@ -208,9 +220,10 @@ def test_a_column_split_of_np_dot_writes_its_strided_blocks(blas_name: str) -> N
     np.testing.assert_array_equal(out, whole)
 
 
-@pytest.mark.parametrize("blas_name", ["numpy", "auto"])
+@pytest.mark.parametrize("blas_name", LIBRARIES)
 def test_split_products_are_claimed_without_the_gil(blas_name: str) -> None:
-    """With numba's loops a split product is a table of sgemm calls (MKL's, or numpy's own OpenBLAS's) that the
+    """With numba's loops a split product is a table of sgemm calls (the runtime's library's, or numpy's own
+    OpenBLAS's) that the
     pool's compiled side claims: the same bits as the unsplit product through the same BLAS, run after run."""
     whole, out, split = one_and_two_threads(np.dot, operand((128, 512)), operand((512, 1024)), blas_name)
     if blas._sgemm_address() is None:
@@ -222,7 +235,7 @@ def test_split_products_are_claimed_without_the_gil(blas_name: str) -> None:
         np.testing.assert_array_equal(out, whole)
 
 
-@pytest.mark.parametrize("blas_name", ["numpy", "auto"])
+@pytest.mark.parametrize("blas_name", LIBRARIES)
 def test_a_stack_of_products_splits_one_matrix_a_block(blas_name: str) -> None:
     """Attention's heads (a stack of at least SPLIT_MACS in all): one block per matrix, broadcast operands
     included, the values of the one-thread product."""
@@ -243,7 +256,7 @@ def test_a_stack_of_products_splits_one_matrix_a_block(blas_name: str) -> None:
 
 
 @pytest.mark.parametrize("count", [1, 2])
-@pytest.mark.parametrize("blas_name", ["numpy", "auto"])
+@pytest.mark.parametrize("blas_name", LIBRARIES)
 def test_a_stack_into_interleaved_matrices(count: int, blas_name: str) -> None:
     """bound_stack: heads [H, T, D] written straight into a [T, H, D] output (each matrix a row stride of H·D), one
     sgemm call a matrix, the values of numpy's product."""
@@ -264,3 +277,25 @@ def test_smaller_products_split_only_where_claims_are_cheap() -> None:
             == ((2, True) if blas._fast() else (1, False))
         assert blas._blocks(operand((4, 768)), operand((768, 1024)), np.empty((4, 1024), np.float32))[0] == 1
         assert blas._blocks(operand((17, 64)), operand((64, 768)), np.empty((17, 768), np.float32))[0] == 1
+
+
+@pytest.mark.skipif(OPENBLAS is None, reason="scipy-openblas32 is not installed")
+def test_the_packaged_openblas_runs_one_thread_and_matches_numpy() -> None:
+    """The packaged OpenBLAS never starts threads of its own (the pool's are the threads), and its batch call (one
+    call for a stack of large matrices) computes numpy's products."""
+    assert OPENBLAS.scipy_openblas_get_num_threads() == 1
+    a, b = operand((3, 128, 128)), operand((128, 96), transposed=True)
+    out = np.full((3, 128, 96), np.nan, np.float32)
+    with threads.use(threads.NumericOptions(threads=1, blas="openblas")):
+        call = blas.bound_product(np.matmul, a, b, out)
+    assert call.func is blas._openblas().batch
+    call()
+    np.testing.assert_allclose(out, np.matmul(a.astype(np.float64), b), rtol=1e-5, atol=1e-4)
+
+
+def test_blas_openblas_without_the_package_is_numpy(monkeypatch: pytest.MonkeyPatch) -> None:
+    """blas="openblas" where scipy-openblas32 is missing keeps numpy's BLAS, as "mkl" does without MKL."""
+    monkeypatch.setattr(blas, "_openblas", lambda: None)
+    a, b = operand((128, 256)), operand((256, 512))
+    with threads.use(threads.NumericOptions(blas="openblas")):
+        assert not by_library(blas.bound_product(np.matmul, a, b, np.empty((128, 512), np.float32)))

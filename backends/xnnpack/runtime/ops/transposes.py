@@ -32,7 +32,7 @@ from etbuild.backends.xnnpack.runtime.ops.gemm import BatchMatrixMultiply
 from etbuild.backends.xnnpack.runtime.ops.layout import StaticReshape, StaticTranspose, permuted_copy
 from etbuild.backends.xnnpack.runtime.values import Value
 from etbuild.errors import InternalError
-from etbuild.kernels.numerics.blas import MKL_MACS, bound_stack
+from etbuild.kernels.numerics.blas import LIBRARY_MACS, bound_stack
 from etbuild.runtime.steps import Step
 
 
@@ -71,7 +71,7 @@ class TransposedProduct(Op):
         except InternalError:
             view = None
         if view is not None and not any(np.may_share_memory(out, a) for a in ins):
-            if math.prod(chain[0]) * ins[0].shape[-1] < MKL_MACS:  # numpy's matmul: one call, its loop per matrix
+            if math.prod(chain[0]) * ins[0].shape[-1] < LIBRARY_MACS:  # numpy's matmul: one call, its loop per matrix
                 return self.product.bind(ins, [view])
             b = np.swapaxes(ins[1], -1, -2) if self.product.transpose_b else ins[1]
             return bound_stack(ins[0], b, view)  # one sgemm a head: MKL's batch call refuses interleaved outputs
