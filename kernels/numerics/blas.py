@@ -13,11 +13,11 @@ slice per product (docs/runtime-speed.md).
 
 Why a library of our own: numpy's BLAS is whichever OpenBLAS the environment's numpy ships, and an environment that
 pins an older numpy (the ethos-u extra's tosa-tools: numpy < 2.2, OpenBLAS 0.3.27) multiplies a transformer's
-float32 products 7-10% slower on the Zen 4 guest the benchmarks run on than scipy-openblas32 0.3.34 (24 products of
-128 rows × 256 or 1024, one thread: 10.2-11.0 against 9.4 ms). A product of at least LIBRARY_MACS multiply-adds
-whose operands are float32 matrices with a unit stride along one axis (transposed ones included) and that do not
-overlap its output is bound to one `cblas_sgemm` call (a stack of them to one `cblas_sgemm_batch_strided`), its
-pointers and sizes fixed at bind. Anything else keeps the numpy call it was given.
+float32 products about 10% slower on the Zen 4 guest the benchmarks run on than scipy-openblas32 0.3.34 (24 products
+of 128 rows × 256 or 1024, one thread, either filter layout: 10.2-11.0 against 9.4-9.9 ms). A product of at least
+LIBRARY_MACS multiply-adds whose operands are float32 matrices with a unit stride along one axis (transposed ones
+included) and that do not overlap its output is bound to one `cblas_sgemm` call (a stack of them to one
+`cblas_sgemm_batch_strided`), its pointers and sizes fixed at bind. Anything else keeps the numpy call it was given.
 
 This module is numpy-only (no torch): the runtime binds its products through it.
 """
@@ -146,8 +146,8 @@ def _block_views(a: np.ndarray, b: np.ndarray, out: np.ndarray, count: int,
 def _table(views: list[tuple[np.ndarray, np.ndarray, np.ndarray]]) -> np.ndarray | None:
     """The blocks as a table of cblas_sgemm calls for the pool's compiled side (kernels/pool_loops.py), through
     the runtime's BLAS library where the options take one, else numpy's own OpenBLAS (its cblas_sgemm, the function
-    numpy's matmul calls);
-    None without numba's loops, without a BLAS whose address is known, or for operands sgemm does not take."""
+    numpy's matmul calls); None without numba's loops, without a BLAS whose address is known, or for operands sgemm
+    does not take."""
     loops = threads.compiled_loops()
     found = _sgemm_address()
     if loops is None or found is None:
