@@ -14,11 +14,12 @@ process by process and the order reversed round by round; a figure is the median
 1.4x slower; of three rounds, two slow ones set the median).
 Programs whose ExecuTorch lowering fails are reported on stderr and left out.
 
-Contenders: ours (no torch in the process: it loads the inputs from the .npz) with the default BLAS (MKL when the
-`mkl` extra is installed) and, where that is MKL, with the packaged OpenBLAS (`blas="openblas"`: what an install
-without the extra runs, on this interpreter's numpy), with --bare ours again under another interpreter, an install
-of etbuild without the `mkl` extra (`ours_bare`: its own numpy, this checkout's code on its PYTHONPATH; make one
-with `python -m venv V && V/bin/pip install torch==2.13.0 && V/bin/pip install -e .`),
+Contenders: ours (no torch in the process: it loads the inputs from the .npz) with the default BLAS (`blas="auto"`:
+MKL on an Intel processor when the `mkl` extra is installed, else the packaged OpenBLAS), with --bare ours again
+under another interpreter, an install of etbuild without the `mkl` extra (`ours_bare`: its own numpy, this
+checkout's code on its PYTHONPATH; make one with `python -m venv V && V/bin/pip install torch==2.13.0 &&
+V/bin/pip install -e .`), where the extra is installed ours through the library "auto" did not take (`ours_mkl`
+or `ours_openblas`, an option a user may set, reported beside the defaults),
 ExecuTorch's runtime (its XNNPACK threadpool reset to the thread count) and the eager model under no_grad.
 "default" leaves every library at its own thread count; "1" is `Program.load(threads=1)`, torch.set_num_threads(1)
 and ExecuTorch's threadpool at 1. "busy" runs the children while one process started by this script spins on one
@@ -26,8 +27,9 @@ core.
 
 The JSON (docs/results/NAME.json with --results) holds every round and the load average; the table gives per
 configuration the medians, ours / eager, ours / ExecuTorch, and ours / ours at one thread (a collapse shows there);
-`unmet` lists what issue 48 asks that the row misses, for every contender of ours (each no slower than eager and at
-most 1.5x its own one-thread time; cnn at most 3x and transformer 1.5x ExecuTorch's runtime), or says "ok".
+`unmet` lists what issue 48 asks that the row misses, for each install's default (ours, ours_bare: each no slower
+than eager and at most 1.5x its own one-thread time; cnn at most 3x and transformer 1.5x ExecuTorch's runtime), or
+says "ok".
 """
 
 from __future__ import annotations
@@ -46,10 +48,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 ZOO = ("mlp", "cnn", "kws", "gru", "transformer")
 TIER = ("bert", "vit", "mobilenetv4")
-OURS = ("ours", "ours_openblas", "ours_bare")  # our runtime: default BLAS, the packaged OpenBLAS, a bare install
+OURS = ("ours", "ours_bare")  # our runtime's defaults: this install's, an install without the mkl extra
+FORCED = ("ours_mkl", "ours_openblas")  # ours through the library "auto" did not take (reported, not bounded)
 LOAD_AVG = "load_1min"  # the machine's 1-minute load average as a configuration's round began (median of rounds)
-COLUMNS = ["model", "threads", "load", LOAD_AVG, "ours_us", "ours_openblas_us", "ours_bare_us", "executorch_us",
-           "eager_us", "ours_vs_eager", "ours_vs_executorch", "ours_vs_one_thread", "unmet"]
+COLUMNS = ["model", "threads", "load", LOAD_AVG, "ours_us", "ours_bare_us", "ours_mkl_us", "ours_openblas_us",
+           "executorch_us", "eager_us", "ours_vs_eager", "ours_vs_executorch", "ours_vs_one_thread", "unmet"]
 LIMITS = {"cnn": 3.0, "transformer": 1.5}  # issue 48: the most ours / ExecuTorch's runtime
 
 
@@ -81,7 +84,8 @@ def prepare(name: str, work: Path) -> dict[str, Path]:
     return files
 
 
-def contenders(files: dict[str, Path], threads: str, args: argparse.Namespace, mkl: bool) -> dict[str, list[str]]:
+def contenders(files: dict[str, Path], threads: str, args: argparse.Namespace, other: str | None
+                ) -> dict[str, list[str]]:
     """Each contender's child command line (the interpreter first)."""
     me, timing = str(Path(__file__).resolve()), str(ROOT / "benchmarks" / "timing.py")
     count = "0" if threads == "default" else threads
@@ -90,8 +94,8 @@ def contenders(files: dict[str, Path], threads: str, args: argparse.Namespace, m
     found = {"ours": [sys.executable, *ours, "auto"],
              "executorch": [sys.executable, timing, "executorch", str(files["pte"]), str(files["inputs"]), *common],
              "eager": [sys.executable, me, "child-eager", str(files["recipe"]), *common]}
-    if mkl:  # with the extra, "auto" is MKL: the BLAS of an install without it is a contender of its own
-        found["ours_openblas"] = [sys.executable, *ours, "openblas"]
+    if other is not None:  # with the mkl extra: the library "auto" did not take
+        found[f"ours_{other}"] = [sys.executable, *ours, other]
     if args.bare:  # an install without the extra: its "auto" is the packaged OpenBLAS
         found["ours_bare"] = [str(args.bare), *ours, "auto"]
     return found
@@ -129,7 +133,7 @@ def load(kind: str) -> Iterator[None]:
 
 
 def measure(names: list[str], files: dict[str, dict[str, Path]], args: argparse.Namespace,
-            mkl: bool) -> list[dict[str, Any]]:
+            other: str | None) -> list[dict[str, Any]]:
     """Every configuration's rounds: per load, per round, per program and thread setting, each contender once."""
     rounds: dict[tuple[str, str, str], dict[str, list[float]]] = {}
     for kind in args.loads.split(","):
@@ -137,7 +141,7 @@ def measure(names: list[str], files: dict[str, dict[str, Path]], args: argparse.
             for i in range(args.repeat):
                 for name in names:
                     for threads in args.threads.split(","):
-                        cmds = contenders(files[name], threads, args, mkl)
+                        cmds = contenders(files[name], threads, args, other)
                         order = list(cmds) if i % 2 == 0 else list(cmds)[::-1]
                         cell = rounds.setdefault((name, threads, kind), {})
                         cell.setdefault(LOAD_AVG, []).append(round(os.getloadavg()[0], 2))
@@ -157,9 +161,9 @@ def row(key: tuple[str, str, str], cell: dict[str, list[float]],
     one_med = {who: statistics.median(values) for who, values in one.items() if who != LOAD_AVG}
     found: dict[str, Any] = {"model": name, "threads": threads, "load": kind, "rounds_us": cell,
                              LOAD_AVG: statistics.median(cell[LOAD_AVG])}
-    for who in (*OURS, "executorch", "eager"):
+    for who in (*OURS, *FORCED, "executorch", "eager"):
         found[f"{who}_us"] = round(med[who], 1) if who in med else None
-    for who in (w for w in OURS if w in med):
+    for who in (w for w in (*OURS, *FORCED) if w in med):
         found[f"{who}_vs_eager"] = round(med[who] / med["eager"], 2)
         found[f"{who}_vs_executorch"] = round(med[who] / med["executorch"], 2)
         found[f"{who}_vs_one_thread"] = round(med[who] / one_med[who], 2) if who in one_med else None
@@ -201,6 +205,7 @@ def main() -> None:
     from results import save
 
     from etbuild.kernels.numerics import blas
+    from etbuild.runtime import threads
 
     args.work.mkdir(parents=True, exist_ok=True)
     names = [n for n in (*args.models.split(","), *args.tier.split(",")) if n]
@@ -211,14 +216,18 @@ def main() -> None:
         except Exception as exc:  # ExecuTorch's own lowering: its failure is reported, the rest still measured
             print(f"{name}: left out, ExecuTorch's XNNPACK flow failed: {type(exc).__name__}: {exc}", file=sys.stderr)
     names = list(files)
-    mkl = blas.library() is not None
-    rows = measure(names, files, args, mkl)
+    with threads.use(threads.NumericOptions()):
+        chosen = blas._usable()
+    default = chosen.name if chosen is not None else "numpy"
+    other = ({"mkl": "openblas", "openblas": "mkl"}.get(default) if blas.library() is not None else None)
+    rows = measure(names, files, args, other)
     for r in rows:
         print(json.dumps({k: v for k, v in r.items() if k != "rounds_us"}))
     if args.results:
         bare = f"; ours_bare: {args.bare} (an install without the mkl extra)" if args.bare else ""
-        notes = [f"ours' default BLAS: {'MKL (the mkl extra is installed)' if mkl else 'the packaged OpenBLAS'}; "
-                 f"ours_openblas: blas='openblas' (numpy {np.__version__}){bare}",
+        forced = f"; ours_{other}: blas='{other}'" if other else ""
+        notes = [f"ours: blas='auto', here {default} (numpy {np.__version__}, mkl extra "
+                 f"{'installed' if blas.library() is not None else 'not installed'}){forced}{bare}",
                  f"medians of {args.runs} calls after {args.warmup}, median of {args.repeat} rounds, each timing in a "
                  "fresh process; busy: one core spinning"]
         path = save(args.results, rows, title="Runtime speed: ours, ExecuTorch's runtime, eager torch",

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -299,3 +300,30 @@ def test_blas_openblas_without_the_package_is_numpy(monkeypatch: pytest.MonkeyPa
     a, b = operand((128, 256)), operand((256, 512))
     with threads.use(threads.NumericOptions(blas="openblas")):
         assert not by_library(blas.bound_product(np.matmul, a, b, np.empty((128, 512), np.float32)))
+
+
+@pytest.mark.parametrize("intel", [True, False])
+def test_auto_takes_mkl_on_intel_processors_and_openblas_on_others(monkeypatch: pytest.MonkeyPatch,
+                                                                    intel: bool) -> None:
+    """MKL runs its own kernels on Intel's processors alone: "auto" takes it there (when installed) and the
+    packaged OpenBLAS elsewhere, each falling back to the other; "mkl" and "openblas" take theirs anyway."""
+    monkeypatch.setattr(blas, "intel_cpu", lambda: intel)
+    order = ["mkl", "openblas"] if intel else ["openblas", "mkl"]
+    expected = next((name for name in order if AVAILABLE[name]), None)
+    with threads.use(threads.NumericOptions(blas="auto")):
+        chosen = blas._usable()
+    assert (chosen.name if chosen is not None else None) == expected
+    for name in ("mkl", "openblas"):
+        with threads.use(threads.NumericOptions(blas=name)):
+            chosen = blas._usable()
+        assert (chosen is not None and chosen.name == name) == AVAILABLE[name]
+
+
+def test_the_processor_vendor_is_read() -> None:
+    blas.intel_cpu.cache_clear()
+    try:
+        text = Path("/proc/cpuinfo").read_text(errors="replace")
+    except OSError:
+        text = ""
+    vendor = text.partition("vendor_id")[2].partition(":")[2].split("\n")[0].strip()
+    assert blas.intel_cpu() == (vendor in ("GenuineIntel", ""))
