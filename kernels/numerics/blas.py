@@ -311,8 +311,12 @@ def _openblas() -> Library | None:
 def packaged_openblas() -> ctypes.CDLL | None:
     """The OpenBLAS of the `scipy-openblas32` package (32-bit integers, symbols prefixed `scipy_`), loaded and set to
     one thread (threads are the pool's; it is the runtime's alone, numpy and scipy ship their own copies); None
-    when the package is not installed or its library does not load."""
-    spec = importlib.util.find_spec("scipy_openblas32")
+    when the package is not installed, not importable here (a trimmed runtime's import guard), or its library does
+    not load."""
+    try:
+        spec = importlib.util.find_spec("scipy_openblas32")
+    except (ImportError, ValueError):
+        return None
     if spec is None or not spec.submodule_search_locations:
         return None
     for folder in spec.submodule_search_locations:
