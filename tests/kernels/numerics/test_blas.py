@@ -327,3 +327,18 @@ def test_the_processor_vendor_is_read() -> None:
         text = ""
     vendor = text.partition("vendor_id")[2].partition(":")[2].split("\n")[0].strip()
     assert blas.intel_cpu() == (vendor in ("GenuineIntel", ""))
+
+
+def test_a_refused_import_of_the_package_is_numpys_blas(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A trimmed runtime's import guard raises from find_spec: the packaged OpenBLAS is then absent, not an error."""
+    def refuse(name: str, package: str | None = None) -> None:
+        raise ModuleNotFoundError(f"No module named {name!r} (the trimmed runtime may not use it)", name=name)
+
+    monkeypatch.setattr(blas.importlib.util, "find_spec", refuse)
+    blas.packaged_openblas.cache_clear()
+    try:
+        assert blas.packaged_openblas() is None
+    finally:
+        monkeypatch.undo()
+        blas.packaged_openblas.cache_clear()
+    assert (blas.packaged_openblas() is not None) == AVAILABLE["openblas"]
