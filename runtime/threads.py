@@ -76,9 +76,10 @@ def default_threads() -> int:
 @dataclasses.dataclass(frozen=True)
 class NumericOptions:
     """How a program's kernels compute. threads: the most threads a step may use (None: `default_threads()`);
-    blas: "auto" (MKL when the `mkl` extra is installed, else the OpenBLAS of the scipy-openblas32 package, else
-    numpy's BLAS), "openblas" (the packaged OpenBLAS), "numpy", "mkl", or a path to a `libmkl_rt`; native: numba's
-    compiled loops where they exist (False: every step on numpy)."""
+    blas: "auto" (the OpenBLAS of the scipy-openblas32 package, or on an Intel processor MKL where the `mkl` extra
+    is installed; numpy's BLAS when neither is: kernels/numerics/blas.py), "openblas" (the packaged OpenBLAS),
+    "numpy", "mkl", or a path to a `libmkl_rt`; native: numba's compiled loops where they exist (False: every step
+    on numpy)."""
 
     threads: int | None = None
     blas: str = "auto"

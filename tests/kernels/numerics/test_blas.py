@@ -1,6 +1,6 @@
-"""etbuild.kernels.numerics.blas: products bound to the runtime's BLAS library (MKL with the `mkl` extra, else the
-packaged OpenBLAS) where it takes them, numpy's call otherwise, split over the pool when large, and the same values
-either way."""
+"""etbuild.kernels.numerics.blas: products bound to the runtime's BLAS library (MKL with the `mkl` extra on Intel
+processors, else the packaged OpenBLAS) where it takes them, numpy's call otherwise, split over the pool when
+large, and the same values either way."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from etbuild.runtime import threads
 MKL = blas.library()
 OPENBLAS = blas.packaged_openblas()
 AVAILABLE = {"mkl": MKL is not None, "openblas": OPENBLAS is not None}
-LIBRARIES = ["numpy", "auto", "openblas"]  # the blas options; "auto" is MKL where the extra is installed
+LIBRARIES = ["numpy", "auto", "openblas"]  # the blas options; "auto" is MKL on Intel where the extra is installed
 rng = np.random.default_rng(0)
 
 
